@@ -1,0 +1,142 @@
+"""Fabric parameters and the derived constants of spec §1.
+
+This module is deliberately pure Python (no Amaranth import) so that the golden
+model in ``model/`` can share it with the RTL.
+"""
+
+from dataclasses import dataclass
+
+__all__ = ["FabricParams"]
+
+
+def _check_int(name, value, lo, hi, *, pow2=False):
+    # bool is an int subclass; True would silently mean 1.
+    ok = isinstance(value, int) and not isinstance(value, bool) and lo <= value <= hi
+    if pow2:
+        ok = ok and value & (value - 1) == 0
+        if not ok:
+            raise ValueError(f"{name} must be a power of two in {lo}..{hi}, not {value!r}")
+    elif not ok:
+        raise ValueError(f"{name} must be an integer in {lo}..{hi}, not {value!r}")
+
+
+@dataclass(frozen=True)
+class FabricParams:
+    """Elaboration parameters of the arbiter (spec §1).
+
+    Parameters
+    ----------
+    tenants : int
+        N, configured tenants, 1..16. Tenant tags N..15 are invalid.
+    channels : int
+        C, independent arbitration channels, 1..16.
+    queue_depth : int
+        D, FIFO entries per tenant per channel, power of two in 1..64.
+    max_request_bytes : int
+        LMAX, largest request in bytes, power of two in 32..4096.
+    id_width : int
+        Width of the request id carried to the grant, 1..32.
+    tag_bits : int
+        T, width of start/finish tags and virtual time, 12..32.
+
+    Raises
+    ------
+    ValueError
+        If a parameter is out of range.
+    """
+
+    tenants: int = 8
+    channels: int = 8
+    queue_depth: int = 4
+    max_request_bytes: int = 4096
+    id_width: int = 16
+    tag_bits: int = 20
+
+    def __post_init__(self):
+        _check_int("tenants", self.tenants, 1, 16)
+        _check_int("channels", self.channels, 1, 16)
+        _check_int("queue_depth", self.queue_depth, 1, 64, pow2=True)
+        _check_int("max_request_bytes", self.max_request_bytes, 32, 4096, pow2=True)
+        _check_int("id_width", self.id_width, 1, 32)
+        _check_int("tag_bits", self.tag_bits, 12, 32)
+
+    # Fixed formats (spec §1, §3). They are properties rather than module
+    # constants so that callers read every constant from one object.
+
+    #: Width of the tenant field of requests and grants (tags 0..15).
+    tenant_bits = 4
+    #: Width of the grant kind field.
+    kind_bits = 2
+    #: Width of a per-tenant ``cost`` (tag units).
+    cost_bits = 16
+    #: Width of the per-channel ``served`` register.
+    served_bits = 16
+    #: Widths of the configuration fields (spec §3, §5).
+    rate_bits = 16
+    capacity_bits = 28
+    peak_rate_bits = 16
+    inv_weight_bits = 16
+    priority_bits = 2
+    slo_bits = 24
+    starve_bits = 24
+    epoch_bits = 32
+
+    @property
+    def frac(self):
+        """Fractional bits of rates and bucket levels."""
+        return 3
+
+    @property
+    def level_bits(self):
+        """Committed bucket level width (UQ25.3)."""
+        return 28
+
+    @property
+    def lmax_log2(self):
+        """``log2(max_request_bytes)``."""
+        return self.max_request_bytes.bit_length() - 1
+
+    @property
+    def bytes_bits(self):
+        """Width of the request ``bytes`` field, ``log2(LMAX) + 1``."""
+        return self.lmax_log2 + 1
+
+    @property
+    def peak_bits(self):
+        """Peak bucket level width, UQ(log2(LMAX)+1).FRAC."""
+        return self.bytes_bits + self.frac
+
+    @property
+    def pcap(self):
+        """Peak bucket capacity, ``LMAX << FRAC``."""
+        return self.max_request_bytes << self.frac
+
+    @property
+    def tag_shift(self):
+        """``log2(TAG_UNIT)``: a tag unit is 32 bytes at weight 1."""
+        return 5
+
+    @property
+    def tag_unit(self):
+        """Bytes per tag unit."""
+        return 1 << self.tag_shift
+
+    @property
+    def wfrac(self):
+        """Fractional bits of ``inv_weight`` (UQ8.8)."""
+        return 8
+
+    @property
+    def ts_bits(self):
+        """Arrival timestamp width."""
+        return 24
+
+    @property
+    def lag_window(self):
+        """How far a start tag may lag V, ``2^(T-3)``."""
+        return 1 << (self.tag_bits - 3)
+
+    @property
+    def dyn_bits(self):
+        """Dynamic state bits per tenant per channel (spec §5)."""
+        return self.level_bits + self.peak_bits + self.tag_bits
