@@ -1,0 +1,276 @@
+"""Golden model of one arbitration channel (spec §4–§6), cycle by cycle.
+
+Written for clarity first: every cycle reads the registers of cycle t, decides,
+and writes the registers of cycle t+1, in the order the spec describes. The
+RTL is compared against this class every cycle, so it follows the spec
+literally, modular comparisons included.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from dataclasses import dataclass
+
+from .registers import FabricConfig
+
+GUARANTEED, BURST, FCFS = 0, 1, 2
+KIND_NAMES = {GUARANTEED: "guaranteed", BURST: "burst", FCFS: "fcfs"}
+NO_CLASS = 6  # a head that does not compete
+
+
+@dataclass(frozen=True, slots=True)
+class Request:
+    """Payload of the request port."""
+
+    tenant: int
+    bytes: int
+    id: int
+
+
+@dataclass(frozen=True, slots=True)
+class QueueEntry:
+    """One FIFO entry: the request plus what ingress added (timestamp, cost)."""
+
+    bytes: int
+    id: int
+    ts: int
+    cost: int
+
+
+@dataclass(frozen=True, slots=True)
+class Grant:
+    """Contents of the grant register (the grant port's payload)."""
+
+    tenant: int
+    bytes: int
+    id: int
+    kind: int
+    ts: int
+
+
+@dataclass(frozen=True, slots=True)
+class StepResult:
+    """What happened on the channel's ports in one cycle."""
+
+    accepted: bool  # the offered request was accepted (valid & ready)
+    dropped: bool  # ... and it was invalid, so it was counted and discarded
+    transferred: Grant | None  # grant handed to the memory side this cycle
+
+
+def mod_lt(a: int, b: int, bits: int) -> bool:
+    """``a < b`` for ``bits``-bit modular values (spec §6.1)."""
+    return ((a - b) & ((1 << bits) - 1)) >= (1 << (bits - 1))
+
+
+def mod_max(a: int, b: int, bits: int) -> int:
+    return b if mod_lt(a, b, bits) else a
+
+
+def mod_min(a: int, b: int, bits: int) -> int:
+    return b if mod_lt(b, a, bits) else a
+
+
+def request_cost(nbytes: int, inv_weight: int, params) -> int:
+    """Weighted tag increment ``ceil(bytes * inv_weight / 2^(WFRAC+TAG_SHIFT))`` (spec §3)."""
+    shift = params.wfrac + params.tag_shift
+    return (nbytes * inv_weight + (1 << shift) - 1) >> shift
+
+
+def served_units(nbytes: int, params) -> int:
+    """Unweighted tag units of a grant: ``ceil(bytes / TAG_UNIT)`` (spec §3)."""
+    return (nbytes + (1 << params.tag_shift) - 1) >> params.tag_shift
+
+
+class ChannelModel:
+    """One channel: ingress register, per-tenant FIFOs, buckets, tags, V, grant register.
+
+    Parameters
+    ----------
+    params : hw.params.FabricParams
+        Sizes and widths.
+    config : FabricConfig
+        Active configuration; the owner may replace ``self.config`` between
+        cycles (a COMMIT), which takes effect in the next :meth:`step`.
+    """
+
+    def __init__(self, params, config: FabricConfig):
+        self.params = params
+        self.config = config
+        n = params.tenants
+        self.level = [0] * n
+        self.peak = [0] * n
+        self.tag = [0] * n
+        self.fifo: list[deque[QueueEntry]] = [deque() for _ in range(n)]
+        self.ingress: tuple[int, int, int, int] | None = None  # tenant, bytes, id, ts
+        self.grant: Grant | None = None
+        self.vt = 0
+        self.served = 0
+        self.vmin = 0
+        self.vmin_valid = 0
+
+    # ---- combinational outputs of cycle t -------------------------------------------
+    def is_invalid(self, tenant: int, nbytes: int) -> bool:
+        """Spec §4: invalid requests are accepted, counted and discarded."""
+        p = self.params
+        return (tenant >= p.tenants or not self.config.tenants[tenant].enable
+                or nbytes == 0 or nbytes > p.max_request_bytes)
+
+    def occupancy(self) -> list[int]:
+        occ = [len(q) for q in self.fifo]
+        if self.ingress is not None:
+            occ[self.ingress[0]] += 1
+        return occ
+
+    def queue_full(self) -> list[bool]:
+        depth = self.params.queue_depth
+        return [o >= depth for o in self.occupancy()]
+
+    def req_ready(self, tenant: int, nbytes: int) -> bool:
+        if self.is_invalid(tenant, nbytes):
+            return True
+        return self.occupancy()[tenant] < self.params.queue_depth
+
+    def quiescent(self) -> bool:
+        """True when a cycle without inputs changes nothing but bucket refills."""
+        return (self.ingress is None and self.grant is None and self.served == 0
+                and not self.vmin_valid and not any(self.fifo))
+
+    # ---- selection (spec §6.2) ----------------------------------------------------------
+    def _head_key(self, i: int, head: QueueEntry, now: int):
+        """(class, eligible, finish, ts) of tenant i's head; class NO_CLASS = not competing."""
+        p = self.params
+        cfg = self.config.tenants[i]
+        need = head.bytes << p.frac
+        peak_ok = self.peak[i] >= need
+        conform = peak_ok and self.level[i] >= need
+        if conform:
+            age = (now - head.ts) & ((1 << p.ts_bits) - 1)
+            limit = self.config.starve_limit
+            cls = 0 if (limit != 0 and age >= limit) else 1 + cfg.priority
+        elif peak_ok:
+            cls = 5
+        else:
+            cls = NO_CLASS
+        eligible = not mod_lt(self.vt, self.tag[i], p.tag_bits)
+        finish = (self.tag[i] + head.cost) & ((1 << p.tag_bits) - 1)
+        return cls, eligible, finish, head.ts
+
+    def _beats(self, a, b) -> bool:
+        """True if head key ``a`` strictly beats ``b`` (the index tie-break is the caller's)."""
+        p = self.params
+        if a[0] != b[0]:
+            return a[0] < b[0]
+        if a[0] == 0:
+            return mod_lt(a[3], b[3], p.ts_bits)
+        if a[1] != b[1]:
+            return a[1]
+        return mod_lt(a[2], b[2], p.tag_bits)
+
+    def select(self, now: int) -> tuple[int, int] | None:
+        """Winner ``(tenant, kind)`` among the heads at cycle t, or None."""
+        p = self.params
+        best = None
+        best_key = None
+        if self.config.fcfs_bypass:
+            for i, q in enumerate(self.fifo):
+                if q and (best is None or mod_lt(q[0].ts, best_key, p.ts_bits)):
+                    best, best_key = i, q[0].ts
+            return None if best is None else (best, FCFS)
+        for i, q in enumerate(self.fifo):
+            if not q:
+                continue
+            key = self._head_key(i, q[0], now)
+            if key[0] == NO_CLASS:
+                continue
+            if best is None or self._beats(key, best_key):
+                best, best_key = i, key
+        if best is None:
+            return None
+        return best, (GUARANTEED if best_key[0] <= 4 else BURST)
+
+    # ---- one clock cycle ----------------------------------------------------------------
+    def step(self, now: int, req: Request | None, grant_ready: bool) -> StepResult:
+        """Advance from cycle t to t+1 with the port inputs of cycle t.
+
+        ``now`` is the fabric timestamp ``t mod 2^TS_BITS``.
+        """
+        p = self.params
+        n = p.tenants
+        tenants = self.config.tenants
+        tag_mask = (1 << p.tag_bits) - 1
+
+        # Port handshakes in cycle t.
+        accepted = dropped = False
+        if req is not None:
+            if self.is_invalid(req.tenant, req.bytes):
+                accepted = dropped = True
+            else:
+                accepted = self.occupancy()[req.tenant] < p.queue_depth
+        transferred = self.grant if (self.grant is not None and grant_ready) else None
+        load = self.grant is None or grant_ready
+        choice = self.select(now) if load else None
+
+        winner, kind = choice if choice is not None else (-1, None)
+        fabric_grant = choice is not None and kind != FCFS
+        head = self.fifo[winner][0] if choice is not None else None
+
+        # Virtual time (spec §6.4) from cycle-t registers.
+        nonempty = [i for i in range(n) if self.fifo[i]]
+        next_vt = (self.vt + self.served) & tag_mask
+        if self.vmin_valid:
+            next_vt = mod_max(next_vt, self.vmin, p.tag_bits)
+        if nonempty:
+            vmin = self.tag[nonempty[0]]
+            for i in nonempty[1:]:
+                vmin = mod_min(vmin, self.tag[i], p.tag_bits)
+            next_vmin, next_vmin_valid = vmin, 1
+        else:
+            next_vmin, next_vmin_valid = 0, 0
+        next_served = ((head.bytes + (1 << p.tag_shift) - 1) >> p.tag_shift) if fabric_grant else 0
+
+        # Buckets and tags (spec §6.3, §6.4).
+        pcap = p.pcap
+        lag_floor = (self.vt - p.lag_window) & tag_mask
+        for i in range(n):
+            cfg = tenants[i]
+            if fabric_grant and i == winner:
+                debit = head.bytes << p.frac
+                if kind == GUARANTEED:
+                    self.level[i] = min(self.level[i] - debit + cfg.rate, cfg.capacity)
+                else:
+                    self.level[i] = min(cfg.rate, cfg.capacity)
+                self.peak[i] = min(self.peak[i] - debit + cfg.peak_rate, pcap)
+                self.tag[i] = (self.tag[i] + head.cost) & tag_mask
+            else:
+                self.level[i] = min(self.level[i] + cfg.rate, cfg.capacity)
+                self.peak[i] = min(self.peak[i] + cfg.peak_rate, pcap)
+                floor = self.vt if not self.fifo[i] else lag_floor
+                self.tag[i] = mod_max(self.tag[i], floor, p.tag_bits)
+
+        self.vt, self.served = next_vt, next_served
+        self.vmin, self.vmin_valid = next_vmin, next_vmin_valid
+
+        # Queues, ingress register, grant register.
+        if choice is not None:
+            self.fifo[winner].popleft()
+        if self.ingress is not None:
+            t_i, b_i, id_i, ts_i = self.ingress
+            cost = request_cost(b_i, tenants[t_i].inv_weight, p)
+            self.fifo[t_i].append(QueueEntry(b_i, id_i, ts_i, cost))
+        self.ingress = (req.tenant, req.bytes, req.id, now) if accepted and not dropped else None
+        if load:
+            self.grant = (Grant(winner, head.bytes, head.id, kind, head.ts)
+                          if choice is not None else None)
+        return StepResult(accepted, dropped, transferred)
+
+    def skip(self, cycles: int) -> None:
+        """Advance ``cycles`` quiescent cycles at once (exact: only buckets refill)."""
+        assert self.quiescent(), "skip() is only exact on a quiescent channel"
+        if cycles <= 0:
+            return
+        # One real cycle applies the idle tag clamp; after it V is constant, so the
+        # clamp is idempotent and buckets follow min(level + k*rate, cap).
+        for i, cfg in enumerate(self.config.tenants):
+            self.level[i] = min(self.level[i] + cycles * cfg.rate, cfg.capacity)
+            self.peak[i] = min(self.peak[i] + cycles * cfg.peak_rate, self.params.pcap)
+            self.tag[i] = mod_max(self.tag[i], self.vt, self.params.tag_bits)

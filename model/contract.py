@@ -1,0 +1,295 @@
+"""Contract compiler: TOML bandwidth contracts → register values (spec §12).
+
+Every conversion is done on exact rationals and rounded in the direction that
+never over-promises: a guaranteed rate and a bucket capacity round up (the
+tenant gets at least what it was promised), a cap (peak rate, SLO threshold)
+rounds down, and admission control counts the rounded-up rates.
+"""
+
+from __future__ import annotations
+
+import math
+import tomllib
+from dataclasses import dataclass, field
+from fractions import Fraction
+from pathlib import Path
+
+from hw.params import FabricParams
+
+from .registers import EPOCH_CYCLES_BITS, STARVE_LIMIT_BITS, FabricConfig, TenantConfig
+
+
+class ContractError(ValueError):
+    """A contract that is malformed, unrepresentable or not admissible."""
+
+
+FABRIC_REQUIRED = {"clock_mhz", "channels", "channel_gbps", "admission_limit"}
+FABRIC_OPTIONAL = {"tenants", "queue_depth", "max_request_bytes", "starvation_limit_us",
+                   "epoch_ms", "fcfs_bypass"}
+TENANT_REQUIRED = {"id", "name", "guaranteed_gbps", "burst_gbps", "burst_duration_ms",
+                   "priority", "latency_slo_us"}
+TENANT_OPTIONAL = {"weight", "hbm_quota_mb", "cxl_quota_mb", "page_color"}
+DEFAULT_STARVATION_LIMIT_US = 50
+DEFAULT_EPOCH_MS = 10
+
+
+@dataclass(frozen=True)
+class TenantContract:
+    """One tenant's contract as written (GB/s are the tenant's totals over channels)."""
+
+    id: int
+    name: str
+    guaranteed_gbps: Fraction
+    burst_gbps: Fraction
+    burst_duration_ms: Fraction
+    priority: int
+    latency_slo_us: Fraction
+    weight: Fraction
+    extra: dict = field(default_factory=dict)  # hbm_quota_mb, cxl_quota_mb, page_color
+
+
+@dataclass(frozen=True)
+class CompiledContract:
+    """Register values plus what they mean, for one clock and channel count."""
+
+    params: FabricParams
+    config: FabricConfig
+    tenants: list[TenantContract]
+    clock_mhz: Fraction
+    channel_gbps: Fraction
+    admission_limit: Fraction
+
+    @property
+    def bytes_per_cycle(self) -> Fraction:
+        """Bytes one channel's memory side drains per cycle (spec §8)."""
+        return self.channel_gbps * 1000 / self.clock_mhz
+
+    def tenant_by_id(self, tenant_id: int) -> TenantContract | None:
+        return next((t for t in self.tenants if t.id == tenant_id), None)
+
+    def gbps_of_rate(self, rate_reg: int) -> Fraction:
+        """Total GB/s over all channels that a UQ13.3 per-channel rate register means."""
+        return Fraction(rate_reg, 1 << self.params.frac) * self.clock_mhz / 1000 * self.params.channels
+
+
+def _number(value, where: str, *, minimum=0, strict=False, integer=False) -> Fraction:
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise ContractError(f"{where} must be a number, not {value!r}")
+    if isinstance(value, float) and not math.isfinite(value):
+        raise ContractError(f"{where} must be finite, not {value!r}")
+    if integer and not isinstance(value, int):
+        raise ContractError(f"{where} must be an integer, not {value!r}")
+    # Decimal text of the TOML value, so 0.1 means one tenth, not a binary float.
+    q = Fraction(str(value)) if isinstance(value, float) else Fraction(value)
+    if q < minimum or (strict and q == minimum):
+        op = ">" if strict else ">="
+        raise ContractError(f"{where} must be {op} {minimum}, not {value!r}")
+    return q
+
+
+def _check_keys(table: dict, required: set, optional: set, where: str) -> None:
+    unknown = sorted(set(table) - required - optional)
+    if unknown:
+        raise ContractError(f"{where}: unknown key(s) {', '.join(unknown)}; allowed: "
+                            f"{', '.join(sorted(required | optional))}")
+    missing = sorted(required - set(table))
+    if missing:
+        raise ContractError(f"{where}: missing key(s) {', '.join(missing)}")
+
+
+def _register(value: int, bits: int, where: str, meaning: str) -> int:
+    if value >= 1 << bits:
+        raise ContractError(f"{where} is unrepresentable: {meaning} needs register value "
+                            f"{value}, but the {bits}-bit register holds at most {(1 << bits) - 1}")
+    return value
+
+
+def load_contract(path: str | Path) -> CompiledContract:
+    """Read and compile a TOML contract file."""
+    try:
+        with open(path, "rb") as f:
+            doc = tomllib.load(f)
+    except tomllib.TOMLDecodeError as e:
+        raise ContractError(f"{path}: not valid TOML: {e}") from None
+    return compile_contract(doc, source=str(path))
+
+
+def _parse_fabric(doc: dict, source: str) -> dict:
+    top_unknown = sorted(set(doc) - {"fabric", "tenant"})
+    if top_unknown:
+        raise ContractError(f"{source}: unknown table(s) {', '.join(top_unknown)}; "
+                            f"allowed: [fabric], [[tenant]]")
+    fabric = doc.get("fabric")
+    if not isinstance(fabric, dict):
+        raise ContractError(f"{source}: missing [fabric] table")
+    _check_keys(fabric, FABRIC_REQUIRED, FABRIC_OPTIONAL, "[fabric]")
+    out = {
+        "clock_mhz": _number(fabric["clock_mhz"], "[fabric].clock_mhz", strict=True),
+        "channel_gbps": _number(fabric["channel_gbps"], "[fabric].channel_gbps", strict=True),
+        "admission_limit": _number(fabric["admission_limit"], "[fabric].admission_limit", strict=True),
+        "starvation_limit_us": _number(fabric.get("starvation_limit_us", DEFAULT_STARVATION_LIMIT_US),
+                                       "[fabric].starvation_limit_us"),
+        "epoch_ms": _number(fabric.get("epoch_ms", DEFAULT_EPOCH_MS), "[fabric].epoch_ms"),
+    }
+    if out["admission_limit"] > 1:
+        raise ContractError(f"[fabric].admission_limit must be in (0, 1], not {fabric['admission_limit']!r}")
+    fcfs = fabric.get("fcfs_bypass", False)
+    if not isinstance(fcfs, bool):
+        raise ContractError(f"[fabric].fcfs_bypass must be true or false, not {fcfs!r}")
+    out["fcfs_bypass"] = fcfs
+    sizes = {}
+    for key, pkey in (("channels", "channels"), ("tenants", "tenants"),
+                      ("queue_depth", "queue_depth"), ("max_request_bytes", "max_request_bytes")):
+        if key in fabric:
+            sizes[pkey] = int(_number(fabric[key], f"[fabric].{key}", strict=True, integer=True))
+    try:
+        out["params"] = FabricParams(**sizes)
+    except ValueError as e:
+        raise ContractError(f"[fabric]: {e}") from None
+    return out
+
+
+def _parse_tenant(raw, index: int, params: FabricParams) -> TenantContract:
+    if not isinstance(raw, dict):
+        raise ContractError(f"[[tenant]] #{index + 1} must be a table")
+    label = f"tenant #{index + 1}"
+    if isinstance(raw.get("name"), str):
+        label = f"tenant '{raw['name']}'"
+    _check_keys(raw, TENANT_REQUIRED, TENANT_OPTIONAL, label)
+    if not isinstance(raw["name"], str) or not raw["name"]:
+        raise ContractError(f"{label}: name must be a non-empty string, not {raw['name']!r}")
+    tid = int(_number(raw["id"], f"{label}: id", integer=True))
+    if tid >= params.tenants:
+        raise ContractError(f"{label}: id {tid} out of range 0..{params.tenants - 1}")
+    prio = int(_number(raw["priority"], f"{label}: priority", integer=True))
+    if prio > 3:
+        raise ContractError(f"{label}: priority {prio} out of range 0..3 (0 is highest)")
+    g = _number(raw["guaranteed_gbps"], f"{label}: guaranteed_gbps")
+    b = _number(raw["burst_gbps"], f"{label}: burst_gbps")
+    if b < g:
+        raise ContractError(f"{label}: burst_gbps ({raw['burst_gbps']}) must be >= "
+                            f"guaranteed_gbps ({raw['guaranteed_gbps']})")
+    if "weight" in raw:
+        weight = _number(raw["weight"], f"{label}: weight", strict=True)
+    elif g > 0:
+        weight = g
+    else:
+        raise ContractError(f"{label}: guaranteed_gbps is 0, so the default weight "
+                            "(proportional to guaranteed_gbps) is 0; give an explicit weight > 0")
+    extra = {}
+    for key in ("hbm_quota_mb", "cxl_quota_mb"):
+        if key in raw:
+            extra[key] = _number(raw[key], f"{label}: {key}")
+    if "page_color" in raw:
+        extra["page_color"] = int(_number(raw["page_color"], f"{label}: page_color", integer=True))
+    return TenantContract(
+        id=tid, name=raw["name"], guaranteed_gbps=g, burst_gbps=b,
+        burst_duration_ms=_number(raw["burst_duration_ms"], f"{label}: burst_duration_ms"),
+        priority=prio,
+        latency_slo_us=_number(raw["latency_slo_us"], f"{label}: latency_slo_us"),
+        weight=weight, extra=extra)
+
+
+def _tenant_registers(t: TenantContract, fab: dict, params: FabricParams,
+                      weight_sum: Fraction) -> TenantConfig:
+    label = f"tenant '{t.name}'"
+    one = 1 << params.frac
+    per_channel = Fraction(1, params.channels)
+    cycles_per_us = fab["clock_mhz"]
+    bpc = lambda gbps: gbps * per_channel * 1000 / fab["clock_mhz"]  # noqa: E731
+    rate = _register(math.ceil(bpc(t.guaranteed_gbps) * one), params.rate_bits,
+                     f"{label}: guaranteed_gbps", f"{float(bpc(t.guaranteed_gbps)):.4g} B/cycle per channel")
+    peak = _register(max(math.floor(bpc(t.burst_gbps) * one), rate), params.peak_rate_bits,
+                     f"{label}: burst_gbps", f"{float(bpc(t.burst_gbps)):.4g} B/cycle per channel")
+    cap_bytes = t.guaranteed_gbps * per_channel * t.burst_duration_ms * 1_000_000
+    capacity = _register(max(math.ceil(cap_bytes * one), params.pcap), params.capacity_bits,
+                         f"{label}: burst_duration_ms",
+                         f"a bucket of {float(cap_bytes) / 1e6:.4g} MB per channel")
+    inv = math.ceil(weight_sum / t.weight * (1 << params.wfrac))
+    inv_weight = _register(inv, params.inv_weight_bits, f"{label}: weight",
+                           f"a share of {float(t.weight / weight_sum):.4g} of the channel "
+                           f"(the smallest representable share is 1/256)")
+    slo = _register(math.floor(t.latency_slo_us * cycles_per_us), params.slo_bits,
+                    f"{label}: latency_slo_us", f"{float(t.latency_slo_us)} us at {float(fab['clock_mhz'])} MHz")
+    return TenantConfig(rate=rate, capacity=capacity, peak_rate=peak, inv_weight=inv_weight,
+                        priority=t.priority, enable=1, slo_cycles=slo)
+
+
+def compile_contract(doc: dict, source: str = "contract") -> CompiledContract:
+    """Compile a parsed TOML document; raise :class:`ContractError` naming tenant and field."""
+    fab = _parse_fabric(doc, source)
+    params: FabricParams = fab["params"]
+    raw_tenants = doc.get("tenant", [])
+    if not isinstance(raw_tenants, list) or not raw_tenants:
+        raise ContractError(f"{source}: at least one [[tenant]] table is required")
+    tenants = [_parse_tenant(raw, i, params) for i, raw in enumerate(raw_tenants)]
+    seen: dict[int, str] = {}
+    for t in tenants:
+        if t.id in seen:
+            raise ContractError(f"tenant '{t.name}': id {t.id} already used by tenant '{seen[t.id]}'")
+        seen[t.id] = t.name
+    weight_sum = sum((t.weight for t in tenants), Fraction(0))
+    regs = [TenantConfig() for _ in range(params.tenants)]
+    for t in tenants:
+        regs[t.id] = _tenant_registers(t, fab, params, weight_sum)
+
+    compiled = CompiledContract(
+        params=params,
+        config=FabricConfig(
+            regs,
+            fcfs_bypass=int(fab["fcfs_bypass"]),
+            starve_limit=_register(math.ceil(fab["starvation_limit_us"] * fab["clock_mhz"]),
+                                   STARVE_LIMIT_BITS, "[fabric].starvation_limit_us", "the limit"),
+            epoch_cycles=_register(math.ceil(fab["epoch_ms"] * 1000 * fab["clock_mhz"]),
+                                   EPOCH_CYCLES_BITS, "[fabric].epoch_ms", "the epoch")),
+        tenants=tenants, clock_mhz=fab["clock_mhz"], channel_gbps=fab["channel_gbps"],
+        admission_limit=fab["admission_limit"])
+    check_admission(compiled)
+    return compiled
+
+
+def check_admission(compiled: CompiledContract) -> None:
+    """Admission control (essay §11): reject the first tenant whose rounded-up
+    guaranteed rate pushes the per-channel sum above ``admission_limit × B``."""
+    limit = compiled.admission_limit * compiled.bytes_per_cycle
+    one = 1 << compiled.params.frac
+    total = Fraction(0)
+    for t in compiled.tenants:
+        total += Fraction(compiled.config.tenants[t.id].rate, one)
+        if total > limit:
+            over = compiled.gbps_of_rate(1) * (total - limit) * one
+            cap = compiled.gbps_of_rate(1) * limit * one
+            raise ContractError(
+                f"tenant '{t.name}': admission rejected: guaranteed bandwidth would reach "
+                f"{float(compiled.gbps_of_rate(1) * total * one):.3f} GB/s, above admission_limit "
+                f"{float(compiled.admission_limit)} x capacity = {float(cap):.3f} GB/s "
+                f"by {float(over):.3f} GB/s")
+
+
+def admit(doc: dict, new_tenant: dict) -> CompiledContract:
+    """Admit one more tenant into the contract document ``doc``.
+
+    Returns the recompiled contract (weights are renormalised over all
+    tenants), or raises :class:`ContractError` saying by how much the new
+    tenant's guaranteed rate exceeds the admission limit.
+    """
+    tenants = list(doc.get("tenant", [])) + [new_tenant]
+    return compile_contract({**doc, "tenant": tenants})
+
+
+def register_table(compiled: CompiledContract) -> list[dict]:
+    """One row per contracted tenant: register values and what they deliver."""
+    p = compiled.params
+    one = 1 << p.frac
+    rows = []
+    for t in compiled.tenants:
+        r = compiled.config.tenants[t.id]
+        rows.append({
+            "id": t.id, "name": t.name, "priority": r.priority,
+            "rate": r.rate, "rate_gbps": float(compiled.gbps_of_rate(r.rate)),
+            "peak_rate": r.peak_rate, "peak_gbps": float(compiled.gbps_of_rate(r.peak_rate)),
+            "capacity": r.capacity, "capacity_bytes": r.capacity / one,
+            "inv_weight": r.inv_weight, "share": (1 << p.wfrac) / r.inv_weight,
+            "slo_cycles": r.slo_cycles,
+        })
+    return rows

@@ -1,0 +1,82 @@
+"""Register-level configuration of the arbiter (spec §5, §9).
+
+These are the values the hardware holds, already in fixed point; the contract
+compiler (:mod:`model.contract`) produces them from GB/s and milliseconds.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field, replace
+
+# Field widths of the per-tenant configuration registers (spec §3, §9).
+TENANT_FIELD_BITS = {
+    "rate": 16,
+    "capacity": 28,
+    "peak_rate": 16,
+    "inv_weight": 16,
+    "priority": 2,
+    "enable": 1,
+    "slo_cycles": 24,
+}
+STARVE_LIMIT_BITS = 24
+EPOCH_CYCLES_BITS = 32
+
+
+def check_field(name: str, value: int, bits: int, where: str = "") -> int:
+    """Return ``value`` if it fits an unsigned ``bits``-bit register, else raise."""
+    if not isinstance(value, int) or isinstance(value, bool) and bits != 1:
+        raise TypeError(f"{where}{name} must be an integer, not {value!r}")
+    if not 0 <= int(value) < (1 << bits):
+        raise ValueError(f"{where}{name} = {value} does not fit its {bits}-bit register "
+                         f"(allowed 0..{(1 << bits) - 1})")
+    return int(value)
+
+
+@dataclass(frozen=True)
+class TenantConfig:
+    """Active configuration of one tenant, shared by every channel.
+
+    ``rate``/``peak_rate`` are UQ13.3 bytes per cycle, ``capacity`` UQ25.3
+    bytes, ``inv_weight`` UQ8.8 (1/φ), ``priority`` 0 (highest) .. 3.
+    """
+
+    rate: int = 0
+    capacity: int = 0
+    peak_rate: int = 0
+    inv_weight: int = 0
+    priority: int = 0
+    enable: int = 0
+    slo_cycles: int = 0
+
+    def __post_init__(self):
+        for name, bits in TENANT_FIELD_BITS.items():
+            check_field(name, int(getattr(self, name)), bits, "tenant register ")
+
+
+@dataclass
+class FabricConfig:
+    """Active configuration of the whole fabric (what the registers hold)."""
+
+    tenants: list[TenantConfig]
+    fcfs_bypass: int = 0
+    starve_limit: int = 0
+    epoch_cycles: int = 0
+
+    def __post_init__(self):
+        check_field("starve_limit", self.starve_limit, STARVE_LIMIT_BITS)
+        check_field("epoch_cycles", self.epoch_cycles, EPOCH_CYCLES_BITS)
+        check_field("fcfs_bypass", int(self.fcfs_bypass), 1)
+
+    @classmethod
+    def reset(cls, tenants: int) -> "FabricConfig":
+        """The configuration right after reset: every register 0 (all disabled)."""
+        return cls([TenantConfig() for _ in range(tenants)])
+
+    def with_tenant(self, index: int, **fields) -> "FabricConfig":
+        """A copy with tenant ``index`` changed (what a COMMIT does)."""
+        tenants = list(self.tenants)
+        tenants[index] = replace(tenants[index], **fields)
+        return replace(self, tenants=tenants)
+
+
+__all__ = ["TenantConfig", "FabricConfig", "TENANT_FIELD_BITS", "check_field", "field"]

@@ -1,0 +1,183 @@
+"""Trace replay (spec §8): upstream driver, memory side and the model engine.
+
+The driver and the memory side are shared with the RTL engines in ``tb/``, so
+every engine sees exactly the same inputs for the same outputs and the grant
+logs can be compared byte for byte.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from dataclasses import dataclass
+from fractions import Fraction
+
+import numpy as np
+
+from .channel import KIND_NAMES, Request
+from .fabric import FabricModel
+from .trace import LogRow, TraceRow
+
+
+class ReplayError(RuntimeError):
+    """The replay could not finish (requests that can never be granted)."""
+
+
+class UpstreamDriver:
+    """Per channel, the requests whose cycle has come, in row order (spec §8).
+
+    Each cycle it presents the first pending request whose tenant is outside
+    the configured tenants or whose queue is not full; in fcfs mode strictly
+    the first (one in-order queue, like a FCFS controller's).
+    """
+
+    def __init__(self, params, rows: list[TraceRow], fcfs: bool):
+        self.params = params
+        self.rows = rows
+        self.fcfs = fcfs
+        self.next_row = 0
+        self.pending: list[deque[TraceRow]] = [deque() for _ in range(params.channels)]
+        self.presented: list[TraceRow | None] = [None] * params.channels
+
+    def idle(self) -> bool:
+        return not any(self.pending)
+
+    def next_arrival(self) -> int | None:
+        return self.rows[self.next_row].cycle if self.next_row < len(self.rows) else None
+
+    def offer(self, cycle: int, queue_full: list[list[bool]]) -> list[TraceRow | None]:
+        rows = self.rows
+        while self.next_row < len(rows) and rows[self.next_row].cycle <= cycle:
+            r = rows[self.next_row]
+            self.pending[r.channel].append(r)
+            self.next_row += 1
+        n = self.params.tenants
+        for c, pend in enumerate(self.pending):
+            chosen = None
+            if pend:
+                if self.fcfs:
+                    chosen = pend[0]
+                else:
+                    full = queue_full[c]
+                    chosen = next((r for r in pend if r.tenant >= n or not full[r.tenant]), None)
+            self.presented[c] = chosen
+        return self.presented
+
+    def accepted(self, channel: int) -> TraceRow:
+        row = self.presented[channel]
+        self.pending[channel].remove(row)
+        return row
+
+
+class MemorySide:
+    """Each channel drains ``bytes_per_cycle``; a grant of s bytes transferred at
+    t keeps it busy until t + ceil(s / bytes_per_cycle) (spec §8)."""
+
+    def __init__(self, channels: int, bytes_per_cycle: Fraction):
+        self.bytes_per_cycle = Fraction(bytes_per_cycle)
+        self.busy_until = [0] * channels
+
+    def service_cycles(self, nbytes: int) -> int:
+        q = Fraction(nbytes) / self.bytes_per_cycle
+        return max(1, -(-q.numerator // q.denominator))
+
+    def ready(self, cycle: int) -> list[bool]:
+        return [cycle >= b for b in self.busy_until]
+
+    def transfer(self, channel: int, cycle: int, nbytes: int) -> None:
+        self.busy_until[channel] = cycle + self.service_cycles(nbytes)
+
+
+@dataclass
+class ReplayResult:
+    log: list[LogRow]
+    cycles: int
+
+
+def stall_limit(params, config) -> int:
+    """Cycles without any grant after which outstanding requests are declared stuck:
+    long enough for the slowest enabled peak bucket to fill and the guard to fire."""
+    rates = [t.peak_rate for t in config.tenants if t.enable and t.peak_rate]
+    fill = -(-params.pcap // min(rates)) if rates else 0
+    return fill + config.starve_limit + 64 * params.max_request_bytes + 1000
+
+
+def replay_model(params, config, rows: list[TraceRow], bytes_per_cycle: Fraction) -> ReplayResult:
+    """Replay ``rows`` through the golden model; return the grant log sorted by id."""
+    fab = FabricModel(params, config)
+    driver = UpstreamDriver(params, rows, bool(config.fcfs_bypass))
+    mem = MemorySide(params.channels, bytes_per_cycle)
+    id_mask = (1 << params.id_width) - 1
+    log: dict[int, LogRow] = {}
+    in_flight: list[dict[int, TraceRow]] = [dict() for _ in range(params.channels)]
+    limit = stall_limit(params, config)
+    last_progress = 0
+    cycle = 0
+    while len(log) < len(rows):
+        if driver.idle() and fab.quiescent() and not any(in_flight):
+            nxt = driver.next_arrival()
+            if nxt is not None and nxt > cycle:
+                fab.skip(nxt - cycle)
+                cycle = last_progress = nxt
+        full = [ch.queue_full() for ch in fab.channels]
+        offers = driver.offer(cycle, full)
+        reqs = [Request(r.tenant, r.bytes, r.id & id_mask) if r is not None else None for r in offers]
+        results = fab.step(reqs, mem.ready(cycle))
+        for c, res in enumerate(results):
+            if res.accepted:
+                row = driver.accepted(c)
+                if res.dropped:
+                    log[row.id] = LogRow(row.id, row.cycle, None, c, row.tenant, row.bytes, "dropped")
+                else:
+                    key = row.id & id_mask
+                    if key in in_flight[c]:
+                        raise ReplayError(f"channel {c}: more than 2^{params.id_width} requests in "
+                                          f"flight; ids would be ambiguous")
+                    in_flight[c][key] = row
+                last_progress = cycle
+            g = res.transferred
+            if g is not None:
+                row = in_flight[c].pop(g.id)
+                assert (row.tenant, row.bytes) == (g.tenant, g.bytes), "grant does not match its request"
+                log[row.id] = LogRow(row.id, row.cycle, cycle, c, g.tenant, g.bytes, KIND_NAMES[g.kind])
+                mem.transfer(c, cycle, g.bytes)
+                last_progress = cycle
+        cycle += 1
+        if cycle - last_progress > limit:
+            waiting = sorted(r.id for ch in in_flight for r in ch.values())
+            waiting += sorted(r.id for pend in driver.pending for r in pend)
+            raise ReplayError(
+                f"no progress for {limit} cycles at cycle {cycle}: {len(waiting)} request(s) can never "
+                f"be granted (e.g. ids {waiting[:8]}); check that their tenants have a non-zero "
+                f"rate or burst_gbps")
+    return ReplayResult([log[i] for i in range(len(rows))], cycle)
+
+
+def summarize(log: list[LogRow], compiled) -> list[dict]:
+    """Per-tenant bytes, achieved GB/s against the contract, and wait percentiles."""
+    out = []
+    granted = [r for r in log if r.grant_cycle is not None]
+    if not granted:
+        return out
+    span = max(r.grant_cycle for r in granted) - min(r.arrival_cycle for r in log) + 1
+    tenants = sorted({r.tenant for r in log})
+    for t in tenants:
+        mine = [r for r in granted if r.tenant == t]
+        waits = np.array([r.grant_cycle - r.arrival_cycle for r in mine], dtype=np.int64)
+        nbytes = sum(r.bytes for r in mine)
+        contract = compiled.tenant_by_id(t) if compiled is not None else None
+        gbps = nbytes * float(compiled.clock_mhz) / 1000 / span if compiled is not None else None
+        out.append({
+            "tenant": t,
+            "name": contract.name if contract else "-",
+            "requests": sum(1 for r in log if r.tenant == t),
+            "dropped": sum(1 for r in log if r.tenant == t and r.grant_cycle is None),
+            "bytes": nbytes,
+            "share": nbytes / max(1, sum(r.bytes for r in granted)),
+            "gbps": gbps,
+            "guaranteed_gbps": float(contract.guaranteed_gbps) if contract else None,
+            "burst_grants": sum(1 for r in mine if r.kind == "burst"),
+            "wait_p50": float(np.percentile(waits, 50, method="inverted_cdf")) if len(waits) else None,
+            "wait_p99": float(np.percentile(waits, 99, method="inverted_cdf")) if len(waits) else None,
+            "wait_max": int(waits.max()) if len(waits) else None,
+        })
+    return out

@@ -1,0 +1,107 @@
+"""Golden model of the telemetry counters and epoch snapshots (spec §10)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from .channel import BURST, Grant
+
+BYTES_BITS = 48
+COUNTER_BITS = 32
+
+
+@dataclass
+class TenantCounters:
+    bytes: int = 0
+    grants: int = 0
+    burst_grants: int = 0
+    slo_violations: int = 0
+    queue_hwm: int = 0
+
+
+@dataclass
+class Counters:
+    """One full set of counters: live, or a snapshot of them."""
+
+    tenants: list[TenantCounters]
+    dropped: list[int]
+
+    @classmethod
+    def zero(cls, tenants: int, channels: int) -> "Counters":
+        return cls([TenantCounters() for _ in range(tenants)], [0] * channels)
+
+    def copy(self) -> "Counters":
+        return Counters([TenantCounters(**vars(t)) for t in self.tenants], list(self.dropped))
+
+
+@dataclass
+class Telemetry:
+    """Free-running counters with the spec's pipeline timing and snapshots.
+
+    A grant transferred at t is counted from t+2 (``_stage`` holds cycle t's
+    per-tenant sums during t+1); a drop at t from t+1; ``queue_hwm`` at t+1
+    covers the occupancies of cycle t.
+    """
+
+    params: object
+    live: Counters = field(init=False)
+    snapshot: Counters = field(init=False)
+    epoch_count: int = 0
+    epoch_counter: int = 0
+    snapshot_pending: bool = False
+    _stage: dict = field(default_factory=dict)
+
+    def __post_init__(self):
+        self.live = Counters.zero(self.params.tenants, self.params.channels)
+        self.snapshot = Counters.zero(self.params.tenants, self.params.channels)
+
+    def idle(self) -> bool:
+        return not self._stage and not self.snapshot_pending
+
+    def step(self, now: int, config, transfers: list[Grant | None], drops: list[bool],
+             occupancy_peaks: dict[int, int], snapshot_request: bool = False) -> None:
+        """Advance one cycle. ``occupancy_peaks`` maps tenant → max occupancy at t
+        over channels, for the tenants whose occupancy may have risen."""
+        ts_mask = (1 << self.params.ts_bits) - 1
+        live = self.live
+        # A snapshot in cycle t copies the values of cycle t (before this update).
+        take = self.snapshot_pending
+        if config.epoch_cycles:
+            if self.epoch_counter >= config.epoch_cycles - 1:
+                take = True
+                self.epoch_counter = 0
+            else:
+                self.epoch_counter += 1
+        else:
+            self.epoch_counter = 0
+        if take:
+            self.snapshot = live.copy()
+            self.epoch_count = (self.epoch_count + 1) & ((1 << COUNTER_BITS) - 1)
+        self.snapshot_pending = snapshot_request
+
+        # Stage 2: apply the sums of cycle t-1.
+        cmask = (1 << COUNTER_BITS) - 1
+        for tenant, (nbytes, grants, bursts, slo) in self._stage.items():
+            c = live.tenants[tenant]
+            c.bytes = (c.bytes + nbytes) & ((1 << BYTES_BITS) - 1)
+            c.grants = (c.grants + grants) & cmask
+            c.burst_grants = (c.burst_grants + bursts) & cmask
+            c.slo_violations = (c.slo_violations + slo) & cmask
+        # Stage 1: sum this cycle's transfers over channels.
+        stage: dict[int, list[int]] = {}
+        for g in transfers:
+            if g is None:
+                continue
+            s = stage.setdefault(g.tenant, [0, 0, 0, 0])
+            s[0] += g.bytes
+            s[1] += 1
+            s[2] += g.kind == BURST
+            s[3] += ((now - g.ts) & ts_mask) > config.tenants[g.tenant].slo_cycles
+        self._stage = stage
+        for c, dropped in enumerate(drops):
+            if dropped:
+                live.dropped[c] = (live.dropped[c] + 1) & cmask
+        for tenant, occ in occupancy_peaks.items():
+            t = live.tenants[tenant]
+            if occ > t.queue_hwm:
+                t.queue_hwm = occ

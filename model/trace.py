@@ -1,0 +1,120 @@
+"""Trace and grant-log CSV formats (issue #2, spec §8).
+
+Trace: header ``cycle,channel,tenant,bytes``, one request per row, sorted by
+cycle; a request's id is its 0-based row index. Grant log: header
+``id,arrival_cycle,grant_cycle,channel,tenant,bytes,kind``, one row per
+request, sorted by id; dropped requests (invalid tenant tag, disabled tenant,
+bytes 0 or above LMAX) have kind ``dropped`` and an empty grant cycle.
+"""
+
+from __future__ import annotations
+
+import csv
+from dataclasses import dataclass
+from pathlib import Path
+
+TRACE_HEADER = ["cycle", "channel", "tenant", "bytes"]
+LOG_HEADER = ["id", "arrival_cycle", "grant_cycle", "channel", "tenant", "bytes", "kind"]
+
+
+class TraceError(ValueError):
+    """A malformed trace; the message names the file, line and field."""
+
+
+@dataclass(frozen=True, slots=True)
+class TraceRow:
+    id: int
+    cycle: int
+    channel: int
+    tenant: int
+    bytes: int
+
+
+@dataclass(frozen=True, slots=True)
+class LogRow:
+    id: int
+    arrival_cycle: int
+    grant_cycle: int | None
+    channel: int
+    tenant: int
+    bytes: int
+    kind: str
+
+
+def parse_trace(lines, params, source: str = "trace") -> list[TraceRow]:
+    """Parse trace CSV text lines, checking every field against the port widths."""
+    reader = csv.reader(lines)
+    header = next(reader, None)
+    if header is None:
+        raise TraceError(f"{source}: empty file, expected header {','.join(TRACE_HEADER)}")
+    if [h.strip() for h in header] != TRACE_HEADER:
+        raise TraceError(f"{source}:1: header must be {','.join(TRACE_HEADER)}, got {','.join(header)}")
+    limits = {
+        "cycle": (0, None),
+        "channel": (0, params.channels - 1),
+        "tenant": (0, (1 << params.tenant_bits) - 1),
+        "bytes": (0, (1 << params.bytes_bits) - 1),
+    }
+    rows: list[TraceRow] = []
+    last_cycle = 0
+    for line_no, fields in enumerate(reader, start=2):
+        if not fields or all(not f.strip() for f in fields):
+            continue
+        if len(fields) != len(TRACE_HEADER):
+            raise TraceError(f"{source}:{line_no}: expected {len(TRACE_HEADER)} fields "
+                             f"({','.join(TRACE_HEADER)}), got {len(fields)}")
+        values = {}
+        for name, text in zip(TRACE_HEADER, fields):
+            try:
+                value = int(text.strip(), 10)
+            except ValueError:
+                raise TraceError(f"{source}:{line_no}: {name} must be an integer, not {text!r}") from None
+            lo, hi = limits[name]
+            if value < lo or (hi is not None and value > hi):
+                allowed = f"{lo}..{hi}" if hi is not None else f">= {lo}"
+                raise TraceError(f"{source}:{line_no}: {name} = {value} out of range {allowed}")
+            values[name] = value
+        if values["cycle"] < last_cycle:
+            raise TraceError(f"{source}:{line_no}: cycle {values['cycle']} is before the previous "
+                             f"row's cycle {last_cycle}; the trace must be sorted by cycle")
+        last_cycle = values["cycle"]
+        rows.append(TraceRow(len(rows), **values))
+    return rows
+
+
+def read_trace(path: str | Path, params) -> list[TraceRow]:
+    with open(path, newline="") as f:
+        return parse_trace(f, params, source=str(path))
+
+
+def write_trace(path: str | Path, rows) -> None:
+    with open(path, "w", newline="") as f:
+        w = csv.writer(f, lineterminator="\n")
+        w.writerow(TRACE_HEADER)
+        for r in rows:
+            w.writerow([r.cycle, r.channel, r.tenant, r.bytes])
+
+
+def write_log(path: str | Path, rows: list[LogRow]) -> None:
+    with open(path, "w", newline="") as f:
+        w = csv.writer(f, lineterminator="\n")
+        w.writerow(LOG_HEADER)
+        for r in rows:
+            w.writerow([r.id, r.arrival_cycle, "" if r.grant_cycle is None else r.grant_cycle,
+                        r.channel, r.tenant, r.bytes, r.kind])
+
+
+def read_log(path: str | Path) -> list[LogRow]:
+    with open(path, newline="") as f:
+        reader = csv.reader(f)
+        header = next(reader, None)
+        if header != LOG_HEADER:
+            raise TraceError(f"{path}:1: header must be {','.join(LOG_HEADER)}")
+        out = []
+        for line_no, r in enumerate(reader, start=2):
+            try:
+                out.append(LogRow(int(r[0]), int(r[1]), int(r[2]) if r[2] else None,
+                                  int(r[3]), int(r[4]), int(r[5]), r[6]))
+            except (ValueError, IndexError):
+                raise TraceError(f"{path}:{line_no}: malformed grant-log row {r!r}") from None
+        return out
