@@ -6,11 +6,11 @@ the elaboration parameters (spec §2, §3, §5).
 
 from amaranth.lib import data, enum, stream
 
-from .params import FabricParams
+from .params import check_params
 
 __all__ = [
     "Kind",
-    "request_layout", "grant_layout", "tenant_config_layout",
+    "request_layout", "grant_layout", "tenant_config_layout", "queue_entry_layout",
     "request_signature", "grant_signature",
 ]
 
@@ -22,14 +22,9 @@ class Kind(enum.Enum, shape=2):
     FCFS       = 2
 
 
-def _check(params):
-    if not isinstance(params, FabricParams):
-        raise TypeError(f"params must be a FabricParams, not {params!r}")
-
-
 def request_layout(params):
     """Payload of the request stream ``req[c]``: ``tenant``, ``bytes``, ``id``."""
-    _check(params)
+    check_params(params)
     return data.StructLayout({
         "tenant": params.tenant_bits,
         "bytes":  params.bytes_bits,
@@ -44,7 +39,7 @@ def grant_layout(params):
     accounting) is not part of the external payload; :class:`hw.channel.ChannelArbiter`
     exposes it on a separate ``grant_ts`` port.
     """
-    _check(params)
+    check_params(params)
     return data.StructLayout({
         "tenant": params.tenant_bits,
         "bytes":  params.bytes_bits,
@@ -55,7 +50,7 @@ def grant_layout(params):
 
 def tenant_config_layout(params):
     """Active per-tenant configuration (spec §3, §5; all fields reset to 0)."""
-    _check(params)
+    check_params(params)
     return data.StructLayout({
         "rate":       params.rate_bits,        # UQ13.3 bytes/cycle
         "capacity":   params.capacity_bits,    # UQ25.3 bytes
@@ -64,6 +59,17 @@ def tenant_config_layout(params):
         "priority":   params.priority_bits,    # 0 is highest
         "enable":     1,
         "slo_cycles": params.slo_bits,
+    })
+
+
+def queue_entry_layout(params):
+    """One entry of a per-tenant queue (spec §4): ``bytes``, ``id``, ``ts``, ``cost``."""
+    check_params(params)
+    return data.StructLayout({
+        "bytes": params.bytes_bits,
+        "id":    params.id_width,
+        "ts":    params.ts_bits,
+        "cost":  params.cost_bits,
     })
 
 

@@ -6,7 +6,7 @@ model in ``model/`` can share it with the RTL.
 
 from dataclasses import dataclass
 
-__all__ = ["FabricParams"]
+__all__ = ["FabricParams", "check_params"]
 
 
 def _check_int(name, value, lo, hi, *, pow2=False):
@@ -140,3 +140,10 @@ class FabricParams:
     def dyn_bits(self):
         """Dynamic state bits per tenant per channel (spec §5)."""
         return self.level_bits + self.peak_bits + self.tag_bits
+
+
+def check_params(params):
+    """Return ``params`` if it is a :class:`FabricParams`, else raise :exc:`TypeError`."""
+    if not isinstance(params, FabricParams):
+        raise TypeError(f"params must be a FabricParams, not {params!r}")
+    return params

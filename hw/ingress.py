@@ -1,0 +1,132 @@
+"""Ingress stage of one channel (spec §4): request check, ingress register, cost.
+
+A request is accepted in cycle a when ``valid & ready``. An invalid request
+(tenant >= N, tenant disabled, 0 bytes or more than LMAX) is always ready and is
+dropped. A valid request is ready when its tenant has room (``room``, computed
+by the channel from registers only) and is written to the ingress register at
+a. During a+1 the register's request is pushed into its tenant's queue together
+with its ``cost``: the multiply sits here, one cycle before the request can be
+selected, so that it never appears in the selection loop (spec §11).
+"""
+
+from amaranth.hdl import Module, Signal
+from amaranth.lib import data, wiring
+from amaranth.lib.wiring import In, Out
+
+from .layouts import queue_entry_layout, request_signature
+from .params import check_params
+
+__all__ = ["Ingress", "cost_of"]
+
+
+def cost_of(params, nbytes, inv_weight):
+    """``ceil(bytes * inv_weight / 2^(WFRAC + TAG_SHIFT))`` as an Amaranth value (spec §3)."""
+    shift = params.wfrac + params.tag_shift
+    product = nbytes * inv_weight
+    # ceil(p / 2^k) = floor(p / 2^k) + (low k bits != 0): one increment, no wide add.
+    return (product[shift:] + (product[:shift] != 0))[:params.cost_bits]
+
+
+class Ingress(wiring.Component):
+    """Request check, ingress register and cost computation of one channel.
+
+    Parameters
+    ----------
+    params : FabricParams
+
+    Members
+    -------
+    req : In(request_signature(params))
+        The channel's request port.
+    room : In(N)
+        Bit i: tenant i's occupancy is below D (spec §4).
+    enable : In(N)
+        Active ``enable`` bits of the tenants.
+    inv_weight : In(16).array(N)
+        Active ``inv_weight`` of the tenants (used during a+1).
+    now : In(ts_bits)
+        Current timestamp, stored with an accepted request.
+    dropped : Out(1)
+        An invalid request is accepted in this cycle.
+    push_valid : Out(1)
+        The ingress register holds a request (pushed into its queue this cycle).
+    push_tenant : Out(4)
+    push_entry : Out(queue_entry_layout(params))
+        ``{bytes, id, ts, cost}`` to push.
+    """
+
+    def __init__(self, params):
+        self._params = check_params(params)
+        n = params.tenants
+        super().__init__({
+            "req":         In(request_signature(params)),
+            "room":        In(n),
+            "enable":      In(n),
+            "inv_weight":  In(params.inv_weight_bits).array(n),
+            "now":         In(params.ts_bits),
+            "dropped":     Out(1),
+            "push_valid":  Out(1),
+            "push_tenant": Out(params.tenant_bits),
+            "push_entry":  Out(queue_entry_layout(params)),
+        })
+
+    @property
+    def params(self):
+        return self._params
+
+    def elaborate(self, platform):
+        p = self._params
+        n = p.tenants
+        m = Module()
+
+        q_valid = Signal(name="q_in_valid")
+        q_tenant = Signal(p.tenant_bits, name="q_in_tenant")
+        q_bytes = Signal(p.bytes_bits, name="q_in_bytes")
+        q_id = Signal(p.id_width, name="q_in_id")
+        q_ts = Signal(p.ts_bits, name="q_in_ts")
+
+        payload = self.req.payload
+        tenant_ok = Signal()
+        has_room = Signal()
+        # Index the per-tenant bits only for in-range tenants: Amaranth's
+        # out-of-range bit select would alias the last bit.
+        m.d.comb += tenant_ok.eq(0)
+        m.d.comb += has_room.eq(0)
+        with m.Switch(payload.tenant):
+            for i in range(n):
+                with m.Case(i):
+                    m.d.comb += [tenant_ok.eq(self.enable[i]), has_room.eq(self.room[i])]
+        valid_req = Signal()
+        m.d.comb += valid_req.eq(tenant_ok & (payload.bytes != 0)
+                                 & (payload.bytes <= p.max_request_bytes))
+        m.d.comb += [
+            self.req.ready.eq(~valid_req | has_room),
+            self.dropped.eq(self.req.valid & ~valid_req),
+        ]
+
+        accept = self.req.valid & valid_req & has_room
+        m.d.sync += q_valid.eq(accept)
+        with m.If(accept):
+            m.d.sync += [
+                q_tenant.eq(payload.tenant),
+                q_bytes.eq(payload.bytes),
+                q_id.eq(payload.id),
+                q_ts.eq(self.now),
+            ]
+
+        # inv_weight of the held tenant at a+1 (spec §4).
+        weight = Signal(p.inv_weight_bits)
+        with m.Switch(q_tenant):
+            for i in range(n):
+                with m.Case(i):
+                    m.d.comb += weight.eq(self.inv_weight[i])
+
+        m.d.comb += [
+            self.push_valid.eq(q_valid),
+            self.push_tenant.eq(q_tenant),
+            self.push_entry.bytes.eq(q_bytes),
+            self.push_entry.id.eq(q_id),
+            self.push_entry.ts.eq(q_ts),
+            self.push_entry.cost.eq(cost_of(p, q_bytes, weight)),
+        ]
+        return m

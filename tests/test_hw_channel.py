@@ -1,0 +1,208 @@
+"""ChannelArbiter against the golden model, compared every cycle (Amaranth simulator).
+
+Random traffic with random idle gaps, invalid requests, random ``grant.ready``
+backpressure and occasional configuration commits. Each test prints its seed;
+``KVFABRIC_SEED`` overrides it.
+"""
+
+import os
+import random
+from dataclasses import dataclass
+
+import pytest
+from amaranth.sim import Simulator
+
+from hw.channel import ChannelArbiter
+from hw.params import FabricParams
+from model.channel import ChannelModel, Request
+from model.registers import FabricConfig, TenantConfig
+
+
+def _seed(default):
+    env = os.environ.get("KVFABRIC_SEED")
+    seed = int(env) if env else default
+    print(f"seed = {seed} (set KVFABRIC_SEED to override)")
+    return seed
+
+
+@dataclass
+class Traffic:
+    """Knobs of one randomized run."""
+
+    cycles: int = 2000
+    p_req: float = 0.6           # probability a new request is offered when idle
+    p_invalid: float = 0.05      # probability an offered request is invalid
+    p_ready: float = 0.7         # probability grant.ready is 1
+    p_commit: float = 0.004      # probability of a configuration change per cycle
+    p_fcfs_toggle: float = 0.0   # probability fcfs_bypass flips per cycle
+    avoid_full: bool = True      # like the replay driver: prefer tenants with room
+    now_offset: int = 0          # start of the timestamp counter (to test its wrap)
+    small_bytes: int = 0         # if nonzero, most requests are at most this size
+    max_inv_weight: int = 0xFFFF
+    starve: tuple = (0, 0, 50, 200)
+
+
+def random_tenant(rng, params, traffic):
+    lmax = params.max_request_bytes
+    rate = rng.choice([0, rng.randrange(1, 64), rng.randrange(1, 1 << 16)])
+    peak_rate = rng.choice([0, rng.randrange(1, 256), rng.randrange(1, 1 << 16), 0xFFFF])
+    capacity = rng.choice([0, rng.randrange(0, (lmax << 4)), rng.randrange(0, 1 << 28)])
+    return TenantConfig(
+        rate=rate,
+        capacity=capacity,
+        peak_rate=peak_rate,
+        inv_weight=rng.choice([256, rng.randrange(0, traffic.max_inv_weight + 1)]),
+        priority=rng.randrange(4),
+        enable=int(rng.random() < 0.9),
+        slo_cycles=rng.randrange(1 << 24),
+    )
+
+
+def random_config(rng, params, traffic, fcfs=0):
+    return FabricConfig(
+        tenants=[random_tenant(rng, params, traffic) for _ in range(params.tenants)],
+        fcfs_bypass=fcfs,
+        starve_limit=rng.choice(traffic.starve),
+    )
+
+
+def random_request(rng, params, traffic, full):
+    lmax = params.max_request_bytes
+    if rng.random() < traffic.p_invalid:
+        kind = rng.randrange(3)
+        if kind == 0:
+            return Request(rng.randrange(params.tenants, 16) if params.tenants < 16 else 0,
+                           rng.randrange(1, lmax + 1), rng.randrange(1 << params.id_width))
+        nbytes = 0 if kind == 1 else rng.randrange(lmax + 1, 1 << params.bytes_bits)
+        return Request(rng.randrange(params.tenants), nbytes, rng.randrange(1 << params.id_width))
+    room = [i for i in range(params.tenants) if not full[i]]
+    if traffic.avoid_full and room:
+        tenant = rng.choice(room)
+    else:
+        tenant = rng.randrange(params.tenants)
+    if traffic.small_bytes and rng.random() < 0.9:
+        nbytes = rng.randrange(1, traffic.small_bytes + 1)
+    else:
+        nbytes = rng.choice([lmax, rng.randrange(1, lmax + 1), rng.randrange(1, 65)])
+    return Request(tenant, nbytes, rng.randrange(1 << params.id_width))
+
+
+def set_config(ctx, dut, config):
+    for i, t in enumerate(config.tenants):
+        cfg = dut.tenant_cfg[i]
+        ctx.set(cfg.rate, t.rate)
+        ctx.set(cfg.capacity, t.capacity)
+        ctx.set(cfg.peak_rate, t.peak_rate)
+        ctx.set(cfg.inv_weight, t.inv_weight)
+        ctx.set(cfg.priority, t.priority)
+        ctx.set(cfg.enable, t.enable)
+        ctx.set(cfg.slo_cycles, t.slo_cycles)
+    ctx.set(dut.fcfs_bypass, config.fcfs_bypass)
+    ctx.set(dut.starve_limit, config.starve_limit)
+
+
+def check_state(ctx, dut, model, cycle):
+    """Registers of cycle t: grant register, per-tenant state, V."""
+    p = model.params
+    where = f"cycle {cycle}"
+    g = model.grant
+    assert ctx.get(dut.grant.valid) == (g is not None), where
+    if g is not None:
+        got = (ctx.get(dut.grant.payload.tenant), ctx.get(dut.grant.payload.bytes),
+               ctx.get(dut.grant.payload.id), ctx.get(dut.grant.payload.kind).value,
+               ctx.get(dut.grant_ts))
+        assert got == (g.tenant, g.bytes, g.id, g.kind, g.ts), where
+    for i in range(p.tenants):
+        got = (ctx.get(dut.dyn_level[i]), ctx.get(dut.dyn_peak[i]), ctx.get(dut.dyn_tag[i]))
+        assert got == (model.level[i], model.peak[i], model.tag[i]), f"{where} tenant {i}"
+    got = (ctx.get(dut.vt), ctx.get(dut.served), ctx.get(dut.vmin), ctx.get(dut.vmin_valid))
+    assert got == (model.vt, model.served, model.vmin, model.vmin_valid), where
+    full = model.queue_full()
+    assert [ctx.get(dut.queue_full[i]) for i in range(p.tenants)] == [int(f) for f in full], where
+    assert [ctx.get(dut.occupancy[i]) for i in range(p.tenants)] == model.occupancy(), where
+
+
+def run_random(params, traffic, seed):
+    rng = random.Random(seed)
+    config = random_config(rng, params, traffic)
+    model = ChannelModel(params, config)
+    dut = ChannelArbiter(params)
+    stats = {"grants": 0, "accepted": 0, "dropped": 0, "kinds": [0, 0, 0], "stalls": 0}
+
+    async def testbench(ctx):
+        nonlocal config
+        pending = None
+        set_config(ctx, dut, config)
+        for cycle in range(traffic.cycles):
+            now = (traffic.now_offset + cycle) % (1 << params.ts_bits)
+            check_state(ctx, dut, model, cycle)
+
+            # Inputs of cycle t.
+            if pending is None and rng.random() < traffic.p_req:
+                pending = random_request(rng, params, traffic, model.queue_full())
+            grant_ready = int(rng.random() < traffic.p_ready)
+            ctx.set(dut.now, now)
+            ctx.set(dut.grant.ready, grant_ready)
+            ctx.set(dut.req.valid, pending is not None)
+            if pending is not None:
+                ctx.set(dut.req.payload.tenant, pending.tenant)
+                ctx.set(dut.req.payload.bytes, pending.bytes)
+                ctx.set(dut.req.payload.id, pending.id)
+                want_ready = model.req_ready(pending.tenant, pending.bytes)
+                assert ctx.get(dut.req.ready) == want_ready, f"cycle {cycle} req.ready"
+
+            result = model.step(now, pending, bool(grant_ready))
+            assert ctx.get(dut.dropped) == result.dropped, f"cycle {cycle} dropped"
+            if result.transferred is not None:
+                stats["grants"] += 1
+                stats["kinds"][result.transferred.kind] += 1
+            if result.accepted:
+                stats["accepted"] += 1
+                stats["dropped"] += result.dropped
+                pending = None
+            elif pending is not None:
+                stats["stalls"] += 1
+            await ctx.tick()
+
+            # A configuration commit between cycles (takes effect in both at once).
+            if rng.random() < traffic.p_commit:
+                i = rng.randrange(params.tenants)
+                tenants = list(config.tenants)
+                tenants[i] = random_tenant(rng, params, traffic)
+                config = FabricConfig(tenants, config.fcfs_bypass, config.starve_limit)
+            if rng.random() < traffic.p_fcfs_toggle:
+                config = FabricConfig(config.tenants, 1 - config.fcfs_bypass, config.starve_limit)
+            model.config = config
+            set_config(ctx, dut, config)
+
+    sim = Simulator(dut)
+    sim.add_clock(1e-8)
+    sim.add_testbench(testbench)
+    sim.run()
+    print(stats)
+    return stats
+
+
+CASES = {
+    # name: (params, traffic, default seed)
+    "default": (FabricParams(), Traffic(cycles=2500), 1),
+    "fcfs_toggle": (FabricParams(), Traffic(cycles=1500, p_fcfs_toggle=0.01), 2),
+    "starvation": (FabricParams(tenants=4), Traffic(cycles=2000, p_req=0.9, p_ready=0.9,
+                                                    starve=(10, 40, 100)), 3),
+    "small_wrap": (FabricParams(tenants=3, queue_depth=2, max_request_bytes=256, id_width=4,
+                                tag_bits=12),
+                   Traffic(cycles=3000, p_req=0.8, p_ready=0.9, now_offset=(1 << 24) - 1500,
+                           max_inv_weight=512, small_bytes=256), 4),
+    "one_tenant": (FabricParams(tenants=1, queue_depth=1, max_request_bytes=32, id_width=1),
+                   Traffic(cycles=1500), 5),
+    "full_queues": (FabricParams(tenants=16, queue_depth=8, tag_bits=32, id_width=32),
+                    Traffic(cycles=1200, p_req=0.95, p_ready=0.3, avoid_full=False), 6),
+}
+
+
+@pytest.mark.parametrize("case", list(CASES))
+def test_channel_matches_model(case):
+    params, traffic, seed = CASES[case]
+    stats = run_random(params, traffic, _seed(seed))
+    assert stats["grants"] > 0
+    assert stats["accepted"] > 0
