@@ -94,11 +94,12 @@ class ReplayResult:
 
 
 def stall_limit(params, config) -> int:
-    """Cycles without any grant after which outstanding requests are declared stuck:
-    long enough for the slowest enabled peak bucket to fill and the guard to fire."""
+    """Cycles without any grant or acceptance after which outstanding requests are
+    declared stuck. With nothing granted only bucket levels and ages change, so
+    the slowest enabled peak bucket's fill time plus the starvation guard is enough."""
     rates = [t.peak_rate for t in config.tenants if t.enable and t.peak_rate]
     fill = -(-params.pcap // min(rates)) if rates else 0
-    return fill + config.starve_limit + 64 * params.max_request_bytes + 1000
+    return fill + config.starve_limit + 1000
 
 
 def replay_model(params, config, rows: list[TraceRow], bytes_per_cycle: Fraction) -> ReplayResult:

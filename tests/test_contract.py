@@ -1,0 +1,136 @@
+"""Contract compiler: register values, rounding direction, admission control, errors."""
+
+import copy
+from fractions import Fraction
+
+import pytest
+
+from model.contract import ContractError, admit, compile_contract, load_contract
+
+BASE = {
+    "fabric": {"clock_mhz": 1000, "channels": 8, "channel_gbps": 400, "admission_limit": 0.85},
+    "tenant": [{"id": 0, "name": "decode-a", "guaranteed_gbps": 120, "burst_gbps": 400,
+                "burst_duration_ms": 2.0, "priority": 1, "latency_slo_us": 25}],
+}
+
+
+def doc(**tenant_changes):
+    d = copy.deepcopy(BASE)
+    d["tenant"][0].update(tenant_changes)
+    return d
+
+
+def test_essay_contract_registers():
+    c = compile_contract(doc())
+    r = c.config.tenants[0]
+    # 120 GB/s over 8 channels at 1 GHz = 15 B/cycle per channel = 120 in UQ13.3.
+    assert r.rate == 15 * 8
+    assert r.peak_rate == 50 * 8
+    # 15 GB/s x 2 ms = 30 MB per channel, UQ25.3.
+    assert r.capacity == 30_000_000 * 8
+    assert r.inv_weight == 256  # the only tenant: the whole channel
+    assert (r.priority, r.enable, r.slo_cycles) == (1, 1, 25_000)
+    assert c.config.tenants[1].enable == 0  # uncontracted tenants stay disabled
+
+
+def test_rounding_never_over_promises():
+    # 1 GB/s over 8 channels at 300 MHz = 0.41666 B/cycle: rate rounds up, peak rounds down.
+    d = doc(guaranteed_gbps=1, burst_gbps=1.2, latency_slo_us=0.0105)
+    d["fabric"]["clock_mhz"] = 300
+    c = compile_contract(d)
+    r = c.config.tenants[0]
+    exact_rate = Fraction(1, 8) * 1000 / 300
+    assert Fraction(r.rate, 8) >= exact_rate > Fraction(r.rate - 1, 8)
+    exact_peak = Fraction(12, 10) / 8 * 1000 / 300
+    assert Fraction(r.peak_rate, 8) <= exact_peak < Fraction(r.peak_rate + 1, 8)
+    assert r.slo_cycles == 3  # 0.0105 us x 300 MHz = 3.15 cycles: a wait of 4 violates
+    # Capacity is at least one maximum request so a LMAX request can ever conform.
+    assert r.capacity >= c.params.pcap
+
+
+def test_peak_never_below_rate_after_rounding():
+    d = doc(guaranteed_gbps=1, burst_gbps=1)
+    d["fabric"]["clock_mhz"] = 300
+    r = compile_contract(d).config.tenants[0]
+    assert r.peak_rate >= r.rate
+
+
+def test_weights_normalised_and_default_proportional():
+    d = doc()
+    d["tenant"].append({"id": 3, "name": "small", "guaranteed_gbps": 40, "burst_gbps": 40,
+                        "burst_duration_ms": 1, "priority": 2, "latency_slo_us": 10})
+    c = compile_contract(d)
+    a, b = c.config.tenants[0], c.config.tenants[3]
+    assert a.inv_weight == -(-256 * 160 // 120) and b.inv_weight == 256 * 4
+    assert sum(Fraction(256, t.inv_weight) for t in (a, b)) <= 1
+
+
+def test_admission_rejects_and_says_by_how_much():
+    d = doc(guaranteed_gbps=2000, burst_gbps=3200, burst_duration_ms=0.1)  # 2000 of 3200 GB/s
+    compile_contract(d)
+    new = {"id": 1, "name": "prefill", "guaranteed_gbps": 800, "burst_gbps": 800,
+           "burst_duration_ms": 1, "priority": 2, "latency_slo_us": 100}
+    with pytest.raises(ContractError) as e:
+        admit(d, new)
+    msg = str(e.value)
+    assert "tenant 'prefill'" in msg and "admission rejected" in msg
+    # 0.85 x 3200 = 2720; 2000 + 800 = 2800: 80 GB/s over.
+    assert "2720.000 GB/s" in msg and "by 80.000 GB/s" in msg
+    admitted = admit(d, dict(new, guaranteed_gbps=720, burst_gbps=720))
+    assert admitted.config.tenants[1].enable == 1
+
+
+@pytest.mark.parametrize("change, message", [
+    (dict(guaranteed_gbps=-1), "tenant 'decode-a': guaranteed_gbps must be >= 0"),
+    (dict(burst_gbps=100), "burst_gbps \\(100\\) must be >= guaranteed_gbps \\(120\\)"),
+    (dict(priority=4), "priority 4 out of range 0..3"),
+    (dict(id=8), "id 8 out of range 0..7"),
+    (dict(burst_duration_ms=3.0), "burst_duration_ms is unrepresentable: a bucket of 45 MB"),
+    (dict(guaranteed_gbps=0), "give an explicit weight"),
+    (dict(weight=0.0001), "weight is unrepresentable"),
+    (dict(latency_slo_us=20000), "latency_slo_us is unrepresentable"),
+    (dict(color=3), "tenant 'decode-a': unknown key\\(s\\) color"),
+    (dict(name=""), "name must be a non-empty string"),
+    (dict(priority="high"), "priority must be a number"),
+])
+def test_bad_tenant_fields_are_named(change, message):
+    d = doc(**change)
+    if "weight" in change:  # a second tenant makes the weight ratio matter
+        d["tenant"].append({"id": 1, "name": "big", "guaranteed_gbps": 100, "burst_gbps": 100,
+                            "burst_duration_ms": 1, "priority": 0, "latency_slo_us": 1})
+        d["tenant"][0]["guaranteed_gbps"] = 1
+        d["tenant"][0]["burst_gbps"] = 1
+    with pytest.raises(ContractError, match=message):
+        compile_contract(d)
+
+
+def test_missing_and_unknown_fabric_keys():
+    d = doc()
+    del d["fabric"]["channel_gbps"]
+    with pytest.raises(ContractError, match=r"\[fabric\]: missing key\(s\) channel_gbps"):
+        compile_contract(d)
+    d = doc()
+    d["fabric"]["clock_ghz"] = 1
+    with pytest.raises(ContractError, match=r"unknown key\(s\) clock_ghz"):
+        compile_contract(d)
+    d = doc()
+    del d["tenant"][0]["latency_slo_us"]
+    with pytest.raises(ContractError, match=r"tenant 'decode-a': missing key\(s\) latency_slo_us"):
+        compile_contract(d)
+    d = doc()
+    d["tenant"].append(dict(d["tenant"][0], name="dup"))
+    with pytest.raises(ContractError, match="id 0 already used by tenant 'decode-a'"):
+        compile_contract(d)
+
+
+def test_example_contract_loads():
+    c = load_contract("examples/essay.toml")
+    assert [t.name for t in c.tenants] == ["prefill", "decode-a", "decode-b", "decode-c"]
+    assert c.bytes_per_cycle == 400
+
+
+def test_bad_toml_reports_file(tmp_path):
+    f = tmp_path / "bad.toml"
+    f.write_text("[fabric\n")
+    with pytest.raises(ContractError, match="bad.toml: not valid TOML"):
+        load_contract(f)
