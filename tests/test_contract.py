@@ -69,7 +69,7 @@ def test_admission_rejects_and_says_by_how_much():
     d = doc(guaranteed_gbps=2000, burst_gbps=3200, burst_duration_ms=0.1)  # 2000 of 3200 GB/s
     compile_contract(d)
     new = {"id": 1, "name": "prefill", "guaranteed_gbps": 800, "burst_gbps": 800,
-           "burst_duration_ms": 1, "priority": 2, "latency_slo_us": 100}
+           "burst_duration_ms": 0.1, "priority": 2, "latency_slo_us": 100}
     with pytest.raises(ContractError) as e:
         admit(d, new)
     msg = str(e.value)
