@@ -1,0 +1,235 @@
+"""Telemetry counters and snapshots (spec §9, §10).
+
+Timing, exactly as spec §10 states it:
+
+- A grant transferred on any channel in cycle t is summed over the channels by
+  one pipeline stage (the ``tel_sum_*`` registers, written at the end of t)
+  and added to the tenant's live ``bytes``, ``grants``, ``burst_grants`` and
+  ``slo_violations`` counters at the end of t+1: the counters include it from
+  cycle t+2. Its wait ``(t - ts) mod 2^TS_BITS`` is compared in cycle t with
+  the tenant's ``slo_cycles`` active in cycle t.
+- ``queue_hwm[i]`` at t+1 is the maximum of itself and tenant i's occupancy on
+  every channel at t.
+- ``dropped[c]`` counts the channel's drop strobe of cycle t from t+1.
+- A snapshot in cycle t copies every live counter's value at t into the
+  snapshot registers read over AXI, and increments ``EPOCH_COUNT``, both
+  visible from t+1. It happens when the epoch counter equals
+  ``epoch_cycles - 1`` or more (the counter then restarts at 0) or when ``snapshot``
+  is 1 (the cycle after a ``CTRL`` write with bit 1 set, see
+  :mod:`hw.config`); both in one cycle make one snapshot. With
+  ``epoch_cycles = 0`` the epoch counter stays at 0.
+
+All counters are free running and wrap at their width. Register names start
+with ``tel_``: the state-budget script classifies flip-flops by name.
+"""
+
+from amaranth import *
+from amaranth.lib import data
+from amaranth.lib.wiring import In, Out
+
+from .config import (ADDR_WIDTH, DATA_WIDTH, EPOCH_COUNT, TEL_TENANT_BASE, TEL_TENANT_STRIDE,
+                     TEL_TENANT_REGS, DROPPED_BASE, FabricComponent)
+from .layouts import Kind, tenant_config_layout
+from .params import check_params
+
+
+__all__ = ["BYTES_BITS", "COUNT_BITS", "grant_event_layout", "Telemetry"]
+
+#: Width of the per-tenant byte counters.
+BYTES_BITS = 48
+#: Width of the grant, burst grant, SLO violation, drop and epoch counters.
+COUNT_BITS = 32
+
+
+def grant_event_layout(params):
+    """What telemetry sees of one channel's grant port in a cycle.
+
+    ``valid`` is the transfer (``grant.valid & grant.ready``); ``ts`` is the
+    granted request's arrival timestamp (``ChannelArbiter.grant_ts``).
+    """
+    check_params(params)
+    return data.StructLayout({
+        "valid":  1,
+        "tenant": params.tenant_bits,
+        "bytes":  params.bytes_bits,
+        "kind":   Kind,
+        "ts":     params.ts_bits,
+    })
+
+
+def _tree(values, op):
+    # Balanced reduction: log2(n) adder/comparator levels instead of n.
+    values = list(values)
+    while len(values) > 1:
+        values = [op(values[k], values[k + 1]) if k + 1 < len(values) else values[k]
+                  for k in range(0, len(values), 2)]
+    return values[0]
+
+
+def _zext(value, width):
+    # Explicit zero extension: Amaranth would extend implicitly, but operands
+    # of equal width keep the generated Verilog free of WIDTH lint warnings,
+    # so that the ones left point at real mistakes.
+    value = Value.cast(value)
+    assert len(value) <= width
+    return Cat(value, Const(0, width - len(value))) if len(value) < width else value
+
+
+def _add(a, b):
+    width = max(len(Value.cast(a)), len(Value.cast(b)))
+    return _zext(a, width) + _zext(b, width)
+
+
+def _max(a, b):
+    width = max(len(Value.cast(a)), len(Value.cast(b)))
+    a, b = _zext(a, width), _zext(b, width)
+    return Mux(a > b, a, b)
+
+
+class Telemetry(FabricComponent):
+    """Per-tenant and per-channel counters with AXI-readable snapshots.
+
+    Parameters
+    ----------
+    params : :class:`hw.params.FabricParams`
+        Fabric parameters.
+
+    Members
+    -------
+    grants : ``In(grant_event_layout(params)).array(channels)``
+        Grant transfers of every channel.
+    now : ``In(ts_bits)``
+        Fabric timestamp, cycle count modulo ``2^TS_BITS``.
+    tenant_cfg : ``In(tenant_config_layout(params)).array(tenants)``
+        Active configuration (``slo_cycles`` is used).
+    occupancy : ``In(range(queue_depth + 1)).array(channels, tenants)``
+        ``occupancy[c][i]``, spec §4.
+    dropped : ``In(1).array(channels)``
+        1 in the cycle a channel accepts an invalid request.
+    epoch_cycles : ``In(32)``
+        Snapshot period, 0 = off.
+    snapshot : ``In(1)``
+        Take a snapshot this cycle.
+    r_addr : ``In(16)``
+        Register bus read address.
+    r_data : ``Out(32)``
+        Read data; 0 for addresses that are not telemetry registers.
+
+    Raises
+    ------
+    :exc:`TypeError`
+        If ``params`` is not a :class:`hw.params.FabricParams`.
+    """
+    def __init__(self, params):
+        check_params(params)
+        super().__init__(params, {
+            "grants":       In(grant_event_layout(params)).array(params.channels),
+            "now":          In(params.ts_bits),
+            "tenant_cfg":   In(tenant_config_layout(params)).array(params.tenants),
+            "occupancy":    In(range(params.queue_depth + 1)).array(params.channels,
+                                                                    params.tenants),
+            "dropped":      In(1).array(params.channels),
+            "epoch_cycles": In(params.epoch_bits),
+            "snapshot":     In(1),
+            "r_addr":       In(ADDR_WIDTH),
+            "r_data":       Out(DATA_WIDTH),
+        })
+
+    def elaborate(self, platform):
+        m = Module()
+        p = self.params
+        N, C = p.tenants, p.channels
+
+        # Stage 1 (cycle t): per channel, is the transfer late for its tenant's SLO?
+        late = []
+        for c, g in enumerate(self.grants):
+            slo = Array(cfg.slo_cycles for cfg in self.tenant_cfg)[g.tenant]
+            wait = Signal(p.ts_bits, name=f"wait_{c}")
+            m.d.comb += wait.eq(self.now - g.ts)
+            late.append(wait > slo)
+
+        # Stage 1 registers: per-tenant sums over the channels.
+        count_w = C.bit_length()
+        sum_bytes = [Signal(p.bytes_bits + count_w, name=f"tel_sum_bytes_{i}") for i in range(N)]
+        sum_grants = [Signal(count_w, name=f"tel_sum_grants_{i}") for i in range(N)]
+        sum_burst = [Signal(count_w, name=f"tel_sum_burst_{i}") for i in range(N)]
+        sum_late = [Signal(count_w, name=f"tel_sum_late_{i}") for i in range(N)]
+        for i in range(N):
+            hit = [g.valid & (g.tenant == Const(i, p.tenant_bits)) for g in self.grants]
+            m.d.sync += [
+                sum_bytes[i].eq(_tree((Mux(hit[c], g.bytes, 0) for c, g in enumerate(self.grants)),
+                                      _add)),
+                sum_grants[i].eq(_tree(hit, _add)),
+                sum_burst[i].eq(_tree((hit[c] & (g.kind == Kind.BURST)
+                                       for c, g in enumerate(self.grants)), _add)),
+                sum_late[i].eq(_tree((hit[c] & late[c] for c in range(C)), _add)),
+            ]
+
+        # Live counters.
+        live_bytes  = [Signal(BYTES_BITS, name=f"tel_bytes_{i}") for i in range(N)]
+        live_grants = [Signal(COUNT_BITS, name=f"tel_grants_{i}") for i in range(N)]
+        live_burst  = [Signal(COUNT_BITS, name=f"tel_burst_grants_{i}") for i in range(N)]
+        live_late   = [Signal(COUNT_BITS, name=f"tel_slo_violations_{i}") for i in range(N)]
+        # Occupancy never exceeds D, so the marks are as wide as an occupancy;
+        # QUEUE_HWM zero-extends them to its 8 bits.
+        live_hwm    = [Signal(range(p.queue_depth + 1), name=f"tel_queue_hwm_{i}") for i in range(N)]
+        live_drop   = [Signal(COUNT_BITS, name=f"tel_dropped_{c}") for c in range(C)]
+        for i in range(N):
+            hwm = _tree([live_hwm[i]] + [self.occupancy[c][i] for c in range(C)], _max)
+            m.d.sync += [
+                live_bytes[i].eq(live_bytes[i] + _zext(sum_bytes[i], BYTES_BITS)),
+                live_grants[i].eq(live_grants[i] + _zext(sum_grants[i], COUNT_BITS)),
+                live_burst[i].eq(live_burst[i] + _zext(sum_burst[i], COUNT_BITS)),
+                live_late[i].eq(live_late[i] + _zext(sum_late[i], COUNT_BITS)),
+                live_hwm[i].eq(hwm),
+            ]
+        for c in range(C):
+            with m.If(self.dropped[c]):
+                m.d.sync += live_drop[c].eq(live_drop[c] + 1)
+
+        # Epoch counter and snapshots.
+        epoch_ctr   = Signal(p.epoch_bits, name="tel_epoch_ctr")
+        epoch_count = Signal(COUNT_BITS, name="tel_epoch_count")
+        epoch_end   = Signal()
+        epoch_off   = ~self.epoch_cycles.any()
+        # `>=` rather than `==`: lowering EPOCH_CYCLES below the running count
+        # ends the epoch at once instead of after a 2^32-cycle wrap.
+        m.d.comb += epoch_end.eq(~epoch_off & (epoch_ctr >= (self.epoch_cycles - 1)[:p.epoch_bits]))
+        with m.If(epoch_off | epoch_end):
+            m.d.sync += epoch_ctr.eq(0)
+        with m.Else():
+            m.d.sync += epoch_ctr.eq(epoch_ctr + 1)
+
+        snap_bytes  = [Signal(BYTES_BITS, name=f"tel_snap_bytes_{i}") for i in range(N)]
+        snap_grants = [Signal(COUNT_BITS, name=f"tel_snap_grants_{i}") for i in range(N)]
+        snap_burst  = [Signal(COUNT_BITS, name=f"tel_snap_burst_grants_{i}") for i in range(N)]
+        snap_late   = [Signal(COUNT_BITS, name=f"tel_snap_slo_violations_{i}") for i in range(N)]
+        snap_hwm    = [Signal(range(p.queue_depth + 1), name=f"tel_snap_queue_hwm_{i}")
+                       for i in range(N)]
+        snap_drop   = [Signal(COUNT_BITS, name=f"tel_snap_dropped_{c}") for c in range(C)]
+        with m.If(epoch_end | self.snapshot):
+            m.d.sync += epoch_count.eq(epoch_count + 1)
+            for snap, live in ((snap_bytes, live_bytes), (snap_grants, live_grants),
+                               (snap_burst, live_burst), (snap_late, live_late),
+                               (snap_hwm, live_hwm), (snap_drop, live_drop)):
+                m.d.sync += [s.eq(v) for s, v in zip(snap, live)]
+
+        # Reads.
+        with m.Switch(self.r_addr):
+            with m.Case(EPOCH_COUNT):
+                m.d.comb += self.r_data.eq(epoch_count)
+            for i in range(N):
+                base = TEL_TENANT_BASE + TEL_TENANT_STRIDE * i
+                for name, value in (("BYTES_LO", snap_bytes[i][:32]),
+                                    ("BYTES_HI", snap_bytes[i][32:]),
+                                    ("GRANTS", snap_grants[i]),
+                                    ("BURST_GRANTS", snap_burst[i]),
+                                    ("SLO_VIOLATIONS", snap_late[i]),
+                                    ("QUEUE_HWM", snap_hwm[i])):
+                    with m.Case(base + TEL_TENANT_REGS[name]):
+                        m.d.comb += self.r_data.eq(value)
+            for c in range(C):
+                with m.Case(DROPPED_BASE + 4 * c):
+                    m.d.comb += self.r_data.eq(snap_drop[c])
+
+        return m

@@ -1,0 +1,127 @@
+"""kvfabric top level: C arbitration channels, configuration and telemetry.
+
+::
+
+    req[c] ──► ChannelArbiter c ──► grant[c]        (c = 0 .. C-1)
+                 ▲      │ dropped, occupancy, grant_ts
+    now ─────────┤      ▼
+    RegisterFile ┘   Telemetry
+         ▲                ▲ r_addr / r_data
+         └── AXI4LiteSlave┘◄── s_axil
+
+``now`` counts cycles since reset modulo ``2^TS_BITS`` (spec §6: ``now = t mod
+2^TS_BITS`` with cycle 0 the first cycle with reset low) and is the one
+timestamp of the fabric: every channel stamps its arrivals with it and
+telemetry measures SLO waits with it. It is also an output so that test
+benches and trace tools can line cycles up with the RTL.
+
+Register bus reads are decoded by both the register file and telemetry; each
+returns 0 for addresses it does not own, so their data is ORed.
+"""
+
+from amaranth import *
+from amaranth.lib import wiring
+from amaranth.lib.wiring import In, Out
+
+from .axil import AXI4LiteSignature, AXI4LiteSlave
+from .channel import ChannelArbiter
+from .config import ADDR_WIDTH, DATA_WIDTH, FabricComponent, RegisterFile
+from .layouts import grant_signature, request_signature
+from .params import check_params
+from .telemetry import Telemetry
+
+
+__all__ = ["KvFabric"]
+
+
+class KvFabric(FabricComponent):
+    """The arbiter of spec §1–§2.
+
+    Parameters
+    ----------
+    params : :class:`hw.params.FabricParams`
+        Fabric parameters (spec §1).
+
+    Members
+    -------
+    req : ``In(request_signature(params)).array(channels)``
+        Request stream of each channel (sink); payload ``tenant``, ``bytes``, ``id``.
+    grant : ``Out(grant_signature(params)).array(channels)``
+        Grant stream of each channel (source); payload ``tenant``, ``bytes``, ``id``, ``kind``.
+    queue_full : ``Out(tenants).array(channels)``
+        Bit i of ``queue_full[c]``: tenant i's queue on channel c cannot accept (spec §4).
+    s_axil : ``In(AXI4LiteSignature(addr_width=16, data_width=32))``
+        Configuration and telemetry (spec §9).
+    now : ``Out(ts_bits)``
+        Fabric timestamp: cycles since reset modulo ``2^TS_BITS``.
+
+    Raises
+    ------
+    :exc:`TypeError`
+        If ``params`` is not a :class:`hw.params.FabricParams`.
+    """
+    def __init__(self, params):
+        check_params(params)
+        super().__init__(params, {
+            "req":        In(request_signature(params)).array(params.channels),
+            "grant":      Out(grant_signature(params)).array(params.channels),
+            "queue_full": Out(params.tenants).array(params.channels),
+            "s_axil":     In(AXI4LiteSignature(addr_width=ADDR_WIDTH, data_width=DATA_WIDTH)),
+            "now":        Out(params.ts_bits),
+        })
+
+    def elaborate(self, platform):
+        m = Module()
+        p = self.params
+
+        m.submodules.axil = axil = AXI4LiteSlave(addr_width=ADDR_WIDTH, data_width=DATA_WIDTH)
+        m.submodules.regs = regs = RegisterFile(p)
+        m.submodules.telemetry = tel = Telemetry(p)
+
+        wiring.connect(m, wiring.flipped(self.s_axil), axil.axil)
+        m.d.comb += [
+            regs.bus.w_addr.eq(axil.bus.w_addr),
+            regs.bus.w_data.eq(axil.bus.w_data),
+            regs.bus.w_strb.eq(axil.bus.w_strb),
+            regs.bus.w_stb.eq(axil.bus.w_stb),
+            regs.bus.r_addr.eq(axil.bus.r_addr),
+            tel.r_addr.eq(axil.bus.r_addr),
+            axil.bus.r_data.eq(regs.bus.r_data | tel.r_data),
+        ]
+
+        now = Signal(p.ts_bits)
+        m.d.sync += now.eq(now + 1)
+        m.d.comb += self.now.eq(now)
+
+        m.d.comb += [
+            tel.now.eq(now),
+            tel.epoch_cycles.eq(regs.cfg_epoch_cycles),
+            tel.snapshot.eq(regs.cfg_snapshot),
+        ]
+        for i in range(p.tenants):
+            m.d.comb += tel.tenant_cfg[i].eq(regs.cfg_tenant[i])
+
+        for c in range(p.channels):
+            ch = ChannelArbiter(p)
+            m.submodules[f"channel_{c}"] = ch
+            wiring.connect(m, wiring.flipped(self.req[c]), ch.req)
+            wiring.connect(m, wiring.flipped(self.grant[c]), ch.grant)
+            m.d.comb += [
+                self.queue_full[c].eq(ch.queue_full),
+                ch.fcfs_bypass.eq(regs.cfg_fcfs_bypass),
+                ch.starve_limit.eq(regs.cfg_starve_limit),
+                ch.now.eq(now),
+                tel.dropped[c].eq(ch.dropped),
+                tel.grants[c].valid.eq(ch.grant.valid & ch.grant.ready),
+                tel.grants[c].tenant.eq(ch.grant.payload.tenant),
+                tel.grants[c].bytes.eq(ch.grant.payload.bytes),
+                tel.grants[c].kind.eq(ch.grant.payload.kind),
+                tel.grants[c].ts.eq(ch.grant_ts),
+            ]
+            for i in range(p.tenants):
+                m.d.comb += [
+                    ch.tenant_cfg[i].eq(regs.cfg_tenant[i]),
+                    tel.occupancy[c][i].eq(ch.occupancy[i]),
+                ]
+
+        return m
