@@ -270,7 +270,55 @@ class ChannelModel:
             return
         # One real cycle applies the idle tag clamp; after it V is constant, so the
         # clamp is idempotent and buckets follow min(level + k*rate, cap).
+        self._refill(cycles)
+        for i in range(self.params.tenants):
+            self.tag[i] = mod_max(self.tag[i], self.vt, self.params.tag_bits)
+
+    def _refill(self, cycles: int) -> None:
+        """``cycles`` refills without grants: min(x + rate, cap) applied k times."""
+        pcap = self.params.pcap
         for i, cfg in enumerate(self.config.tenants):
             self.level[i] = min(self.level[i] + cycles * cfg.rate, cfg.capacity)
-            self.peak[i] = min(self.peak[i] + cycles * cfg.peak_rate, self.params.pcap)
-            self.tag[i] = mod_max(self.tag[i], self.vt, self.params.tag_bits)
+            self.peak[i] = min(self.peak[i] + cycles * cfg.peak_rate, pcap)
+
+    def cycles_until_competing(self) -> int | None:
+        """Cycles until some head's peak bucket covers it (0: one competes now),
+        or None if no head ever will without a configuration change."""
+        p = self.params
+        if self.config.fcfs_bypass:
+            return 0 if any(self.fifo) else None
+        best = None
+        for i, q in enumerate(self.fifo):
+            if not q:
+                continue
+            need = q[0].bytes << p.frac
+            if self.peak[i] >= need:
+                return 0
+            rate = self.config.tenants[i].peak_rate
+            if rate:
+                k = -(-(need - self.peak[i]) // rate)
+                best = k if best is None else min(best, k)
+        return best
+
+    def advance_inert(self, now: int, cycles: int) -> None:
+        """Advance ``cycles`` cycles in which nothing is offered and nothing can be
+        selected (the grant register is held by a busy memory side, or no head
+        competes). The caller guarantees that; the result is exact.
+
+        Only V, served, vmin and the tag clamps evolve besides the buckets, and
+        they depend on nothing else, so once one cycle leaves them unchanged the
+        rest is a closed-form refill.
+        """
+        assert self.ingress is None
+        mask = (1 << self.params.ts_bits) - 1
+        while cycles > 0:
+            before = (self.vt, self.served, self.vmin, self.vmin_valid, tuple(self.tag))
+            held = self.grant
+            self.step(now & mask, None, False)
+            assert self.grant is held, "advance_inert() called on a cycle with a selection"
+            now += 1
+            cycles -= 1
+            if before == (self.vt, self.served, self.vmin, self.vmin_valid, tuple(self.tag)):
+                break
+        if cycles > 0:
+            self._refill(cycles)

@@ -13,7 +13,7 @@ from fractions import Fraction
 
 import numpy as np
 
-from .channel import KIND_NAMES, Request
+from .channel import KIND_NAMES, ChannelModel, Request
 from .fabric import FabricModel
 from .trace import LogRow, TraceRow
 
@@ -44,23 +44,30 @@ class UpstreamDriver:
     def next_arrival(self) -> int | None:
         return self.rows[self.next_row].cycle if self.next_row < len(self.rows) else None
 
-    def offer(self, cycle: int, queue_full: list[list[bool]]) -> list[TraceRow | None]:
+    def _arrive(self, cycle: int) -> None:
         rows = self.rows
         while self.next_row < len(rows) and rows[self.next_row].cycle <= cycle:
             r = rows[self.next_row]
             self.pending[r.channel].append(r)
             self.next_row += 1
-        n = self.params.tenants
-        for c, pend in enumerate(self.pending):
-            chosen = None
-            if pend:
-                if self.fcfs:
-                    chosen = pend[0]
-                else:
-                    full = queue_full[c]
-                    chosen = next((r for r in pend if r.tenant >= n or not full[r.tenant]), None)
-            self.presented[c] = chosen
-        return self.presented
+
+    def offer_one(self, channel: int, cycle: int, queue_full: list[bool]) -> TraceRow | None:
+        """The request presented on ``channel`` in ``cycle`` (None: nothing)."""
+        self._arrive(cycle)
+        pend = self.pending[channel]
+        chosen = None
+        if pend:
+            if self.fcfs:
+                chosen = pend[0]
+            else:
+                n = self.params.tenants
+                chosen = next((r for r in pend if r.tenant >= n or not queue_full[r.tenant]), None)
+        self.presented[channel] = chosen
+        return chosen
+
+    def offer(self, cycle: int, queue_full: list[list[bool]]) -> list[TraceRow | None]:
+        """The requests presented on every channel in ``cycle``."""
+        return [self.offer_one(c, cycle, queue_full[c]) for c in range(len(self.pending))]
 
     def accepted(self, channel: int) -> TraceRow:
         row = self.presented[channel]
@@ -103,7 +110,94 @@ def stall_limit(params, config) -> int:
 
 
 def replay_model(params, config, rows: list[TraceRow], bytes_per_cycle: Fraction) -> ReplayResult:
-    """Replay ``rows`` through the golden model; return the grant log sorted by id."""
+    """Replay ``rows`` through the golden model; return the grant log sorted by id.
+
+    Channels are independent, so each is replayed on its own with
+    :class:`ChannelModel`, fast-forwarding over cycles in which provably
+    nothing but bucket refills happens (idle channel, memory side busy, or no
+    head with tokens). The co-simulation steps :class:`FabricModel` instead,
+    cycle by cycle; both are the same per-cycle semantics.
+    """
+    by_channel: list[list[TraceRow]] = [[] for _ in range(params.channels)]
+    for r in rows:
+        by_channel[r.channel].append(r)
+    log: dict[int, LogRow] = {}
+    end = 0
+    for c, mine in enumerate(by_channel):
+        if mine:
+            end = max(end, _replay_channel(params, config, c, mine, bytes_per_cycle, log))
+    return ReplayResult([log[r.id] for r in rows], end)
+
+
+def _replay_channel(params, config, channel: int, rows: list[TraceRow], bytes_per_cycle: Fraction,
+                    log: dict[int, LogRow]) -> int:
+    ch = ChannelModel(params, config)
+    driver = UpstreamDriver(params, rows, bool(config.fcfs_bypass))
+    mem = MemorySide(1, bytes_per_cycle)
+    id_mask = (1 << params.id_width) - 1
+    ts_mask = (1 << params.ts_bits) - 1
+    in_flight: dict[int, TraceRow] = {}
+    limit = stall_limit(params, config)
+    remaining = len(rows)
+    last_progress = cycle = 0
+    while remaining:
+        offer = driver.offer_one(channel, cycle, ch.queue_full())
+        nxt = driver.next_arrival()
+        horizon = (nxt - cycle) if nxt is not None else None  # cycles until the next arrival
+        if offer is None and ch.ingress is None and horizon != 0:
+            if not in_flight and ch.quiescent():
+                k = horizon  # idle until the next arrival (there is one: remaining > 0)
+                ch.skip(k)
+            else:
+                k = 0
+                if ch.grant is not None and cycle < mem.busy_until[0]:
+                    k = mem.busy_until[0] - cycle
+                elif ch.grant is None:
+                    k = ch.cycles_until_competing()
+                    k = (limit + 1) if k is None else k
+                if horizon is not None:
+                    k = min(k, horizon)
+                if k > 0:
+                    ch.advance_inert(cycle, k)
+            if k > 0:
+                cycle += k
+                if not in_flight and not any(driver.pending):
+                    last_progress = cycle
+                if cycle - last_progress > limit:
+                    _stuck(limit, cycle, in_flight, driver)
+                continue
+        req = Request(offer.tenant, offer.bytes, offer.id & id_mask) if offer is not None else None
+        res = ch.step(cycle & ts_mask, req, mem.ready(cycle)[0])
+        if res.accepted:
+            row = driver.accepted(channel)
+            if res.dropped:
+                log[row.id] = LogRow(row.id, row.cycle, None, channel, row.tenant, row.bytes, "dropped")
+                remaining -= 1
+            else:
+                key = row.id & id_mask
+                if key in in_flight:
+                    raise ReplayError(f"channel {channel}: more than 2^{params.id_width} requests "
+                                      f"in flight; ids would be ambiguous")
+                in_flight[key] = row
+            last_progress = cycle
+        g = res.transferred
+        if g is not None:
+            row = in_flight.pop(g.id)
+            assert (row.tenant, row.bytes) == (g.tenant, g.bytes), "grant does not match its request"
+            log[row.id] = LogRow(row.id, row.cycle, cycle, channel, g.tenant, g.bytes, KIND_NAMES[g.kind])
+            mem.transfer(0, cycle, g.bytes)
+            remaining -= 1
+            last_progress = cycle
+        cycle += 1
+        if cycle - last_progress > limit:
+            _stuck(limit, cycle, in_flight, driver)
+    return cycle
+
+
+def replay_lockstep(params, config, rows: list[TraceRow], bytes_per_cycle: Fraction):
+    """Reference replay: every channel of a :class:`FabricModel` stepped together,
+    one cycle at a time, no fast-forward. Returns ``(ReplayResult, fabric)`` so
+    telemetry can be read. Slow; :func:`replay_model` must agree with it."""
     fab = FabricModel(params, config)
     driver = UpstreamDriver(params, rows, bool(config.fcfs_bypass))
     mem = MemorySide(params.channels, bytes_per_cycle)
@@ -111,16 +205,9 @@ def replay_model(params, config, rows: list[TraceRow], bytes_per_cycle: Fraction
     log: dict[int, LogRow] = {}
     in_flight: list[dict[int, TraceRow]] = [dict() for _ in range(params.channels)]
     limit = stall_limit(params, config)
-    last_progress = 0
-    cycle = 0
+    last_progress = cycle = 0
     while len(log) < len(rows):
-        if driver.idle() and fab.quiescent() and not any(in_flight):
-            nxt = driver.next_arrival()
-            if nxt is not None and nxt > cycle:
-                fab.skip(nxt - cycle)
-                cycle = last_progress = nxt
-        full = [ch.queue_full() for ch in fab.channels]
-        offers = driver.offer(cycle, full)
+        offers = driver.offer(cycle, [ch.queue_full() for ch in fab.channels])
         reqs = [Request(r.tenant, r.bytes, r.id & id_mask) if r is not None else None for r in offers]
         results = fab.step(reqs, mem.ready(cycle))
         for c, res in enumerate(results):
@@ -129,28 +216,29 @@ def replay_model(params, config, rows: list[TraceRow], bytes_per_cycle: Fraction
                 if res.dropped:
                     log[row.id] = LogRow(row.id, row.cycle, None, c, row.tenant, row.bytes, "dropped")
                 else:
-                    key = row.id & id_mask
-                    if key in in_flight[c]:
-                        raise ReplayError(f"channel {c}: more than 2^{params.id_width} requests in "
-                                          f"flight; ids would be ambiguous")
-                    in_flight[c][key] = row
+                    in_flight[c][row.id & id_mask] = row
                 last_progress = cycle
             g = res.transferred
             if g is not None:
                 row = in_flight[c].pop(g.id)
-                assert (row.tenant, row.bytes) == (g.tenant, g.bytes), "grant does not match its request"
                 log[row.id] = LogRow(row.id, row.cycle, cycle, c, g.tenant, g.bytes, KIND_NAMES[g.kind])
                 mem.transfer(c, cycle, g.bytes)
                 last_progress = cycle
+        if driver.idle() and not any(in_flight):
+            last_progress = cycle
         cycle += 1
         if cycle - last_progress > limit:
-            waiting = sorted(r.id for ch in in_flight for r in ch.values())
-            waiting += sorted(r.id for pend in driver.pending for r in pend)
-            raise ReplayError(
-                f"no progress for {limit} cycles at cycle {cycle}: {len(waiting)} request(s) can never "
-                f"be granted (e.g. ids {waiting[:8]}); check that their tenants have a non-zero "
-                f"rate or burst_gbps")
-    return ReplayResult([log[i] for i in range(len(rows))], cycle)
+            _stuck(limit, cycle, {k: v for d in in_flight for k, v in d.items()}, driver)
+    return ReplayResult([log[i] for i in range(len(rows))], cycle), fab
+
+
+def _stuck(limit: int, cycle: int, in_flight: dict, driver: UpstreamDriver):
+    waiting = sorted(r.id for r in in_flight.values())
+    waiting += sorted(r.id for pend in driver.pending for r in pend)
+    raise ReplayError(
+        f"no progress for {limit} cycles at cycle {cycle}: {len(waiting)} request(s) can never "
+        f"be granted (e.g. ids {waiting[:8]}); check that their tenants have a non-zero "
+        f"rate or burst_gbps")
 
 
 def summarize(log: list[LogRow], compiled) -> list[dict]:
