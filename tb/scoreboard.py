@@ -1,0 +1,244 @@
+"""Lockstep scoreboard: the golden model stepped with exactly the DUT's inputs.
+
+Every cycle t, with the :class:`tb.monitor.Sample` of cycle t (settled values
+just before the rising edge that ends it):
+
+1. compare the DUT's outputs with the model's registers of cycle t: per
+   channel ``queue_full``, ``req.ready`` (when ``req.valid``), ``grant.valid``
+   and the grant payload (tenant, bytes, id, kind), the ``now`` timestamp; and
+   the internal state of spec §5/§6.4 read hierarchically: every tenant's
+   ``dyn_level``, ``dyn_peak``, ``dyn_tag`` (start tag = previous finish tag)
+   and occupancy, and the channel's ``vt``, ``served``, ``vmin``,
+   ``vmin_valid`` and ``dropped``;
+2. step the model with the sampled inputs (request valid/payload, grant
+   ready) and the AXI writes whose handshake completed in cycle t, which
+   change the active configuration from t+1 (spec §9) — the model never sees
+   the test's intentions, only what crossed the DUT's ports;
+3. account for requests: an accepted valid request must be granted exactly
+   once, with its tenant and bytes.
+
+AXI reads are checked too: the data of a read must equal the model's value
+of that register at some cycle between the address handshake and the data
+handshake (the spec does not fix the read latency).
+
+The first mismatch raises :class:`Mismatch` naming the cycle, channel,
+field, expected and actual values and the seed.
+"""
+
+from __future__ import annotations
+
+import logging
+
+from model.channel import Request
+from model.fabric import FabricModel
+
+from .axil import (DROPPED_BASE, EPOCH_COUNT, TEL_BASE, TEL_REGS, TEL_STRIDE,
+                   RegisterMirror)
+from .monitor import Sample
+
+__all__ = ["Mismatch", "Scoreboard"]
+
+KIND_NAMES = {0: "guaranteed", 1: "burst", 2: "fcfs", 3: "invalid(3)"}
+
+
+class Mismatch(AssertionError):
+    pass
+
+
+class Scoreboard:
+    def __init__(self, params, seed, *, channels=None, check_internal: bool = True,
+                 log: logging.Logger | None = None):
+        self.params = params
+        self.seed = seed
+        self.ports = channels  # list[ChannelPorts], for internal state
+        self.check_internal = check_internal and channels is not None and channels[0].internal
+        self.log = log or logging.getLogger("kvfabric.scoreboard")
+        self.id_mask = (1 << params.id_width) - 1
+        self.compared = 0  # field comparisons made
+        self.reset()
+        # Accounting survives resets: what a reset flushed is recorded, not forgotten.
+        self.accepted = 0
+        self.granted = 0
+        self.dropped = 0
+        self.flushed: list = []
+        self.grant_log: list = []  # (cycle, channel, tenant, bytes, id, kind)
+
+    def reset(self) -> None:
+        """The DUT was reset: the model restarts from the reset state."""
+        self.model = FabricModel(self.params)
+        self.mirror = RegisterMirror(self.params)
+        self.cycle = 0
+        self.outstanding: list[dict] = [dict() for _ in range(self.params.channels)]
+        self._aw = None
+        self._w = None
+        self._reads: list[list] = []  # [addr, set of expected values]
+
+    def flush(self) -> list:
+        """Requests lost to a reset (accepted but not yet granted)."""
+        lost = [r for ch in self.outstanding for r in ch.values()]
+        self.flushed.extend(lost)
+        return lost
+
+    # ---- reporting ------------------------------------------------------------------
+    def fail(self, field: str, expected, actual, channel=None) -> None:
+        where = f"channel {channel} " if channel is not None else ""
+        msg = (f"MISMATCH cycle {self.cycle} {where}field {field}: expected {expected} "
+               f"actual {actual} (seed {self.seed})")
+        self.log.error(msg)
+        raise Mismatch(msg)
+
+    def _eq(self, field, expected, actual, channel=None):
+        self.compared += 1
+        if expected != actual:
+            self.fail(field, expected, actual, channel)
+
+    # ---- register reads --------------------------------------------------------------
+    def expected_read(self, addr: int) -> int:
+        v = self.mirror.read(addr)
+        if v is not None:
+            return v
+        tel = self.model.telemetry
+        p = self.params
+        if addr == EPOCH_COUNT:
+            return tel.epoch_count
+        if TEL_BASE <= addr < TEL_BASE + TEL_STRIDE * p.tenants:
+            i, off = divmod(addr - TEL_BASE, TEL_STRIDE)
+            t = tel.snapshot.tenants[i]
+            name = next((k for k, o in TEL_REGS.items() if o == off), None)
+            if name is None:
+                return 0
+            if name == "bytes_lo":
+                return t.bytes & 0xFFFFFFFF
+            if name == "bytes_hi":
+                return t.bytes >> 32 & 0xFFFF
+            if name == "queue_hwm":
+                return t.queue_hwm & 0xFF
+            return getattr(t, name)
+        if DROPPED_BASE <= addr < DROPPED_BASE + 4 * p.channels and addr % 4 == 0:
+            return tel.snapshot.dropped[(addr - DROPPED_BASE) // 4]
+        return 0  # unmapped (spec §9)
+
+    # ---- one cycle -----------------------------------------------------------------------
+    def step(self, s: Sample) -> list:
+        """Compare cycle ``self.cycle`` and step the model; returns the cycle's transfers
+        as ``(channel, bytes)`` for the memory model."""
+        m = self.model
+        p = self.params
+        n = p.tenants
+        t = self.cycle
+        if s.now is not None:
+            self._eq("now", m.now, s.now)
+        reqs = []
+        readies = []
+        transfers = []
+        for c, ch in enumerate(m.channels):
+            full = ch.queue_full()
+            exp_full = sum(1 << i for i in range(n) if full[i])
+            self._eq("queue_full", exp_full, s.queue_full[c], c)
+            g = ch.grant
+            self._eq("grant.valid", int(g is not None), s.grant_valid[c], c)
+            if g is not None:
+                tenant, nbytes, gid, kind = s.grant[c]
+                self._eq("grant.tenant", g.tenant, tenant, c)
+                self._eq("grant.bytes", g.bytes, nbytes, c)
+                self._eq("grant.id", g.id, gid, c)
+                self._eq("grant.kind", KIND_NAMES[g.kind], KIND_NAMES[kind], c)
+            req = None
+            if s.req_valid[c]:
+                tenant, nbytes, rid = s.req[c]
+                req = Request(tenant, nbytes, rid)
+                self._eq("req.ready", int(ch.req_ready(tenant, nbytes)), s.req_ready[c], c)
+            reqs.append(req)
+            readies.append(bool(s.grant_ready[c]))
+            if self.check_internal:
+                self._check_state(c, ch, req)
+        # Register writes: the write happens in the cycle of the later of the AW
+        # and W handshakes (AXI lets them come in either order).
+        if s.aw is not None:
+            self._aw = s.aw
+        if s.w is not None:
+            self._w = s.w
+        write = None
+        if self._aw is not None and self._w is not None:
+            write = (self._aw[0], self._w[0], self._w[1])
+            self._aw = self._w = None
+        snap = False
+        if write is not None:
+            snap = self.mirror.write(*write)
+        # Reads: collect the values the register may legally return.
+        for rd in self._reads:
+            rd[1].add(self.expected_read(rd[0]))
+        if s.r is not None:
+            if not self._reads:
+                self.fail("axil.rvalid", "no read outstanding", f"read data {s.r:#x}")
+            addr, allowed = self._reads.pop(0)
+            self.compared += 1
+            if s.r not in allowed:
+                self.fail(f"axil read @{addr:#06x}", " or ".join(f"{v:#x}" for v in sorted(allowed)),
+                          f"{s.r:#x}")
+        if s.ar is not None:
+            self._reads.append([s.ar, {self.expected_read(s.ar)}])
+
+        results = m.step(reqs, readies, snap)
+
+        for c, res in enumerate(results):
+            if res.accepted:
+                tenant, nbytes, rid = s.req[c]
+                if res.dropped:
+                    self.dropped += 1
+                else:
+                    if rid in self.outstanding[c]:
+                        self.fail("req.id", "an id not in flight", f"id {rid} already in flight", c)
+                    self.outstanding[c][rid] = (t, c, tenant, nbytes, rid)
+                    self.accepted += 1
+            g = res.transferred
+            if g is not None:
+                req = self.outstanding[c].pop(g.id, None)
+                if req is None:
+                    self.fail("grant", "a grant of an accepted request",
+                              f"id {g.id} granted but not in flight (granted twice?)", c)
+                if (req[2], req[3]) != (g.tenant, g.bytes):
+                    self.fail("grant", f"tenant {req[2]} bytes {req[3]} (request id {g.id})",
+                              f"tenant {g.tenant} bytes {g.bytes}", c)
+                self.granted += 1
+                self.grant_log.append((t, c, g.tenant, g.bytes, g.id, g.kind))
+                transfers.append((c, g.bytes))
+        if write is not None and self.mirror.changed:
+            m.set_config(self.mirror.config)
+        self.cycle += 1
+        return transfers
+
+    def _check_state(self, c, ch, req) -> None:
+        pt = self.ports[c]
+        n = self.params.tenants
+        occ = ch.occupancy()
+        for i in range(n):
+            self._eq(f"dyn_level[{i}]", ch.level[i], pt.r_level[i](), c)
+            self._eq(f"dyn_peak[{i}]", ch.peak[i], pt.r_peak[i](), c)
+            self._eq(f"dyn_tag[{i}]", ch.tag[i], pt.r_tag[i](), c)
+            self._eq(f"occupancy[{i}]", occ[i], pt.r_occ[i](), c)
+        self._eq("vt", ch.vt, pt.r_vt(), c)
+        self._eq("served", ch.served, pt.r_served(), c)
+        self._eq("vmin", ch.vmin, pt.r_vmin(), c)
+        self._eq("vmin_valid", ch.vmin_valid, pt.r_vmin_valid(), c)
+        exp_drop = int(req is not None and ch.is_invalid(req.tenant, req.bytes))
+        self._eq("dropped", exp_drop, pt.r_dropped(), c)
+
+    # ---- end of test ------------------------------------------------------------------------
+    def in_flight(self) -> int:
+        return sum(len(o) for o in self.outstanding)
+
+    def check_drained(self) -> None:
+        """Every accepted request granted exactly once; every queue of the model empty."""
+        left = [r for ch in self.outstanding for r in ch.values()]
+        if left:
+            self.fail("drain", "every accepted request granted",
+                      f"{len(left)} never granted, e.g. {left[:4]} (cycle, channel, tenant, bytes, id)")
+        for c, ch in enumerate(self.model.channels):
+            if not ch.quiescent():
+                self.fail("drain", "model channel quiescent", "requests still queued", c)
+        if self._reads:
+            self.fail("drain", "no AXI read outstanding", f"{len(self._reads)} outstanding")
+
+    def expected_counters(self):
+        return self.model.telemetry.live
