@@ -1,0 +1,559 @@
+"""Command-level model of one HBM3 channel and its command scheduler.
+
+One :class:`Channel` holds the bank state of both pseudo-channels, the shared
+row- and column-command buses, and the controller's transaction queue.  Each
+call to :meth:`Channel.tick` may issue one column command (RD/WR) and one row
+command (ACT/PRE/REFpb), the most the shared buses carry in a clock, chosen
+by the command scheduler:
+
+``fcfs``
+    Requests to the same bank are served strictly in arrival order (no
+    row-hit bypassing); across banks the oldest ready command wins.  Reads
+    and writes are not separated.  This is the essay's "FCFS" baseline.
+``frfcfs``
+    First-ready FCFS (Rixner et al., ISCA 2000): a ready row hit beats an
+    older request that needs a precharge; the oldest ready command wins
+    among equals.  Writes are buffered and drained in batches between a
+    high and a low watermark, as real controllers do, so that bus
+    turnarounds (tRTW, tWTR) are paid per batch rather than per write.
+
+Open-page policy: a row stays open until a request to another row of the
+same bank (or a refresh) closes it.  Refresh is per bank (REFpb): every
+``tREFIpb`` one bank of each pseudo-channel, round robin, is closed and
+refreshed for ``tRFCpb``.
+
+Time is an integer cycle count.  The row-command bus is booked in half
+cycles because an activate occupies it for 1.5 clocks; a command is issued
+on a clock edge once the bus is free within that clock, and timing
+constraints are counted from that edge (so they are never shorter than
+JEDEC's).
+"""
+
+import heapq
+
+from .hbm3 import HBM3_6400, HBM3_GEOMETRY
+
+__all__ = ["Request", "Channel", "HIT", "MISS", "CONFLICT", "NEVER"]
+
+NEVER = 1 << 62
+_OTHER_DIRECTION = 1 << 48  # rank offset: row commands for the idle bus direction go last
+
+# How a request found its bank when it was served.
+HIT, MISS, CONFLICT = 1, 2, 3
+
+
+class Request:
+    """One 32-byte access (one column command).
+
+    Attributes
+    ----------
+    tenant : int
+        Tenant tag (the essay's 4-bit tag in the memory request).
+    is_write : bool
+    bank, row : int
+        Flat bank index within the channel and row within the bank.
+    arrival : int
+        Cycle the request entered the memory system (source queue).
+    owner : object
+        Whoever is told about completion: ``owner.complete(req, cycle)``.
+    tag : object
+        Owner's bookkeeping (e.g. which decode step the read belongs to).
+    seq : int
+        Global arrival order; ties in ``arrival`` are broken by it.
+    admitted, issued, done : int
+        Cycles of entry into the transaction queue, of the column command,
+        and of the end of the data burst.
+    kind : int
+        HIT, MISS or CONFLICT, set when served.
+    evicted : int
+        For a CONFLICT, the tenant whose open row was closed for it.
+    """
+
+    __slots__ = (
+        "tenant", "is_write", "bank", "row", "arrival", "owner", "tag", "seq",
+        "admitted", "issued", "done", "kind", "nbytes", "to_cxl", "evicted",
+    )
+
+    def __init__(self, tenant, is_write, bank, row, arrival, owner=None, tag=None,
+                 nbytes=32, to_cxl=False):
+        self.tenant = tenant
+        self.is_write = is_write
+        self.bank = bank
+        self.row = row
+        self.arrival = arrival
+        self.owner = owner
+        self.tag = tag
+        self.seq = 0
+        self.admitted = -1
+        self.issued = -1
+        self.done = -1
+        self.kind = 0
+        self.evicted = -1
+        self.nbytes = nbytes
+        self.to_cxl = to_cxl
+
+    def __repr__(self):
+        op = "WR" if self.is_write else "RD"
+        return (f"Request(t{self.tenant} {op} bank={self.bank} row={self.row} "
+                f"arr={self.arrival} seq={self.seq})")
+
+
+class Channel:
+    """One HBM3 channel: bank state machines, timing checks, scheduler.
+
+    Parameters
+    ----------
+    scheduler : {"fcfs", "frfcfs"}
+    queue_capacity : int
+        Transaction-queue entries shared by both pseudo-channels.
+    refresh : bool
+        Model per-bank refresh.  Latency tests turn it off to see the bare
+        timing set.
+    write_high, write_low : int
+        FR-FCFS write-drain watermarks (queued writes).
+    n_tenants : int
+        Size of the per-tenant statistics arrays.
+    log_commands : bool
+        Keep ``(cycle, command, bank, row, row_bus_start_half)`` for every
+        command (the last is None for column commands), for the independent
+        timing checker in the tests.
+    """
+
+    def __init__(self, *, timing=HBM3_6400, geometry=HBM3_GEOMETRY, scheduler="frfcfs",
+                 queue_capacity=64, refresh=True, write_high=24, write_low=8,
+                 n_tenants=8, log_commands=False):
+        if scheduler not in ("fcfs", "frfcfs"):
+            raise ValueError(f"Scheduler must be 'fcfs' or 'frfcfs', not {scheduler!r}")
+        if not isinstance(queue_capacity, int) or queue_capacity <= 0:
+            raise ValueError(f"Queue capacity must be a positive integer, not {queue_capacity!r}")
+        if not 0 <= write_low < write_high:
+            raise ValueError(f"Write watermarks must satisfy 0 <= low < high, not {write_low}, {write_high}")
+        self.timing = timing
+        self.geometry = geometry
+        self.frfcfs = scheduler == "frfcfs"
+        self.scheduler = scheduler
+        self.capacity = queue_capacity
+        self.refresh = refresh
+        self.write_high = write_high
+        self.write_low = write_low
+        g = geometry
+        nb = g.banks
+        nbg = nb // g.banks_per_group
+        npc = g.pseudo_channels
+        self._pc_of = [g.split_bank_id(b)[0] for b in range(nb)]
+        self._sid_of = [g.split_bank_id(b)[1] for b in range(nb)]
+        self._bg_of = [g.bank_group_id(b) for b in range(nb)]
+        # Bank state: open row (-1 closed) and earliest cycle of each command.
+        self.open_row = [-1] * nb
+        self.next_act = [0] * nb
+        self.next_pre = [0] * nb
+        self.next_rd = [0] * nb
+        self.next_wr = [0] * nb
+        self.refresh_pending = [False] * nb
+        self._conflict_pending = [False] * nb
+        self._evicted_tenant = [-1] * nb
+        self._row_tenant = [-1] * nb
+        # Bank-group and pseudo-channel constraints.
+        self.bg_next_rd = [0] * nbg
+        self.bg_next_wr = [0] * nbg
+        self.bg_next_act = [0] * nbg
+        self.pc_next_rd = [0] * npc
+        self.pc_next_wr = [0] * npc
+        self.pc_next_act = [0] * npc
+        self.pc_next_pre = [0] * npc
+        self.pc_last_col = [-NEVER] * npc
+        self.pc_last_sid = [-1] * npc
+        self.pc_faw = [[-NEVER] * 4 for _ in range(npc)]  # last four ACTs, oldest first
+        self.row_bus_free_half = 0
+        # Per-bank refresh, round robin, pseudo-channels staggered by half a slot.
+        self.ref_due = [timing.tREFIpb + p * (timing.tREFIpb // npc) for p in range(npc)]
+        self.ref_todo = [set() for _ in range(npc)]
+        self.ref_bank = [-1] * npc  # bank whose refresh is pending, per pseudo-channel
+        self._next_ref_due = min(self.ref_due)
+        # Transaction queue, kept per bank in arrival order.
+        self.bank_queue = [[] for _ in range(nb)]
+        self.active = set()
+        self.occupancy = 0
+        self.tenant_occupancy = [0] * n_tenants
+        self.queued_writes = 0
+        self.write_mode = False
+        # In-flight data bursts: (done cycle, seq, request).
+        self.inflight = []
+        # Statistics.
+        self.stats = ChannelStats(n_tenants)
+        self.log = [] if log_commands else None
+
+    # -- queue -------------------------------------------------------------
+    def has_room(self):
+        return self.occupancy < self.capacity
+
+    def enqueue(self, req, now):
+        """Accept a request into the transaction queue (caller checks room)."""
+        req.admitted = now
+        self.bank_queue[req.bank].append(req)
+        self.active.add(req.bank)
+        self.occupancy += 1
+        self.tenant_occupancy[req.tenant] += 1
+        if req.is_write:
+            self.queued_writes += 1
+
+    def pop_completions(self, now):
+        """Requests whose data burst has ended by ``now``."""
+        done = []
+        inflight = self.inflight
+        while inflight and inflight[0][0] <= now:
+            done.append(heapq.heappop(inflight)[2])
+        return done
+
+    def next_completion(self):
+        return self.inflight[0][0] if self.inflight else NEVER
+
+    # -- readiness ---------------------------------------------------------
+    def _column_ready(self, req):
+        b = req.bank
+        pc = self._pc_of[b]
+        if req.is_write:
+            t = max(self.next_wr[b], self.bg_next_wr[self._bg_of[b]], self.pc_next_wr[pc])
+        else:
+            t = max(self.next_rd[b], self.bg_next_rd[self._bg_of[b]], self.pc_next_rd[pc])
+        if self.pc_last_sid[pc] != self._sid_of[b]:
+            t = max(t, self.pc_last_col[pc] + self.timing.tCCD_R)
+        return t
+
+    def _act_ready(self, b):
+        pc = self._pc_of[b]
+        return max(self.next_act[b], self.bg_next_act[self._bg_of[b]], self.pc_next_act[pc],
+                   self.pc_faw[pc][0] + self.timing.tFAW, self._row_bus_cycle())
+
+    def _pre_ready(self, b):
+        return max(self.next_pre[b], self.pc_next_pre[self._pc_of[b]], self._row_bus_cycle())
+
+    def _row_bus_cycle(self):
+        # A row command may start in the clock whose second half frees the bus.
+        return self.row_bus_free_half // 2
+
+    # -- issue -------------------------------------------------------------
+    def _issue_column(self, req, now):
+        tm = self.timing
+        b = req.bank
+        pc = self._pc_of[b]
+        bg = self._bg_of[b]
+        self.bank_queue[b].remove(req)
+        if not self.bank_queue[b]:
+            self.active.discard(b)
+        self.occupancy -= 1
+        self.tenant_occupancy[req.tenant] -= 1
+        if req.is_write:
+            self.queued_writes -= 1
+            end = now + tm.CWL + tm.burst
+            self.next_pre[b] = max(self.next_pre[b], end + tm.tWR)
+            self.bg_next_wr[bg] = max(self.bg_next_wr[bg], now + tm.tCCD_L)
+            self.bg_next_rd[bg] = max(self.bg_next_rd[bg], end + tm.tWTR_L)
+            self.pc_next_wr[pc] = max(self.pc_next_wr[pc], now + tm.tCCD_S)
+            self.pc_next_rd[pc] = max(self.pc_next_rd[pc], end + tm.tWTR_S)
+        else:
+            end = now + tm.CL + tm.burst
+            self.next_pre[b] = max(self.next_pre[b], now + tm.tRTP)
+            self.bg_next_rd[bg] = max(self.bg_next_rd[bg], now + tm.tCCD_L)
+            self.pc_next_rd[pc] = max(self.pc_next_rd[pc], now + tm.tCCD_S)
+            self.pc_next_wr[pc] = max(self.pc_next_wr[pc], now + tm.tRTW)
+        self.pc_last_col[pc] = now
+        self.pc_last_sid[pc] = self._sid_of[b]
+        if not req.kind:
+            req.kind = HIT
+        req.issued = now
+        req.done = end
+        heapq.heappush(self.inflight, (end, req.seq, req))
+        self.stats.count_access(req, end)
+        if self.log is not None:
+            self.log.append((now, "WR" if req.is_write else "RD", b, req.row, None))
+
+    def _row_command_edge(self, now, bus_half):
+        """Book the row bus; return the clock edge timing is counted from.
+
+        A command that has to wait for the second half of ``now`` is treated
+        as issued at the next edge, so no constraint ends up shorter.
+        """
+        start_half = max(2 * now, self.row_bus_free_half)
+        self.row_bus_free_half = start_half + bus_half
+        return (start_half + 1) // 2
+
+    def _issue_act(self, b, req, now):
+        tm = self.timing
+        pc = self._pc_of[b]
+        now = self._row_command_edge(now, tm.act_bus_half)
+        self.open_row[b] = req.row
+        self.next_rd[b] = now + tm.tRCD_RD
+        self.next_wr[b] = now + tm.tRCD_WR
+        self.next_pre[b] = now + tm.tRAS
+        self.next_act[b] = now + tm.tRC
+        bg = self._bg_of[b]
+        self.bg_next_act[bg] = max(self.bg_next_act[bg], now + tm.tRRD_L)
+        self.pc_next_act[pc] = max(self.pc_next_act[pc], now + tm.tRRD_S)
+        faw = self.pc_faw[pc]
+        faw.pop(0)
+        faw.append(now)
+        if self._conflict_pending[b]:
+            req.kind = CONFLICT
+            req.evicted = self._evicted_tenant[b]
+        else:
+            req.kind = MISS
+        self._conflict_pending[b] = False
+        self._row_tenant[b] = req.tenant
+        self.stats.acts += 1
+        if self.log is not None:
+            self.log.append((now, "ACT", b, req.row, self.row_bus_free_half - tm.act_bus_half))
+
+    def _issue_pre(self, b, now, cause):
+        """Close bank ``b``; ``cause`` is the request that needs another row, or None."""
+        tm = self.timing
+        now = self._row_command_edge(now, tm.pre_bus_half)
+        self.next_act[b] = max(self.next_act[b], now + tm.tRP)
+        pc = self._pc_of[b]
+        self.pc_next_pre[pc] = now + tm.tPPD
+        if cause is not None:
+            self._conflict_pending[b] = True
+            self._evicted_tenant[b] = self._row_tenant[b]
+        if self.log is not None:
+            self.log.append((now, "PRE", b, self.open_row[b], self.row_bus_free_half - tm.pre_bus_half))
+        self.open_row[b] = -1
+        self.stats.pres += 1
+
+    def _issue_ref(self, b, now):
+        tm = self.timing
+        now = self._row_command_edge(now, tm.ref_bus_half)
+        self.next_act[b] = now + tm.tRFCpb
+        self.refresh_pending[b] = False
+        pc = self._pc_of[b]
+        self.ref_bank[pc] = -1
+        self._next_ref_due = min(self._next_ref_due, self.ref_due[pc])
+        self._conflict_pending[b] = False
+        self.stats.refs += 1
+        if self.log is not None:
+            self.log.append((now, "REF", b, -1, self.row_bus_free_half - tm.ref_bus_half))
+
+    # -- refresh -----------------------------------------------------------
+    def _refresh_due(self, now):
+        """Pick the bank to refresh for every pseudo-channel whose slot has come.
+
+        Each bank is refreshed once per round of ``banks_per_pc`` slots
+        (one tREFI).  Within a round the order is free, so the controller
+        picks a bank with no queued work, closed if possible, and only falls
+        back to the busiest-last choice when every remaining bank is in use.
+        """
+        g = self.geometry
+        per_pc = g.banks_per_pc
+        for pc in range(g.pseudo_channels):
+            # One refresh outstanding per pseudo-channel; a late one is
+            # caught up right after, as JEDEC's postponement allows.
+            if self.ref_bank[pc] < 0 and self.ref_due[pc] <= now:
+                todo = self.ref_todo[pc]
+                if not todo:
+                    todo.update(range(pc * per_pc, (pc + 1) * per_pc))
+                b = min(todo, key=self._refresh_cost)
+                todo.discard(b)
+                self.refresh_pending[b] = True
+                self.ref_bank[pc] = b
+                self.ref_due[pc] += self.timing.tREFIpb
+        self._next_ref_due = min(due for pc, due in enumerate(self.ref_due) if self.ref_bank[pc] < 0) \
+            if min(self.ref_bank) < 0 else NEVER
+
+    def _refresh_cost(self, b):
+        return (len(self.bank_queue[b]), self.open_row[b] >= 0, b)
+
+    # -- scheduling ----------------------------------------------------------
+    def tick(self, now):
+        """Issue at most one column and one row command at cycle ``now``.
+
+        Returns
+        -------
+        int
+            The next cycle at which a command could possibly issue (or a
+            refresh fall due), so that the caller may skip idle clocks.
+        """
+        # This is the hot loop of every experiment: readiness is tested with
+        # chained comparisons, and exact ready times are computed only when
+        # nothing issues and the caller needs to know how far to skip.
+        if self.refresh and now >= self._next_ref_due:
+            self._refresh_due(now)
+        if self.frfcfs:
+            self._update_write_mode()
+        frfcfs = self.frfcfs
+        write_mode = self.write_mode
+        open_row = self.open_row
+        refresh_pending = self.refresh_pending
+        pc_of, bg_of, sid_of = self._pc_of, self._bg_of, self._sid_of
+        next_rd, next_wr, next_act, next_pre = self.next_rd, self.next_wr, self.next_act, self.next_pre
+        bg_next_rd, bg_next_wr, bg_next_act = self.bg_next_rd, self.bg_next_wr, self.bg_next_act
+        pc_next_rd, pc_next_wr = self.pc_next_rd, self.pc_next_wr
+        pc_next_act, pc_next_pre, pc_faw = self.pc_next_act, self.pc_next_pre, self.pc_faw
+        pc_last_sid, pc_last_col = self.pc_last_sid, self.pc_last_col
+        tCCD_R, tFAW = self.timing.tCCD_R, self.timing.tFAW
+        row_bus_ok = self.row_bus_free_half // 2 <= now
+        bank_queue = self.bank_queue
+
+        best_col = None
+        best_col_seq = NEVER
+        best_row = None       # (command, bank, request)
+        best_row_seq = NEVER
+        deferred = []         # candidates that were not ready, for the wake-up time
+        # Refresh first: a pending refresh beats any other row command.
+        for b in self.ref_bank:
+            if b < 0:
+                continue
+            if open_row[b] >= 0:
+                if row_bus_ok and next_pre[b] <= now and pc_next_pre[pc_of[b]] <= now:
+                    best_row, best_row_seq = ("PRE", b, None), -1
+                    break
+                deferred.append(("PRE", b, None))
+            else:
+                if row_bus_ok and next_act[b] <= now:
+                    best_row, best_row_seq = ("REF", b, None), -1
+                    break
+                deferred.append(("REF", b, None))
+
+        for b in self.active:
+            if refresh_pending[b]:
+                continue
+            queue = bank_queue[b]
+            row = open_row[b]
+            if frfcfs:
+                # Column commands only in the current bus direction (write
+                # batching); a bank with nothing in that direction may still
+                # prepare its row for the other one, behind every
+                # current-direction row command.
+                head = None
+                hit = None
+                other = None
+                other_hit = False
+                for r in queue:
+                    if r.is_write == write_mode:
+                        if head is None:
+                            head = r
+                        if r.row == row:
+                            hit = r
+                            break
+                    elif other is None:
+                        other = r
+                        other_hit = r.row == row
+                    elif r.row == row:
+                        other_hit = True
+                if head is None:
+                    if other is None or other_hit:
+                        continue
+                    head = other
+            else:
+                head = queue[0]
+                hit = head if head.row == row else None
+            if hit is not None:
+                if hit.seq < best_col_seq:
+                    p = pc_of[b]
+                    g = bg_of[b]
+                    if hit.is_write:
+                        ok = next_wr[b] <= now and bg_next_wr[g] <= now and pc_next_wr[p] <= now
+                    else:
+                        ok = next_rd[b] <= now and bg_next_rd[g] <= now and pc_next_rd[p] <= now
+                    if ok and pc_last_sid[p] != sid_of[b]:
+                        ok = pc_last_col[p] + tCCD_R <= now
+                    if ok:
+                        best_col, best_col_seq = hit, hit.seq
+                    else:
+                        deferred.append(("COL", b, hit))
+            else:
+                rank = head.seq if head.is_write == write_mode or not frfcfs else head.seq + _OTHER_DIRECTION
+                if rank >= best_row_seq:
+                    continue
+                p = pc_of[b]
+                if row >= 0:
+                    if row_bus_ok and next_pre[b] <= now and pc_next_pre[p] <= now:
+                        best_row, best_row_seq = ("PRE", b, head), rank
+                    else:
+                        deferred.append(("PRE", b, head))
+                elif (row_bus_ok and next_act[b] <= now and bg_next_act[bg_of[b]] <= now
+                      and pc_next_act[p] <= now and pc_faw[p][0] + tFAW <= now):
+                    best_row, best_row_seq = ("ACT", b, head), rank
+                else:
+                    deferred.append(("ACT", b, head))
+
+        if best_col is not None:
+            self._issue_column(best_col, now)
+        if best_row is not None:
+            kind, b, req = best_row
+            if kind == "ACT":
+                self._issue_act(b, req, now)
+            elif kind == "PRE":
+                self._issue_pre(b, now, req)
+            else:
+                self._issue_ref(b, now)
+        if best_col is not None or best_row is not None:
+            return now + 1
+        wake = self._next_ref_due if self.refresh else NEVER
+        for kind, b, req in deferred:
+            if kind == "COL":
+                t = self._column_ready(req)
+            elif kind == "ACT":
+                t = self._act_ready(b)
+            elif kind == "PRE":
+                t = self._pre_ready(b)
+            else:
+                t = max(self.next_act[b], self._row_bus_cycle())
+            if t < wake:
+                wake = t
+        return max(wake, now + 1)
+
+    def _pending_refresh_banks(self):
+        return [b for b in self.ref_bank if b >= 0]
+
+    def _update_write_mode(self):
+        if not self.frfcfs:
+            return
+        writes = self.queued_writes
+        reads = self.occupancy - writes
+        if self.write_mode:
+            if writes == 0 or (writes <= self.write_low and reads > 0):
+                self.write_mode = False
+        elif writes >= self.write_high or (reads == 0 and writes > 0):
+            self.write_mode = True
+
+
+class ChannelStats:
+    """Counters the experiments read; all integers."""
+
+    def __init__(self, n_tenants):
+        self.bytes = [0] * n_tenants
+        self.accesses = [0] * n_tenants
+        self.hits = [0] * n_tenants
+        self.misses = [0] * n_tenants
+        self.conflicts = [0] * n_tenants
+        self.inter_tenant_conflicts = [0] * n_tenants
+        self.acts = 0
+        self.pres = 0
+        self.refs = 0
+        self.last_data_cycle = 0
+        self.window = 0
+        self.timeline = None  # per-window bytes per tenant, if enabled
+
+    def enable_timeline(self, window_cycles):
+        """Record bytes per tenant in windows of ``window_cycles`` cycles."""
+        self.window = window_cycles
+        self.timeline = {}
+
+    def count_access(self, req, end):
+        t = req.tenant
+        self.bytes[t] += req.nbytes
+        self.accesses[t] += 1
+        if req.kind == HIT:
+            self.hits[t] += 1
+        elif req.kind == MISS:
+            self.misses[t] += 1
+        else:
+            self.conflicts[t] += 1
+            if req.evicted != t:
+                self.inter_tenant_conflicts[t] += 1
+        self.last_data_cycle = end
+        if self.timeline is not None:
+            w = end // self.window
+            row = self.timeline.get(w)
+            if row is None:
+                row = self.timeline[w] = [0] * len(self.bytes)
+            row[t] += req.nbytes

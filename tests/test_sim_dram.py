@@ -1,0 +1,289 @@
+"""Validation of the HBM3 channel model against its own timing set.
+
+Latencies and bandwidth limits are derived here from the preset by
+arithmetic, never read back from the model; the command log of random
+traffic is checked by a naive, independent JEDEC rule checker.
+"""
+
+import os
+import random
+from fractions import Fraction
+
+import pytest
+
+from sim.dram import CONFLICT, HIT, MISS, Channel, Request
+from sim.hbm3 import (HBM3_6400, HBM3_GEOMETRY, bytes_per_cycle_to_gbps, ns_to_cycles,
+                      peak_bytes_per_cycle)
+from sim.policies import FcfsPolicy, FrFcfsPolicy
+from sim.system import System
+from sim.tenants import GreedyTenant
+
+T = HBM3_6400
+G = HBM3_GEOMETRY
+
+
+# -- preset and conversions ----------------------------------------------------
+@pytest.mark.parametrize("ns, cycles", [
+    (0, 0), (Fraction(5, 8), 1), ("0.626", 2), (1, 2), (3900, 6240),
+    ("121.875", 195), (200, 320), (320, 512), ("12.5", 20),
+])
+def test_ns_to_cycles_rounds_up(ns, cycles):
+    assert ns_to_cycles(ns) == cycles
+
+
+def test_ns_to_cycles_refuses_floats_and_negatives():
+    with pytest.raises(TypeError, match="not 0.5"):
+        ns_to_cycles(0.5)
+    with pytest.raises(ValueError, match="non-negative"):
+        ns_to_cycles(-1)
+
+
+def test_preset_figures():
+    assert (T.tREFI, T.tREFIpb, T.tRFCpb) == (6240, 195, 320)
+    assert T.tRC >= T.tRAS + T.tRP - 1  # tRC is the datasheet's own figure, within a clock
+    assert bytes_per_cycle_to_gbps(peak_bytes_per_cycle()) == Fraction("51.2")
+    assert G.banks == 64 and G.columns == 32
+
+
+# -- single-request latencies ------------------------------------------------------
+def _serve(channel, req, now):
+    """Enqueue ``req`` at ``now`` and tick until its data burst ends."""
+    req.seq = now + 1
+    channel.enqueue(req, now)
+    t = now
+    while req.done < 0:
+        t = channel.tick(t)
+        assert t < now + 10_000, "request never served"
+    channel.pop_completions(req.done)
+    return req.done - now, req.done
+
+
+def _idle_channel():
+    return Channel(refresh=False, n_tenants=1, log_commands=True)
+
+
+def test_read_latencies_follow_timing_set():
+    ch = _idle_channel()
+    bank = G.bank_id(0, 0, 0, 0)
+    miss = Request(0, False, bank, 7, 0)
+    latency, t = _serve(ch, miss, 0)
+    assert (latency, miss.kind) == (T.tRCD_RD + T.CL + T.burst, MISS)
+    hit = Request(0, False, bank, 7, t)
+    latency, t = _serve(ch, hit, t + 100)
+    assert (latency, hit.kind) == (T.CL + T.burst, HIT)
+    conflict = Request(0, False, bank, 8, t)
+    latency, _ = _serve(ch, conflict, t + 100)
+    assert (latency, conflict.kind) == (T.tRP + T.tRCD_RD + T.CL + T.burst, CONFLICT)
+    assert [cmd for _, cmd, *_ in ch.log] == ["ACT", "RD", "RD", "PRE", "ACT", "RD"]
+
+
+def test_write_latencies_follow_timing_set():
+    ch = _idle_channel()
+    bank = G.bank_id(1, 1, 3, 2)
+    latency, t = _serve(ch, Request(0, True, bank, 3, 0), 0)
+    assert latency == T.tRCD_WR + T.CWL + T.burst
+    latency, _ = _serve(ch, Request(0, True, bank, 3, t), t + 100)
+    assert latency == T.CWL + T.burst
+
+
+def test_conflict_waits_for_tras():
+    ch = _idle_channel()
+    bank = G.bank_id(0, 1, 2, 3)
+    _, _ = _serve(ch, Request(0, False, bank, 1, 0), 0)
+    # The row opened at cycle 0, so its precharge may not come before tRAS.
+    latency, _ = _serve(ch, Request(0, False, bank, 2, 1), 1)
+    pre = [c for c, cmd, *_ in ch.log if cmd == "PRE"][0]
+    assert pre == T.tRAS
+    act = max(T.tRAS + T.tRP, T.tRC)  # tRC (72) outlasts tRAS + tRP (71)
+    assert latency == act - 1 + T.tRCD_RD + T.CL + T.burst
+
+
+def test_back_to_back_column_spacing():
+    """Two open rows: same bank group costs tCCD_L, different costs tCCD_S."""
+    for bg_b, spacing in ((0, T.tCCD_L), (1, T.tCCD_S)):
+        ch = _idle_channel()
+        a, b = G.bank_id(0, 0, 0, 0), G.bank_id(0, 0, bg_b, 1)
+        _serve(ch, Request(0, False, a, 0, 0), 0)
+        _serve(ch, Request(0, False, b, 0, 100), 100)
+        r1, r2 = Request(0, False, a, 0, 300), Request(0, False, b, 0, 300)
+        r1.seq, r2.seq = 1000, 1001
+        ch.enqueue(r1, 300)
+        ch.enqueue(r2, 300)
+        t = 300
+        while r2.done < 0:
+            t = ch.tick(t)
+        assert r2.issued - r1.issued == spacing
+
+
+# -- bandwidth against the preset's limits --------------------------------------
+def _greedy_bandwidth(cycles, *, refresh, policy=FrFcfsPolicy, **tenant):
+    system = System([GreedyTenant(0, **tenant)], policy(), channel_args=dict(refresh=refresh))
+    system.run(cycles)
+    return Fraction(system.channel.stats.bytes[0], cycles)
+
+
+PEAK = peak_bytes_per_cycle()  # 32 B per cycle: both pseudo-channels, a burst every tCCD_S
+
+
+def test_streaming_reads_reach_peak():
+    bw = _greedy_bandwidth(40_000, refresh=False, window=128, pattern="stream")
+    assert Fraction(93, 100) * PEAK <= bw <= PEAK
+
+
+def test_streaming_with_refresh_keeps_most_of_peak_and_refreshes_on_time():
+    cycles = 40_000
+    system = System([GreedyTenant(0, window=128, pattern="stream")], FrFcfsPolicy())
+    system.run(cycles)
+    bw = Fraction(system.channel.stats.bytes[0], cycles)
+    assert Fraction(85, 100) * PEAK <= bw <= PEAK
+    # One REFpb per tREFIpb per pseudo-channel, none skipped.
+    due = sum(len(range(T.tREFIpb + pc * (T.tREFIpb // 2), cycles, T.tREFIpb)) for pc in range(2))
+    assert due - 2 <= system.channel.stats.refs <= due
+
+
+def test_one_bank_group_is_capped_by_tccd_l():
+    """Row hits confined to one bank group per pseudo-channel: a burst per tCCD_L."""
+    ch = Channel(refresh=False, n_tenants=1, queue_capacity=64)
+    banks = [G.bank_id(pc, 0, 0, bank) for pc in range(2) for bank in range(4)]
+    seq = 0
+    t = 0
+    done = 0
+    cycles = 20_000
+    while t < cycles:
+        while ch.has_room():
+            seq += 1
+            req = Request(0, False, banks[seq % len(banks)], 5, t)
+            req.seq = seq
+            ch.enqueue(req, t)
+        t = ch.tick(t)
+        done += len(ch.pop_completions(t))
+    limit = Fraction(G.pseudo_channels * G.access_bytes, T.tCCD_L)  # 25.6 GB/s
+    assert bytes_per_cycle_to_gbps(limit) == Fraction("25.6")
+    bw = Fraction(ch.stats.bytes[0], cycles)
+    assert Fraction(97, 100) * limit <= bw <= limit
+
+
+@pytest.mark.parametrize("policy", [FrFcfsPolicy, FcfsPolicy])
+def test_random_single_accesses_are_capped_by_tfaw(policy):
+    """One access per activation: four activations per tFAW per pseudo-channel."""
+    limit = Fraction(4 * G.pseudo_channels * G.access_bytes, T.tFAW)
+    assert abs(bytes_per_cycle_to_gbps(limit) - Fraction(1707, 100)) < Fraction(1, 100)
+    bw = _greedy_bandwidth(30_000, refresh=False, policy=policy, window=128, pattern="random",
+                           seed=3)
+    assert Fraction(92, 100) * limit <= bw <= limit
+
+
+# -- an independent rule checker over random traffic --------------------------------
+def check_command_log(log, timing=T, geometry=G):
+    """Assert every JEDEC constraint between the logged commands.
+
+    Deliberately naive: keeps the full history per bank, bank group and
+    pseudo-channel and tests each new command against it.
+    """
+    tm = timing
+    wr_end = tm.CWL + tm.burst
+    open_row = {}
+    last = {}          # (scope, key, command) -> cycle
+    acts_pc = {}
+    row_bus_end = -1
+    col_cycles = set()
+    data_end = {}
+
+    def since(scope, key, cmd):
+        return last.get((scope, key, cmd), -10**9)
+
+    for cycle, cmd, b, row, start_half in log:
+        pc, sid, bg, _ = geometry.split_bank_id(b)
+        bgk = (pc, sid, bg)
+        if start_half is not None:
+            assert start_half >= row_bus_end, f"row bus overlap at {cycle}"
+            assert cycle == (start_half + 1) // 2
+            row_bus_end = start_half + {"ACT": tm.act_bus_half, "PRE": tm.pre_bus_half,
+                                        "REF": tm.ref_bus_half}[cmd]
+        if cmd == "ACT":
+            assert open_row.get(b) is None, f"ACT to open bank {b} at {cycle}"
+            assert cycle >= since("bank", b, "PRE") + tm.tRP
+            assert cycle >= since("bank", b, "ACT") + tm.tRC
+            assert cycle >= since("bank", b, "REF") + tm.tRFCpb
+            assert cycle >= since("bg", bgk, "ACT") + tm.tRRD_L
+            assert cycle >= since("pc", pc, "ACT") + tm.tRRD_S
+            history = acts_pc.setdefault(pc, [])
+            if len(history) >= 4:
+                assert cycle >= history[-4] + tm.tFAW, f"tFAW violated at {cycle}"
+            history.append(cycle)
+            open_row[b] = row
+        elif cmd == "PRE":
+            assert open_row.get(b) is not None
+            assert cycle >= since("bank", b, "ACT") + tm.tRAS
+            assert cycle >= since("bank", b, "RD") + tm.tRTP
+            assert cycle >= since("bank", b, "WR") + wr_end + tm.tWR
+            assert cycle >= since("pc", pc, "PRE") + tm.tPPD
+            open_row[b] = None
+        elif cmd == "REF":
+            assert open_row.get(b) is None
+            assert cycle >= since("bank", b, "PRE") + tm.tRP
+            assert cycle >= since("bank", b, "ACT") + tm.tRC
+        else:
+            assert open_row.get(b) == row, f"{cmd} to a closed or other row at {cycle}"
+            assert cycle not in col_cycles, f"two column commands at {cycle}"
+            col_cycles.add(cycle)
+            prev_col = max(since("pc", pc, "RD"), since("pc", pc, "WR"))
+            assert cycle >= max(since("bg", bgk, "RD"), since("bg", bgk, "WR")) + tm.tCCD_L
+            assert cycle >= prev_col + tm.tCCD_S
+            if last.get(("pc", pc, "sid")) not in (None, sid):
+                assert cycle >= prev_col + tm.tCCD_R
+            if cmd == "RD":
+                assert cycle >= since("bank", b, "ACT") + tm.tRCD_RD
+                assert cycle >= since("bg", bgk, "WR") + wr_end + tm.tWTR_L
+                assert cycle >= since("pc", pc, "WR") + wr_end + tm.tWTR_S
+                burst = (cycle + tm.CL, cycle + tm.CL + tm.burst)
+            else:
+                assert cycle >= since("bank", b, "ACT") + tm.tRCD_WR
+                assert cycle >= since("pc", pc, "RD") + tm.tRTW
+                burst = (cycle + tm.CWL, cycle + wr_end)
+            assert burst[0] >= data_end.get(pc, -1), f"data bus overlap at {cycle}"
+            data_end[pc] = burst[1]
+            last[("pc", pc, "sid")] = sid
+        for scope, key in (("bank", b), ("bg", bgk), ("pc", pc)):
+            last[(scope, key, cmd)] = cycle
+
+
+@pytest.mark.parametrize("policy", [FrFcfsPolicy, FcfsPolicy])
+def test_random_traffic_obeys_every_timing_rule(policy):
+    seed = int(os.environ.get("SIM_SEED", random.randrange(1 << 30)))
+    print(f"seed={seed}")
+    rng = random.Random(seed)
+    tenants = [
+        GreedyTenant(0, window=48, pattern="random", block=rng.choice([1, 2, 4, 8]), write_share=3,
+                     seed=seed),
+        GreedyTenant(1, window=48, pattern="stream", write_share=5, seed=seed),
+    ]
+    system = System(tenants, policy(), channel_args=dict(log_commands=True, refresh=True))
+    cycles = 3 * T.tREFI
+    system.run(cycles)
+    log = system.channel.log
+    check_command_log(log)
+    refreshed = {b for _, cmd, b, _, _ in log if cmd == "REF"}
+    assert len(refreshed) >= G.banks * 2 // 3, "per-bank refresh should have reached most banks"
+    stats = system.channel.stats
+    assert sum(stats.accesses) > cycles // 10
+    served = sum(stats.hits) + sum(stats.misses) + sum(stats.conflicts)
+    assert served == sum(stats.accesses)
+
+
+def test_fcfs_serves_each_bank_in_arrival_order():
+    seed = int(os.environ.get("SIM_SEED", random.randrange(1 << 30)))
+    print(f"seed={seed}")
+    tenants = [GreedyTenant(i, window=32, pattern="random", block=2, write_share=4, seed=seed)
+               for i in range(2)]
+    system = System(tenants, FcfsPolicy())
+    order = {}
+    original = system.channel._issue_column
+
+    def spy(req, now):
+        order.setdefault(req.bank, []).append(req.seq)
+        original(req, now)
+
+    system.channel._issue_column = spy
+    system.run(20_000)
+    assert all(seqs == sorted(seqs) for seqs in order.values())
