@@ -205,7 +205,10 @@ class ChannelModel:
             if self.is_invalid(req.tenant, req.bytes):
                 accepted = dropped = True
             else:
-                accepted = self.occupancy()[req.tenant] < p.queue_depth
+                occ = len(self.fifo[req.tenant])
+                if self.ingress is not None and self.ingress[0] == req.tenant:
+                    occ += 1
+                accepted = occ < p.queue_depth
         transferred = self.grant if (self.grant is not None and grant_ready) else None
         load = self.grant is None or grant_ready
         choice = self.select(now) if load else None
@@ -228,24 +231,31 @@ class ChannelModel:
             next_vmin, next_vmin_valid = 0, 0
         next_served = ((head.bytes + (1 << p.tag_shift) - 1) >> p.tag_shift) if fabric_grant else 0
 
-        # Buckets and tags (spec §6.3, §6.4).
+        # Buckets and tags (spec §6.3, §6.4). Locals and inlined min/max: this
+        # loop is the model's hot spot.
         pcap = p.pcap
-        lag_floor = (self.vt - p.lag_window) & tag_mask
+        half = 1 << (p.tag_bits - 1)
+        vt = self.vt
+        lag_floor = (vt - p.lag_window) & tag_mask
+        level, peak, tag, fifo = self.level, self.peak, self.tag, self.fifo
         for i in range(n):
             cfg = tenants[i]
             if fabric_grant and i == winner:
                 debit = head.bytes << p.frac
                 if kind == GUARANTEED:
-                    self.level[i] = min(self.level[i] - debit + cfg.rate, cfg.capacity)
+                    level[i] = min(level[i] - debit + cfg.rate, cfg.capacity)
                 else:
-                    self.level[i] = min(cfg.rate, cfg.capacity)
-                self.peak[i] = min(self.peak[i] - debit + cfg.peak_rate, pcap)
-                self.tag[i] = (self.tag[i] + head.cost) & tag_mask
+                    level[i] = min(cfg.rate, cfg.capacity)
+                peak[i] = min(peak[i] - debit + cfg.peak_rate, pcap)
+                tag[i] = (tag[i] + head.cost) & tag_mask
             else:
-                self.level[i] = min(self.level[i] + cfg.rate, cfg.capacity)
-                self.peak[i] = min(self.peak[i] + cfg.peak_rate, pcap)
-                floor = self.vt if not self.fifo[i] else lag_floor
-                self.tag[i] = mod_max(self.tag[i], floor, p.tag_bits)
+                x = level[i] + cfg.rate
+                level[i] = x if x < cfg.capacity else cfg.capacity
+                x = peak[i] + cfg.peak_rate
+                peak[i] = x if x < pcap else pcap
+                floor = lag_floor if fifo[i] else vt
+                if ((tag[i] - floor) & tag_mask) >= half:  # tag_max(tag, floor)
+                    tag[i] = floor
 
         self.vt, self.served = next_vt, next_served
         self.vmin, self.vmin_valid = next_vmin, next_vmin_valid

@@ -25,9 +25,11 @@ class ReplayError(RuntimeError):
 class UpstreamDriver:
     """Per channel, the requests whose cycle has come, in row order (spec §8).
 
-    Each cycle it presents the first pending request whose tenant is outside
-    the configured tenants or whose queue is not full; in fcfs mode strictly
-    the first (one in-order queue, like a FCFS controller's).
+    Each cycle it presents the first pending request (lowest row id) whose
+    tenant is outside the configured tenants or whose queue is not full; in
+    fcfs mode strictly the first (one in-order queue, like a FCFS
+    controller's). Pending requests are kept per tenant, so choosing is a
+    minimum over at most 16 queue heads.
     """
 
     def __init__(self, params, rows: list[TraceRow], fcfs: bool):
@@ -35,11 +37,14 @@ class UpstreamDriver:
         self.rows = rows
         self.fcfs = fcfs
         self.next_row = 0
-        self.pending: list[deque[TraceRow]] = [deque() for _ in range(params.channels)]
+        self.pending: list[dict[int, deque[TraceRow]]] = [{} for _ in range(params.channels)]
         self.presented: list[TraceRow | None] = [None] * params.channels
 
     def idle(self) -> bool:
-        return not any(self.pending)
+        return not any(any(q) for per in self.pending for q in per.values())
+
+    def waiting(self) -> list[TraceRow]:
+        return [r for per in self.pending for q in per.values() for r in q]
 
     def next_arrival(self) -> int | None:
         return self.rows[self.next_row].cycle if self.next_row < len(self.rows) else None
@@ -48,20 +53,18 @@ class UpstreamDriver:
         rows = self.rows
         while self.next_row < len(rows) and rows[self.next_row].cycle <= cycle:
             r = rows[self.next_row]
-            self.pending[r.channel].append(r)
+            self.pending[r.channel].setdefault(r.tenant, deque()).append(r)
             self.next_row += 1
 
     def offer_one(self, channel: int, cycle: int, queue_full: list[bool]) -> TraceRow | None:
         """The request presented on ``channel`` in ``cycle`` (None: nothing)."""
         self._arrive(cycle)
-        pend = self.pending[channel]
+        n = self.params.tenants
         chosen = None
-        if pend:
-            if self.fcfs:
-                chosen = pend[0]
-            else:
-                n = self.params.tenants
-                chosen = next((r for r in pend if r.tenant >= n or not queue_full[r.tenant]), None)
+        for tenant, q in self.pending[channel].items():
+            if q and (self.fcfs or tenant >= n or not queue_full[tenant]):
+                if chosen is None or q[0].id < chosen.id:
+                    chosen = q[0]
         self.presented[channel] = chosen
         return chosen
 
@@ -71,7 +74,8 @@ class UpstreamDriver:
 
     def accepted(self, channel: int) -> TraceRow:
         row = self.presented[channel]
-        self.pending[channel].remove(row)
+        popped = self.pending[channel][row.tenant].popleft()
+        assert popped is row
         return row
 
 
@@ -144,7 +148,8 @@ def _replay_channel(params, config, channel: int, rows: list[TraceRow], bytes_pe
         offer = driver.offer_one(channel, cycle, ch.queue_full())
         nxt = driver.next_arrival()
         horizon = (nxt - cycle) if nxt is not None else None  # cycles until the next arrival
-        if offer is None and ch.ingress is None and horizon != 0:
+        blocked = offer is None or not ch.req_ready(offer.tenant, offer.bytes)
+        if blocked and ch.ingress is None and horizon != 0:
             if not in_flight and ch.quiescent():
                 k = horizon  # idle until the next arrival (there is one: remaining > 0)
                 ch.skip(k)
@@ -161,7 +166,7 @@ def _replay_channel(params, config, channel: int, rows: list[TraceRow], bytes_pe
                     ch.advance_inert(cycle, k)
             if k > 0:
                 cycle += k
-                if not in_flight and not any(driver.pending):
+                if not in_flight and driver.idle():
                     last_progress = cycle
                 if cycle - last_progress > limit:
                     _stuck(limit, cycle, in_flight, driver)
@@ -234,7 +239,7 @@ def replay_lockstep(params, config, rows: list[TraceRow], bytes_per_cycle: Fract
 
 def _stuck(limit: int, cycle: int, in_flight: dict, driver: UpstreamDriver):
     waiting = sorted(r.id for r in in_flight.values())
-    waiting += sorted(r.id for pend in driver.pending for r in pend)
+    waiting += sorted(r.id for r in driver.waiting())
     raise ReplayError(
         f"no progress for {limit} cycles at cycle {cycle}: {len(waiting)} request(s) can never "
         f"be granted (e.g. ids {waiting[:8]}); check that their tenants have a non-zero "
