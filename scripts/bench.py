@@ -1,0 +1,142 @@
+"""``make bench``: how fast the golden model, the co-simulation and the system model run.
+
+Writes ``reports/bench.json`` and ``reports/bench.md``. Measured, never
+asserted: the numbers depend on the machine and on what else runs on it, so
+the report records the CPU count and load next to them.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import random
+import time
+from pathlib import Path
+
+from hw.params import FabricParams
+from model.channel import ChannelModel, Request
+from model.contract import load_contract
+from model.fabric import FabricModel
+from model.registers import FabricConfig, TenantConfig
+from model.replay import replay_model
+from model.scenario import essay_trace
+
+
+def _saturated_config(p: FabricParams) -> FabricConfig:
+    return FabricConfig([TenantConfig(rate=100, capacity=1 << 20, peak_rate=400, inv_weight=2048,
+                                      priority=i % 4, enable=1) for i in range(p.tenants)],
+                        starve_limit=5000)
+
+
+def bench_channel_step(cycles: int) -> dict:
+    """One channel stepped cycle by cycle, a request offered and the memory ready every cycle."""
+    p = FabricParams(channels=1)
+    ch = ChannelModel(p, _saturated_config(p))
+    rng = random.Random(1)
+    reqs = [Request(rng.randrange(p.tenants), rng.choice([64, 256]), i & 0xFFFF) for i in range(cycles)]
+    grants = k = 0
+    t0 = time.perf_counter()
+    for t in range(cycles):
+        res = ch.step(t & 0xFFFFFF, reqs[k], True)
+        k += res.accepted
+        grants += res.transferred is not None
+    dt = time.perf_counter() - t0
+    return {"what": "ChannelModel.step, saturated (1 channel x 8 tenants, a grant almost every cycle)",
+            "cycles": cycles, "grants": grants, "seconds": dt, "cycles_per_s": cycles / dt}
+
+
+def bench_fabric_step(cycles: int) -> dict:
+    """The whole 8 x 8 fabric with telemetry stepped in lockstep (what co-simulation does)."""
+    p = FabricParams()
+    fab = FabricModel(p, _saturated_config(p))
+    rng = random.Random(2)
+    ready = [True] * p.channels
+    t0 = time.perf_counter()
+    for t in range(cycles):
+        fab.step([Request(rng.randrange(p.tenants), 256, t & 0xFFFF) for _ in range(p.channels)], ready)
+    dt = time.perf_counter() - t0
+    return {"what": "FabricModel.step, 8 channels x 8 tenants + telemetry, saturated",
+            "cycles": cycles, "seconds": dt, "cycles_per_s": cycles / dt,
+            "channel_cycles_per_s": cycles * p.channels / dt}
+
+
+def bench_replay(decode_cycles: int) -> dict:
+    """``kvfabric replay --engine model`` on the demo's essay trace (with fast-forward)."""
+    compiled = load_contract("examples/essay.toml")
+    rows = essay_trace(compiled.params.channels, cycles=decode_cycles)
+    t0 = time.perf_counter()
+    result = replay_model(compiled.params, compiled.config, rows, compiled.bytes_per_cycle)
+    dt = time.perf_counter() - t0
+    ch_cycles = result.cycles * compiled.params.channels
+    return {"what": "replay of the essay trace (examples/essay.toml, 8 channels), fast-forward on",
+            "requests": len(rows), "cycles": result.cycles, "seconds": dt,
+            "cycles_per_s": result.cycles / dt, "channel_cycles_per_s": ch_cycles / dt}
+
+
+def bench_cosim(cycles: int) -> list[dict]:
+    from scripts.bench_cosim import measure  # cocotb + simulators; see scripts/bench_cosim.py
+    return [measure(sim, cycles) for sim in ("icarus", "verilator")]
+
+
+def bench_system(seconds_budget: float) -> dict:
+    from sim.bench import measure as measure_system  # the HBM3 command-level model
+    return measure_system(seconds_budget)
+
+
+def table(results: dict) -> str:
+    lines = ["| benchmark | what | rate |", "|---|---|---|"]
+    for name, r in results.items():
+        if isinstance(r, list):
+            for item in r:
+                lines.append(f"| {name} ({item.get('sim', '')}) | {item.get('what', '')} | "
+                             f"{item.get('cycles_per_s', 0):,.0f} cycles/s |")
+            continue
+        if "error" in r:
+            lines.append(f"| {name} | not measured | {r['error']} |")
+            continue
+        rate = (f"{r['simulated_ns_per_s']:,.0f} simulated ns/s" if "simulated_ns_per_s" in r
+                else f"{r['cycles_per_s']:,.0f} cycles/s")
+        if "channel_cycles_per_s" in r:
+            rate += f" ({r['channel_cycles_per_s']:,.0f} channel-cycles/s)"
+        lines.append(f"| {name} | {r['what']} | {rate} |")
+    return "\n".join(lines)
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__)
+    ap.add_argument("--quick", action="store_true", help="shorter runs (for a smoke check)")
+    ap.add_argument("--only", choices=["model", "cosim", "system"], action="append",
+                    help="run only these groups (default: all)")
+    ap.add_argument("--out", default="reports/bench.json")
+    args = ap.parse_args(argv)
+    groups = args.only or ["model", "cosim", "system"]
+    scale = 0.2 if args.quick else 1.0
+    results: dict = {}
+    if "model" in groups:
+        print("benchmarking the golden model ...", flush=True)
+        results["model_channel_step"] = bench_channel_step(int(200_000 * scale))
+        results["model_fabric_step"] = bench_fabric_step(int(20_000 * scale))
+        results["model_replay"] = bench_replay(int(40_000 * scale))
+    if "cosim" in groups:
+        print("benchmarking co-simulation (builds the RTL on first use) ...", flush=True)
+        results["cosim"] = bench_cosim(int(20_000 * scale))
+    if "system" in groups:
+        print("benchmarking the HBM3 system model ...", flush=True)
+        results["system_model"] = bench_system(20 * scale)
+    report = {"machine": {"cpus": os.cpu_count(), "python": platform.python_version(),
+                          "load_avg_1m": os.getloadavg()[0]}, "results": results}
+    Path(args.out).parent.mkdir(parents=True, exist_ok=True)
+    Path(args.out).write_text(json.dumps(report, indent=2) + "\n")
+    md = Path(args.out).with_suffix(".md")
+    md.write_text(f"# kvfabric benchmarks (`make bench`)\n\nMachine: {os.cpu_count()} CPUs, Python "
+                  f"{platform.python_version()}, load average {os.getloadavg()[0]:.2f} at the end.\n\n"
+                  + table(results) + "\n")
+    print(table(results))
+    print(f"wrote {args.out} and {md}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
