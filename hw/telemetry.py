@@ -23,6 +23,8 @@ All counters are free running and wrap at their width. Register names start
 with ``tel_``: the state-budget script classifies flip-flops by name.
 """
 
+import operator
+
 from amaranth import *
 from amaranth.lib import data
 from amaranth.lib.wiring import In, Out
@@ -66,23 +68,7 @@ def _tree(values, op):
     return values[0]
 
 
-def _zext(value, width):
-    # Explicit zero extension: Amaranth would extend implicitly, but operands
-    # of equal width keep the generated Verilog free of WIDTH lint warnings,
-    # so that the ones left point at real mistakes.
-    value = Value.cast(value)
-    assert len(value) <= width
-    return Cat(value, Const(0, width - len(value))) if len(value) < width else value
-
-
-def _add(a, b):
-    width = max(len(Value.cast(a)), len(Value.cast(b)))
-    return _zext(a, width) + _zext(b, width)
-
-
 def _max(a, b):
-    width = max(len(Value.cast(a)), len(Value.cast(b)))
-    a, b = _zext(a, width), _zext(b, width)
     return Mux(a > b, a, b)
 
 
@@ -149,20 +135,21 @@ class Telemetry(FabricComponent):
             late.append(wait > slo)
 
         # Stage 1 registers: per-tenant sums over the channels.
-        count_w = C.bit_length()
-        sum_bytes = [Signal(p.bytes_bits + count_w, name=f"tel_sum_bytes_{i}") for i in range(N)]
-        sum_grants = [Signal(count_w, name=f"tel_sum_grants_{i}") for i in range(N)]
-        sum_burst = [Signal(count_w, name=f"tel_sum_burst_{i}") for i in range(N)]
-        sum_late = [Signal(count_w, name=f"tel_sum_late_{i}") for i in range(N)]
+        # At most C grants of at most LMAX bytes per cycle.
+        sum_bytes = [Signal(range(C * p.max_request_bytes + 1), name=f"tel_sum_bytes_{i}")
+                     for i in range(N)]
+        sum_grants = [Signal(range(C + 1), name=f"tel_sum_grants_{i}") for i in range(N)]
+        sum_burst = [Signal(range(C + 1), name=f"tel_sum_burst_{i}") for i in range(N)]
+        sum_late = [Signal(range(C + 1), name=f"tel_sum_late_{i}") for i in range(N)]
         for i in range(N):
-            hit = [g.valid & (g.tenant == Const(i, p.tenant_bits)) for g in self.grants]
+            hit = [g.valid & (g.tenant == i) for g in self.grants]
             m.d.sync += [
                 sum_bytes[i].eq(_tree((Mux(hit[c], g.bytes, 0) for c, g in enumerate(self.grants)),
-                                      _add)),
-                sum_grants[i].eq(_tree(hit, _add)),
+                                      operator.add)),
+                sum_grants[i].eq(_tree(hit, operator.add)),
                 sum_burst[i].eq(_tree((hit[c] & (g.kind == Kind.BURST)
-                                       for c, g in enumerate(self.grants)), _add)),
-                sum_late[i].eq(_tree((hit[c] & late[c] for c in range(C)), _add)),
+                                       for c, g in enumerate(self.grants)), operator.add)),
+                sum_late[i].eq(_tree((hit[c] & late[c] for c in range(C)), operator.add)),
             ]
 
         # Live counters.
@@ -177,10 +164,10 @@ class Telemetry(FabricComponent):
         for i in range(N):
             hwm = _tree([live_hwm[i]] + [self.occupancy[c][i] for c in range(C)], _max)
             m.d.sync += [
-                live_bytes[i].eq(live_bytes[i] + _zext(sum_bytes[i], BYTES_BITS)),
-                live_grants[i].eq(live_grants[i] + _zext(sum_grants[i], COUNT_BITS)),
-                live_burst[i].eq(live_burst[i] + _zext(sum_burst[i], COUNT_BITS)),
-                live_late[i].eq(live_late[i] + _zext(sum_late[i], COUNT_BITS)),
+                live_bytes[i].eq(live_bytes[i] + sum_bytes[i]),
+                live_grants[i].eq(live_grants[i] + sum_grants[i]),
+                live_burst[i].eq(live_burst[i] + sum_burst[i]),
+                live_late[i].eq(live_late[i] + sum_late[i]),
                 live_hwm[i].eq(hwm),
             ]
         for c in range(C):
