@@ -40,11 +40,11 @@ and the ingress register are ``q_*``; per-channel registers are ``vt``,
 ``served``, ``vmin``, ``vmin_valid`` and ``grant_*``.
 """
 
-from amaranth.hdl import Cat, Module, Mux, Signal
+from amaranth.hdl import C, Cat, Module, Mux, Signal
 from amaranth.lib import wiring
 from amaranth.lib.wiring import In, Out
 
-from .fifo import ShiftQueue
+from .fifo import HeadQueue
 from .ingress import Ingress
 from .layouts import Kind, grant_signature, queue_entry_layout, request_signature, tenant_config_layout
 from .params import check_params
@@ -139,7 +139,7 @@ class ChannelArbiter(wiring.Component):
         ]
         queues = []
         for i in range(n):
-            q = ShiftQueue(queue_entry_layout(p), D, prefix="q")
+            q = HeadQueue(queue_entry_layout(p), D, prefix="q")
             m.submodules[f"q_fifo_{i}"] = q
             queues.append(q)
             cfg = self.tenant_cfg[i]
@@ -179,7 +179,7 @@ class ChannelArbiter(wiring.Component):
         starve_on = self.starve_limit != 0
 
         # ---------------------------------------------------------- per tenant
-        hv, heads, conform, cls, elig, finish, competes = [], [], [], [], [], [], []
+        hv, heads, conform, key, elig, finish, competes = [], [], [], [], [], [], []
         lvl_win, lvl_idle, pk_win, pk_idle, tag_idle = [], [], [], [], []
         for i in range(n):
             cfg = self.tenant_cfg[i]
@@ -194,7 +194,7 @@ class ChannelArbiter(wiring.Component):
             s_fin = Signal(T, name=f"finish_{i}")
             s_age = Signal(p.ts_bits, name=f"age_{i}")
             s_urg = Signal(name=f"urgent_{i}")
-            s_cls = Signal(3, name=f"class_{i}")
+            s_key = Signal(4, name=f"key_{i}")
             s_comp = Signal(name=f"competes_{i}")
             m.d.comb += [
                 s_burst.eq(peak >= need),
@@ -205,12 +205,16 @@ class ChannelArbiter(wiring.Component):
                 s_urg.eq(s_conf & starve_on & (s_age >= self.starve_limit)),
                 s_comp.eq(queues[i].r_rdy & (fcfs | s_burst)),
             ]
-            with m.If(s_urg):
-                m.d.comb += s_cls.eq(0)
+            # Selection key: class and eligibility folded into one 4-bit
+            # number so that a pair compares one small key plus one tag or
+            # timestamp bit. 0 = urgent (or FCFS mode: oldest first), then
+            # 2*class + ineligible for classes 1..5 (2..11).
+            with m.If(fcfs | s_urg):
+                m.d.comb += s_key.eq(0)
             with m.Elif(s_conf):
-                m.d.comb += s_cls.eq(cfg.priority + 1)
+                m.d.comb += s_key.eq(Cat(~s_elig, cfg.priority + 1))
             with m.Else():
-                m.d.comb += s_cls.eq(5)
+                m.d.comb += s_key.eq(Cat(~s_elig, C(5, 3)))
 
             # Next-state candidates, all from registers, in parallel with selection.
             # level - need is only used when the head conforms (level >= need),
@@ -261,7 +265,7 @@ class ChannelArbiter(wiring.Component):
             hv.append(queues[i].r_rdy)
             heads.append(head)
             conform.append(s_conf)
-            cls.append(s_cls)
+            key.append(s_key)
             elig.append(s_elig)
             finish.append(s_fin)
             competes.append(s_comp)
@@ -278,17 +282,10 @@ class ChannelArbiter(wiring.Component):
             for lo in range(hi):
                 ts_first = mod_lt(heads[hi].ts, heads[lo].ts, p.ts_bits)
                 fin_first = mod_lt(finish[hi], finish[lo], T)
-                same_cls = cls[hi] == cls[lo]
-                wf2q = (elig[hi] & ~elig[lo]) | ((elig[hi] == elig[lo]) & fin_first)
-                sub = Signal(name=f"sub_first_{hi}_{lo}")
-                m.d.comb += sub.eq(wf2q)
-                with m.If(cls[hi] == 0):
-                    m.d.comb += sub.eq(ts_first)
+                tie = Signal(name=f"tie_first_{hi}_{lo}")
+                m.d.comb += tie.eq(Mux(key[hi] == 0, ts_first, fin_first))
                 f = Signal(name=f"first_{hi}_{lo}")
-                with m.If(fcfs):
-                    m.d.comb += f.eq(ts_first)
-                with m.Else():
-                    m.d.comb += f.eq((cls[hi] < cls[lo]) | (same_cls & sub))
+                m.d.comb += f.eq((key[hi] < key[lo]) | ((key[hi] == key[lo]) & tie))
                 first[hi, lo] = f
 
         win = []
