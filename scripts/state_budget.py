@@ -111,7 +111,7 @@ def _yosys_script(verilog, top, regs_il, netlist_json):
 def _read_register_names(path):
     """``{name: width}`` of the register wires listed in an RTLIL file."""
     regs = {}
-    for line in open(ROOT / path):
+    for line in (ROOT / path).read_text().splitlines():
         s = line.split()
         if s and s[0] == "wire":
             width = int(s[s.index("width") + 1]) if "width" in s else 1

@@ -284,7 +284,7 @@ _UTIL_ROW = re.compile(r"^Info:\s+([A-Z0-9_]+):\s+(\d+)/\s*(\d+)\s+(\d+)%")
 def utilisation_from_log(path):
     """nextpnr's "Device utilisation" table, parsed from its log."""
     rows, inside = {}, False
-    for line in open(ROOT / path, errors="replace"):
+    for line in (ROOT / path).read_text(errors="replace").splitlines():
         if "Device utilisation" in line:
             inside, rows = True, {}
             continue

@@ -94,23 +94,23 @@ def run_tool(args, log_path, *, progress=None, tick=None, label="", tick_seconds
 
     with open(log_path, "w") as log:
         log.write("# " + " ".join(args) + "\n")
-        proc = subprocess.Popen(args, cwd=ROOT, stdout=subprocess.PIPE,
-                                stderr=subprocess.STDOUT, text=True, errors="replace")
-        thread = threading.Thread(target=ticker, daemon=True)
-        thread.start()
-        try:
-            for line in proc.stdout:
-                log.write(line)
-                if progress is not None:
-                    progress(line.rstrip("\n"))
-            rc = proc.wait()
-        finally:
-            done.set()
-            if proc.poll() is None:
-                proc.kill()
+        with subprocess.Popen(args, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                              text=True, errors="replace") as proc:
+            thread = threading.Thread(target=ticker, daemon=True)
+            thread.start()
+            try:
+                for line in proc.stdout:
+                    log.write(line)
+                    if progress is not None:
+                        progress(line.rstrip("\n"))
+                rc = proc.wait()
+            finally:
+                done.set()
+                if proc.poll() is None:
+                    proc.kill()
     elapsed = time.monotonic() - start
     if rc != 0:
-        tail = [l.rstrip() for l in open(log_path, errors="replace")
+        tail = [l.rstrip() for l in log_path.read_text(errors="replace").splitlines()
                 if l.startswith("ERROR") or "error" in l.lower()][-3:]
         raise ToolError(f"{label or Path(args[0]).name} exited with {rc} after {elapsed:.0f} s "
                         f"(log: {log_path.relative_to(ROOT)}): " + " | ".join(tail), log=log_path)
