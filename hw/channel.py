@@ -192,7 +192,7 @@ class ChannelArbiter(wiring.Component):
             s_conf = Signal(name=f"conform_{i}")
             s_elig = Signal(name=f"eligible_{i}")
             s_fin = Signal(T, name=f"finish_{i}")
-            s_age = Signal(p.ts_bits, name=f"age_{i}")
+            s_old = Signal(name=f"old_{i}")
             s_urg = Signal(name=f"urgent_{i}")
             s_key = Signal(4, name=f"key_{i}")
             s_comp = Signal(name=f"competes_{i}")
@@ -201,8 +201,8 @@ class ChannelArbiter(wiring.Component):
                 s_conf.eq(s_burst & (level >= need)),
                 s_elig.eq(~mod_lt(vt, tag, T)),
                 s_fin.eq(tag + head.cost),
-                s_age.eq(self.now - head.ts),
-                s_urg.eq(s_conf & starve_on & (s_age >= self.starve_limit)),
+                s_old.eq(_age_at_least(self.now, head.ts, self.starve_limit, p.ts_bits)),
+                s_urg.eq(s_conf & starve_on & s_old),
                 s_comp.eq(queues[i].r_rdy & (fcfs | s_burst)),
             ]
             # Selection key: class and eligibility folded into one 4-bit
@@ -336,26 +336,32 @@ class ChannelArbiter(wiring.Component):
             w_tenant.eq(_or_all(win[i].replicate(p.tenant_bits) & i for i in range(n))),
             w_conf.eq(_or_all(win[i] & conform[i] for i in range(n))),
         ]
+        # The payload is captured on every load (it is all zeros without a
+        # winner and then irrelevant): only the valid bit waits for any_win.
         with m.If(load):
-            m.d.sync += g_valid.eq(any_win)
-            with m.If(any_win):
-                m.d.sync += [
-                    g_tenant.eq(w_tenant),
-                    g_bytes.eq(w_bytes),
-                    g_id.eq(w_id),
-                    g_ts.eq(w_ts),
-                ]
-                with m.If(fcfs):
-                    m.d.sync += g_kind.eq(Kind.FCFS)
-                with m.Elif(w_conf):
-                    m.d.sync += g_kind.eq(Kind.GUARANTEED)
-                with m.Else():
-                    m.d.sync += g_kind.eq(Kind.BURST)
+            m.d.sync += [
+                g_valid.eq(any_win),
+                g_tenant.eq(w_tenant),
+                g_bytes.eq(w_bytes),
+                g_id.eq(w_id),
+                g_ts.eq(w_ts),
+            ]
+            with m.If(fcfs):
+                m.d.sync += g_kind.eq(Kind.FCFS)
+            with m.Elif(w_conf):
+                m.d.sync += g_kind.eq(Kind.GUARANTEED)
+            with m.Else():
+                m.d.sync += g_kind.eq(Kind.BURST)
 
         # ---------------------------------------------------------- virtual time
-        # served(s) = ceil(s / TAG_UNIT) of a fabric-mode winner.
-        w_served = (w_bytes >> p.tag_shift) + (w_bytes[:p.tag_shift] != 0)
-        with m.If(load & any_win & ~fcfs):
+        # served(s) = ceil(s / TAG_UNIT) of a fabric-mode winner, computed per
+        # head before the one-hot mux (zero without a winner).
+        w_served = Signal(p.served_bits)
+        m.d.comb += w_served.eq(_or_all(
+            win[i].replicate(p.served_bits)
+            & ((heads[i].bytes >> p.tag_shift) + (heads[i].bytes[:p.tag_shift] != 0))
+            for i in range(n)))
+        with m.If(load & ~fcfs):
             m.d.sync += served.eq(w_served)
         with m.Else():
             m.d.sync += served.eq(0)
@@ -389,6 +395,20 @@ class ChannelArbiter(wiring.Component):
             m.d.sync += vt.eq(v_sum)
 
         return m
+
+
+def _age_at_least(now, ts, limit, bits):
+    """``((now - ts) mod 2^bits) >= limit`` with one carry chain.
+
+    ``e = now - ts - limit`` is a three-operand sum (one carry-save layer and
+    one chain, instead of a subtraction feeding a comparison); if
+    ``now >= ts`` the age is ``now - ts`` and the answer is ``e >= 0``,
+    otherwise the age is ``now - ts + 2^bits`` and the answer is
+    ``e >= -2^bits``, i.e. bit ``bits`` of ``e`` (``e`` is then in
+    ``[-2^(bits+1) + 2, -1]``).
+    """
+    e = (now - ts - limit).as_signed()
+    return Mux(now < ts, e[bits], ~e[bits + 1])
 
 
 def _min(a, b):
