@@ -198,18 +198,23 @@ class ChannelArbiter(wiring.Component):
             s_comp = Signal(name=f"competes_{i}")
             m.d.comb += [
                 s_burst.eq(peak >= need),
-                s_conf.eq(s_burst & (level >= need)),
+                # need < 2^peak_bits: compare only the low bits of the level
+                # with a chain, the high bits with an OR.
+                s_conf.eq(s_burst & ((level[p.peak_bits:] != 0) | (level[:p.peak_bits] >= need))),
                 s_elig.eq(~mod_lt(vt, tag, T)),
                 s_fin.eq(tag + head.cost),
                 s_old.eq(_age_at_least(self.now, head.ts, self.starve_limit, p.ts_bits)),
                 s_urg.eq(s_conf & starve_on & s_old),
                 s_comp.eq(queues[i].r_rdy & (fcfs | s_burst)),
             ]
-            # Selection key: class and eligibility folded into one 4-bit
-            # number so that a pair compares one small key plus one tag or
-            # timestamp bit. 0 = urgent (or FCFS mode: oldest first), then
-            # 2*class + ineligible for classes 1..5 (2..11).
-            with m.If(fcfs | s_urg):
+            # Selection key: class, eligibility and "competes" folded into one
+            # 4-bit number so that a pair compares one small key plus one tag
+            # or timestamp bit. 0 = urgent (or FCFS mode: oldest first), then
+            # 2*class + ineligible for classes 1..5 (2..11), 15 = does not
+            # compete (after everyone).
+            with m.If(~s_comp):
+                m.d.comb += s_key.eq(15)
+            with m.Elif(fcfs | s_urg):
                 m.d.comb += s_key.eq(0)
             with m.Elif(s_conf):
                 m.d.comb += s_key.eq(Cat(~s_elig, cfg.priority + 1))
@@ -285,16 +290,15 @@ class ChannelArbiter(wiring.Component):
                 tie = Signal(name=f"tie_first_{hi}_{lo}")
                 m.d.comb += tie.eq(Mux(key[hi] == 0, ts_first, fin_first))
                 f = Signal(name=f"first_{hi}_{lo}")
-                m.d.comb += f.eq((key[hi] < key[lo]) | ((key[hi] == key[lo]) & tie))
+                m.d.comb += f.eq(_lt_logic(key[hi], key[lo]) | ((key[hi] == key[lo]) & tie))
                 first[hi, lo] = f
 
         win = []
         for i in range(n):
+            # A non-competing j has key 15 and comes after any competing i.
             terms = [competes[i]]
-            for lo in range(i):
-                terms.append(~competes[lo] | first[i, lo])
-            for hi in range(i + 1, n):
-                terms.append(~competes[hi] | ~first[hi, i])
+            terms += [first[i, lo] for lo in range(i)]
+            terms += [~first[hi, i] for hi in range(i + 1, n)]
             w = Signal(name=f"win_{i}")
             m.d.comb += w.eq(Cat(*terms).all())
             win.append(w)
@@ -409,6 +413,19 @@ def _age_at_least(now, ts, limit, bits):
     """
     e = (now - ts - limit).as_signed()
     return Mux(now < ts, e[bits], ~e[bits + 1])
+
+
+def _lt_logic(a, b):
+    """``a < b`` for short unsigned values as plain logic.
+
+    Written bit by bit so that synthesis keeps it in LUTs: a ``<`` operator
+    becomes a carry chain, whose entry and exit routing cost more than the
+    two LUT levels of a 4-bit comparison.
+    """
+    lt = C(0, 1)
+    for k in range(len(a)):
+        lt = (~a[k] & b[k]) | (~(a[k] ^ b[k]) & lt)
+    return lt
 
 
 def _min(a, b):
