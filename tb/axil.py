@@ -14,7 +14,7 @@ from model.registers import TENANT_FIELD_BITS, FabricConfig, TenantConfig
 
 __all__ = [
     "ID", "VERSION", "PARAMS", "CTRL", "EPOCH_CYCLES", "STARVE_LIMIT", "EPOCH_COUNT",
-    "ID_VALUE", "VERSION_VALUE", "tenant_reg", "tel_reg", "dropped_reg", "params_word",
+    "ID_VALUE", "VERSION_VALUE", "MARK_ADDR", "MARK_DATA", "MARK_GAP", "tenant_reg", "tel_reg", "dropped_reg", "params_word",
     "RegisterMirror", "program", "commit_tenant", "take_snapshot", "read_telemetry",
 ]
 
@@ -43,6 +43,14 @@ TEL_BASE, TEL_STRIDE = 0x1000, 0x20
 TEL_REGS = {"bytes_lo": 0x00, "bytes_hi": 0x04, "grants": 0x08, "burst_grants": 0x0C,
             "slo_violations": 0x10, "queue_hwm": 0x14}
 DROPPED_BASE = 0x1800
+
+#: Trace-start marker of the RTL replay engine (tb/tests/replay_tests.py): a write
+#: of MARK_DATA to the unmapped MARK_ADDR (spec §9: ignored, OKAY response); the
+#: trace's cycle 0 is MARK_GAP cycles after its write-response handshake.  The
+#: VCD checker (tb/vcd_check.py) finds cycle 0 the same way.
+MARK_ADDR = 0x0FFC
+MARK_DATA = 0x54524143  # "TRAC"
+MARK_GAP = 2
 
 
 def tenant_reg(i: int, offset: int) -> int:

@@ -10,6 +10,8 @@ the runner, so a changed RTL gets a fresh simulator build).
 from __future__ import annotations
 
 import dataclasses
+import functools
+import hashlib
 import json
 import os
 import re
@@ -18,7 +20,7 @@ from pathlib import Path
 from hw.params import FabricParams
 from model.registers import FabricConfig, TenantConfig
 
-from .runner import BUILD_ROOT, Build, build
+from .runner import BUILD_ROOT, PROJECT_ROOT, Build, build
 
 __all__ = [
     "params_key", "verilog_for", "toplevel_of", "build_for",
@@ -40,15 +42,30 @@ def _generate(params: FabricParams) -> str:
     return text
 
 
+def _rtl_hash() -> str:
+    """Hash of everything the generated Verilog depends on: the RTL sources, the
+    generator and the Amaranth version."""
+    import amaranth
+    h = hashlib.sha1(amaranth.__version__.encode())
+    for path in sorted([*(PROJECT_ROOT / "hw").glob("*.py"), PROJECT_ROOT / "scripts" / "gen_verilog.py"]):
+        h.update(path.name.encode())
+        h.update(path.read_bytes())
+    return h.hexdigest()[:12]
+
+
+@functools.lru_cache(maxsize=None)
 def verilog_for(params: FabricParams) -> Path:
-    """Write (once) and return the generated Verilog of ``params``."""
+    """Write (once per RTL version) and return the generated Verilog of ``params``.
+
+    Generation takes seconds (elaboration and Yosys); the file is reused by
+    every test process as long as the RTL sources are unchanged.
+    """
     out_dir = BUILD_ROOT / "verilog"
     out_dir.mkdir(parents=True, exist_ok=True)
-    path = out_dir / f"kvfabric-{params_key(params)}.v"
-    text = _generate(params)
-    # Rewrite only on change, atomically, so parallel workers never see a
-    # half-written file and the runner's content hash stays stable.
-    if not path.exists() or path.read_text() != text:
+    path = out_dir / f"kvfabric-{params_key(params)}-{_rtl_hash()}.v"
+    if not path.exists():
+        text = _generate(params)
+        # Atomically, so that parallel workers never see a half-written file.
         tmp = path.with_suffix(f".v.{os.getpid()}.tmp")
         tmp.write_text(text)
         os.replace(tmp, path)
@@ -66,10 +83,10 @@ def toplevel_of(verilog: Path) -> str:
     return m.group(1)
 
 
-def build_for(params: FabricParams, sim: str, *, waves: bool | None = None) -> Build:
+def build_for(params: FabricParams, sim: str) -> Build:
     """Build the generated Verilog of ``params`` for ``sim`` (cached)."""
     v = verilog_for(params)
-    return build(sim, [v], toplevel_of(v), f"kvfabric-{params_key(params)}", waves=waves)
+    return build(sim, [v], toplevel_of(v), f"kvfabric-{params_key(params)}")
 
 
 # --- passing parameters and configurations to the cocotb process -----------------
@@ -95,3 +112,25 @@ def config_from_json(text: str) -> FabricConfig:
     d = json.loads(text)
     return FabricConfig([TenantConfig(**t) for t in d["tenants"]], fcfs_bypass=d["fcfs_bypass"],
                         starve_limit=d["starve_limit"], epoch_cycles=d["epoch_cycles"])
+
+
+def run_cosim(params: FabricParams, sim: str, scenario: str, test_dir, *, seed: int,
+              cycles: int | None = None, waves: bool | None = None,
+              module: str = "tb.tests.cosim_tests"):
+    """Run cocotb scenario ``scenario`` (all its parametrized variants) of ``module``
+    on the generated Verilog of ``params`` under ``sim``, in ``test_dir``.
+
+    ``waves`` (default: ``WAVES`` from the environment) dumps ``test_dir/dump.vcd``.
+    Raises ``AssertionError`` with the scoreboard's first mismatch on failure.
+    """
+    from .runner import run, waves_from_env
+    if waves is None:
+        waves = waves_from_env()
+    b = build_for(params, sim)
+    test_dir = Path(test_dir)
+    env = {"KVF_PARAMS": params_to_json(params), "KVF_SEED": seed}
+    if cycles is not None:
+        env["KVF_CYCLES"] = cycles
+    return run(b, module, test_dir, test_filter=rf"\.{re.escape(scenario)}(/.*)?$",
+               extra_env=env, vcd=(test_dir / "dump.vcd") if waves else None,
+               log_file=test_dir / "sim.log")

@@ -76,6 +76,15 @@ class RequestDriver:
         self.port.set_request(None)
         return lost
 
+    def withdraw(self) -> list[Req]:
+        """Upstream gives up on everything not yet accepted, except a request it
+        is holding on the port (spec §2: the payload holds until accepted)."""
+        keep = [self.presented] if self.held else []
+        gone = [r for r in [*self.pending, *self.arrivals] if r not in keep]
+        self.pending = keep
+        self.arrivals.clear()
+        return gone
+
     def drive(self, cycle: int) -> None:
         while self.arrivals and self.arrivals[0].cycle <= cycle:
             self.pending.append(self.arrivals.popleft())

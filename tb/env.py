@@ -22,7 +22,7 @@ import random
 
 import cocotb
 from cocotb.clock import Clock
-from cocotb.triggers import ClockCycles, FallingEdge, ReadOnly, RisingEdge
+from cocotb.triggers import ClockCycles, FallingEdge, ReadOnly, Timer
 from cocotbext.axi import AxiLiteBus, AxiLiteMaster
 
 from . import axil as regs
@@ -75,14 +75,17 @@ class TB:
         self.monitor = Monitor(dut, params, self.ports, AxiPorts(dut))
         self.scoreboard = Scoreboard(params, seed, channels=self.ports,
                                      check_internal=check_internal, log=self.log)
-        self.axil = AxiLiteMaster(AxiLiteBus.from_prefix(dut, "s_axil_"), dut.clk, dut.rst)
+        self.axil = None  # created by the first reset(), once rst is a defined 1
         self.cycle = 0          # cycles since the last reset (spec numbering)
         self.total_cycles = 0   # simulated cycles, all resets included
+        self.stalls = 0         # cycles with req.valid & ~req.ready on some channel
+        self.issued: dict = {}  # (channel, id) -> Req, for scenario checks
+        self.on_cycle = None    # optional callback(tb) after every checked cycle
         self._next_id = [0] * params.channels
         for p in self.ports:
             p.init()
         dut.rst.value = 1
-        Clock(dut.clk, 10, unit="ns").start()
+        dut.clk.value = 0
 
     # ---- stimulus --------------------------------------------------------------------
     def new_id(self, channel: int) -> int:
@@ -94,6 +97,7 @@ class TB:
         """Queue one request arriving at ``cycle`` (spec numbering) on ``channel``."""
         r = Req(cycle, channel, tenant, nbytes, self.new_id(channel))
         self.drivers[channel].add([r])
+        self.issued[(channel, r.id)] = r
         return r
 
     def add(self, reqs) -> None:
@@ -105,6 +109,20 @@ class TB:
         for d in self.drivers:
             d.fcfs = fcfs
 
+    def withdraw(self) -> int:
+        """Withdraw all stimulus not yet accepted (end of a measured overload window),
+        so that only the accepted requests remain to drain; returns how many."""
+        gone = 0
+        for d in self.drivers:
+            for r in d.withdraw():
+                self.issued.pop((r.channel, r.id), None)
+                gone += 1
+        return gone
+
+    def drivers_config(self, *, idle: float) -> None:
+        for d in self.drivers:
+            d.idle = idle
+
     # ---- reset and cycles ------------------------------------------------------------
     async def reset(self, cycles: int = 3) -> None:
         """Synchronous reset for ``cycles`` edges; afterwards the next cycle is cycle 0.
@@ -112,6 +130,15 @@ class TB:
         Anything accepted and not yet granted is lost to the reset and recorded
         in ``scoreboard.flushed``; stimulus not yet accepted is discarded.
         """
+        if self.axil is None:
+            # Let the initial values settle before the first edge, so that no bus
+            # model samples an X (Icarus evaluates some logic only on a change).
+            await Timer(2, unit="ns")
+            # The C clock (GPI) rather than a Python coroutine toggling clk: a third
+            # of the per-cycle cost on Icarus, where cocotb would pick the latter.
+            Clock(self.dut.clk, 10, unit="ns", impl="gpi").start(start_high=False)
+            self.axil = AxiLiteMaster(AxiLiteBus.from_prefix(self.dut, "s_axil_"),
+                                      self.dut.clk, self.dut.rst)
         await FallingEdge(self.dut.clk)
         self.dut.rst.value = 1
         for d in self.drivers:
@@ -137,11 +164,15 @@ class TB:
         s = self.monitor.sample()
         transfers = self.scoreboard.step(s)
         for c, d in enumerate(self.drivers):
+            if s.req_valid[c] and not s.req_ready[c]:
+                self.stalls += 1
             d.observe(bool(s.req_valid[c] and s.req_ready[c]))
         for c, nbytes in transfers:
             self.memory.observe(c, t, nbytes)
         self.cycle += 1
         self.total_cycles += 1
+        if self.on_cycle is not None:
+            self.on_cycle(self)
         await FallingEdge(self.dut.clk)
 
     async def run(self, cycles: int) -> None:

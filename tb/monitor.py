@@ -115,6 +115,12 @@ class ChannelPorts:
             self.r_dropped = reader(_child(inst, "dropped"))
             self.h_level = [_child(inst, f"dyn_level_{i}") for i in range(n)]
             self.h_peak = [_child(inst, f"dyn_peak_{i}") for i in range(n)]
+            # Flat list in the scoreboard's order, with the spec's field names.
+            self.r_state = [*self.r_level, *self.r_peak, *self.r_tag, *self.r_occ, self.r_vt,
+                            self.r_served, self.r_vmin, self.r_vmin_valid, self.r_dropped]
+            self.state_names = [*(f"{f}[{i}]" for f in ("dyn_level", "dyn_peak", "dyn_tag", "occupancy")
+                                  for i in range(n)),
+                                "vt", "served", "vmin", "vmin_valid", "dropped"]
 
     # ---- driving (only changes are written: a write is a GPI call) ----------------
     def set_request(self, r) -> None:

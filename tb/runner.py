@@ -25,8 +25,8 @@ plain ``pytest`` from the venv works without the Makefile's environment:
   to create; the logic is untouched (the reg is only read by an empty
   ``if``).  Verilator evaluates every block at time 0 and needs nothing.
 
-Builds are cached per (configuration, simulator, waves): the build directory is
-``build/cocotb/<key>/<sim>[-waves]`` where ``key`` names the configuration and
+Builds are cached per (configuration, simulator): the build directory is
+``build/cocotb/<key>/<sim>`` where ``key`` names the configuration and
 a hash of the Verilog text, guarded by a file lock so that pytest-xdist workers
 that need the same configuration build it once and share the result.  Each
 run (each pytest node) gets its own *test* directory for results, logs and
@@ -38,9 +38,10 @@ Waveforms (``WAVES=1`` or ``waves=True``) are always VCD, because
 * Icarus: the runner's own dump module writes FST; we compile a small
   ``$dumpvars`` module of our own instead (enabled per run by a plusarg), so one
   Icarus build serves runs with and without waves.
-* Verilator: tracing must be compiled in (``--trace``), so a waves run uses a
-  separate ``-waves`` build; the VCD file is chosen per run with
-  ``--trace-file``.
+* Verilator: tracing must be compiled in (``--trace``); we always compile it
+  in (it costs little when not enabled at run time), so that one build per
+  configuration serves every run, and pick the VCD file per run with
+  ``--trace --trace-file``.
 """
 
 from __future__ import annotations
@@ -213,8 +214,7 @@ def _sources_hash(sources) -> str:
     return h.hexdigest()[:12]
 
 
-def build(sim: str, sources, toplevel: str, name: str, *, waves: bool | None = None,
-          log=None) -> Build:
+def build(sim: str, sources, toplevel: str, name: str) -> Build:
     """Build ``sources`` (Verilog) with top ``toplevel`` for ``sim``, once.
 
     ``name`` names the configuration (e.g. ``kvfabric-t4c2``); the cache key
@@ -224,14 +224,12 @@ def build(sim: str, sources, toplevel: str, name: str, *, waves: bool | None = N
     if sim not in SIMS:
         raise ValueError(f"sim must be one of {SIMS}, not {sim!r}")
     setup_toolchain()
-    if waves is None:
-        waves = waves_from_env()
     sources = tuple(Path(s).resolve() for s in sources)
     key = f"{_slug(name)}-{_sources_hash(sources)}"
-    wave_variant = waves and sim == "verilator"
-    build_dir = BUILD_ROOT / key / (sim + ("-waves" if wave_variant else ""))
+    wave_variant = sim == "verilator"  # see the module docstring
+    build_dir = BUILD_ROOT / key / sim
     stamp = build_dir / ".kvf-built"
-    with _locked(BUILD_ROOT / key / f".{sim}{'-waves' if wave_variant else ''}.lock"):
+    with _locked(BUILD_ROOT / key / f".{sim}.lock"):
         if not stamp.exists():
             if build_dir.exists():
                 shutil.rmtree(build_dir)
@@ -273,12 +271,12 @@ def _env_override(name, value):
 
 
 def run(b: Build, test_module: str, test_dir, *, testcase: str | None = None,
-        extra_env: dict | None = None, seed: int | None = None,
+        test_filter: str | None = None, extra_env: dict | None = None, seed: int | None = None,
         vcd: Path | None = None, log_file: Path | None = None) -> Path:
     """Run cocotb tests of ``test_module`` on build ``b`` in ``test_dir``.
 
     ``vcd`` asks for a VCD of the top level at that path (Icarus any build;
-    Verilator a build made with ``waves=True``).  Raises ``AssertionError``
+    Verilator builds have tracing compiled in).  Raises ``AssertionError``
     naming the results file if any cocotb test failed, whether or not we are
     under pytest (the runner only checks results itself under pytest, and then
     by ``sys.exit``).
@@ -294,7 +292,7 @@ def run(b: Build, test_module: str, test_dir, *, testcase: str | None = None,
             plusargs.append(f"+kvf_vcd={vcd}")
         else:
             if not b.waves:
-                raise ValueError("this Verilator build has no tracing; build with waves=True")
+                raise ValueError("this Verilator build has no tracing compiled in")
             test_args += ["--trace", "--trace-file", str(vcd)]
     r = _Icarus() if b.sim == "icarus" else _Verilator()
     results = test_dir / "results.xml"
@@ -312,7 +310,7 @@ def run(b: Build, test_module: str, test_dir, *, testcase: str | None = None,
             try:
                 r.test(test_module=test_module, hdl_toplevel=b.toplevel, hdl_toplevel_lang="verilog",
                        build_dir=b.build_dir,
-                       test_dir=test_dir, testcase=testcase, seed=seed, plusargs=plusargs,
+                       test_dir=test_dir, testcase=testcase, test_filter=test_filter, seed=seed, plusargs=plusargs,
                        test_args=test_args, results_xml=str(results), timescale=TIMESCALE,
                        log_file=log_file)
             except SystemExit as e:  # simulator exited non-zero

@@ -133,21 +133,29 @@ class Scoreboard:
         transfers = []
         for c, ch in enumerate(m.channels):
             full = ch.queue_full()
-            exp_full = sum(1 << i for i in range(n) if full[i])
-            self._eq("queue_full", exp_full, s.queue_full[c], c)
             g = ch.grant
-            self._eq("grant.valid", int(g is not None), s.grant_valid[c], c)
+            exp = [sum(1 << i for i in range(n) if full[i]), int(g is not None)]
+            act = [s.queue_full[c], s.grant_valid[c]]
             if g is not None:
-                tenant, nbytes, gid, kind = s.grant[c]
-                self._eq("grant.tenant", g.tenant, tenant, c)
-                self._eq("grant.bytes", g.bytes, nbytes, c)
-                self._eq("grant.id", g.id, gid, c)
-                self._eq("grant.kind", KIND_NAMES[g.kind], KIND_NAMES[kind], c)
+                exp += [g.tenant, g.bytes, g.id, g.kind]
+                act += s.grant[c]
             req = None
             if s.req_valid[c]:
                 tenant, nbytes, rid = s.req[c]
                 req = Request(tenant, nbytes, rid)
-                self._eq("req.ready", int(ch.req_ready(tenant, nbytes)), s.req_ready[c], c)
+                exp.append(int(ch.req_ready(tenant, nbytes)))
+                act.append(s.req_ready[c])
+            self.compared += len(exp)
+            if exp != act:
+                names = ["queue_full", "grant.valid"]
+                if g is not None:
+                    names += ["grant.tenant", "grant.bytes", "grant.id", "grant.kind"]
+                names.append("req.ready")
+                k = next(k for k in range(len(exp)) if exp[k] != act[k])
+                e, a = exp[k], act[k]
+                if names[k] == "grant.kind":
+                    e, a = KIND_NAMES[e], KIND_NAMES[a]
+                self.fail(names[k], e, a, c)
             reqs.append(req)
             readies.append(bool(s.grant_ready[c]))
             if self.check_internal:
@@ -209,20 +217,17 @@ class Scoreboard:
         return transfers
 
     def _check_state(self, c, ch, req) -> None:
+        # One list comparison per channel; names only on a mismatch (this runs
+        # every cycle for every channel, so it must be cheap).
         pt = self.ports[c]
-        n = self.params.tenants
-        occ = ch.occupancy()
-        for i in range(n):
-            self._eq(f"dyn_level[{i}]", ch.level[i], pt.r_level[i](), c)
-            self._eq(f"dyn_peak[{i}]", ch.peak[i], pt.r_peak[i](), c)
-            self._eq(f"dyn_tag[{i}]", ch.tag[i], pt.r_tag[i](), c)
-            self._eq(f"occupancy[{i}]", occ[i], pt.r_occ[i](), c)
-        self._eq("vt", ch.vt, pt.r_vt(), c)
-        self._eq("served", ch.served, pt.r_served(), c)
-        self._eq("vmin", ch.vmin, pt.r_vmin(), c)
-        self._eq("vmin_valid", ch.vmin_valid, pt.r_vmin_valid(), c)
+        actual = [r() for r in pt.r_state]
         exp_drop = int(req is not None and ch.is_invalid(req.tenant, req.bytes))
-        self._eq("dropped", exp_drop, pt.r_dropped(), c)
+        expected = [*ch.level, *ch.peak, *ch.tag, *ch.occupancy(),
+                    ch.vt, ch.served, ch.vmin, ch.vmin_valid, exp_drop]
+        self.compared += len(expected)
+        if actual != expected:
+            k = next(k for k in range(len(expected)) if actual[k] != expected[k])
+            self.fail(pt.state_names[k], expected[k], actual[k], c)
 
     # ---- end of test ------------------------------------------------------------------------
     def in_flight(self) -> int:

@@ -1,0 +1,212 @@
+"""``kvfabric vcd-check``: rebuild the grant log from a VCD of the top level and
+check it against the golden model.
+
+Only top-level ports are read (``clk``, ``rst``, ``req__<c>__*``,
+``grant__<c>__*`` and the AXI4-Lite write handshakes), sampled just before
+each rising edge of ``clk`` - the values the edge acts on.  Port names are
+found at the shallowest scope that has them, so VCDs from Icarus (module scope
+``kvfabric``) and Verilator (``TOP`` plus ``TOP.kvfabric``) both work.
+
+Cycle 0 of the trace is located by the trace-start marker that
+``kvfabric replay --engine icarus|verilator`` writes (tb/tests/replay_tests.py:
+a write of ``MARK_DATA`` to the unmapped ``MARK_ADDR``; cycle 0 is ``MARK_GAP``
+cycles after its write response).  Without a marker, cycle 0 is the first
+cycle with reset low (spec numbering).
+
+The rebuilt log has the grant-log format of ``model/trace.py``: a request's
+arrival cycle is the first cycle it was presented (``valid``), which is its
+trace cycle for the spec §8 driver unless its queue was full; requests are
+numbered in arrival order.  Given the original trace, rows and ids are taken
+from it instead (a request's id on the port is its row index modulo
+``2^id_width``).
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict, deque
+from pathlib import Path
+
+from vcdvcd import VCDVCD
+
+from model.replay import replay_model
+from model.trace import LogRow, TraceRow, read_trace
+
+from .monitor import Layouts
+from .axil import MARK_ADDR, MARK_DATA, MARK_GAP
+
+__all__ = ["VcdError", "sample_ports", "grant_log_from_vcd", "check_vcd"]
+
+KINDS = {0: "guaranteed", 1: "burst", 2: "fcfs"}
+
+
+class VcdError(ValueError):
+    pass
+
+
+def _port_names(params) -> list[str]:
+    names = ["clk", "rst", "s_axil__awvalid", "s_axil__awready", "s_axil__awaddr",
+             "s_axil__wvalid", "s_axil__wready", "s_axil__wdata", "s_axil__bvalid", "s_axil__bready"]
+    for c in range(params.channels):
+        names += [f"req__{c}__valid", f"req__{c}__ready", f"req__{c}__payload",
+                  f"grant__{c}__valid", f"grant__{c}__ready", f"grant__{c}__payload"]
+    return names
+
+
+def _resolve(references, wanted):
+    """Map each wanted port name to the shallowest VCD reference with that name."""
+    best = {}
+    for ref in references:
+        leaf = ref.rsplit(".", 1)[-1].split("[", 1)[0].strip()
+        if leaf in wanted:
+            depth = ref.count(".")
+            if leaf not in best or depth < best[leaf][0]:
+                best[leaf] = (depth, ref)
+    missing = [w for w in wanted if w not in best]
+    if missing:
+        raise VcdError(f"VCD has no top-level signal(s) {', '.join(missing[:6])}"
+                       f"{' ...' if len(missing) > 6 else ''}")
+    return {w: best[w][1] for w in wanted}
+
+
+def _to_int(v: str) -> int | None:
+    try:
+        return int(v, 2)
+    except ValueError:
+        return None  # x or z
+
+
+def sample_ports(path, params):
+    """Per rising edge of ``clk``: a dict port -> value (None for X/Z) of the values
+    just before the edge.  Returns the list of samples, one per cycle from time 0."""
+    header = VCDVCD(str(path), only_sigs=True)
+    refs = _resolve(header.references_to_ids.keys(), _port_names(params))
+    vcd = VCDVCD(str(path), signals=list(refs.values()), store_tvs=True)
+    tvs = {name: vcd[ref].tv for name, ref in refs.items()}
+    clk = tvs.pop("clk")
+    edges = [t for (t, v), (_, prev) in zip(clk[1:], clk[:-1]) if v == "1" and prev == "0"]
+    if clk and clk[0][1] == "1" and clk[0][0] > 0:
+        edges.insert(0, clk[0][0])
+    edges.sort()
+    samples = [dict() for _ in edges]
+    for name, tv in tvs.items():
+        k = 0
+        cur = None
+        for e, t_edge in enumerate(edges):
+            while k < len(tv) and tv[k][0] < t_edge:
+                cur = tv[k][1]
+                k += 1
+            samples[e][name] = None if cur is None else _to_int(cur)
+    return samples
+
+
+def _start_cycle(samples) -> int:
+    last_aw = None
+    last_w = None
+    mark_b = None
+    for k, s in enumerate(samples):
+        if s["s_axil__awvalid"] and s["s_axil__awready"]:
+            last_aw = s["s_axil__awaddr"]
+        if s["s_axil__wvalid"] and s["s_axil__wready"]:
+            last_w = s["s_axil__wdata"]
+        if s["s_axil__bvalid"] and s["s_axil__bready"] and last_aw == MARK_ADDR and last_w == MARK_DATA:
+            mark_b = k
+    if mark_b is not None:
+        return mark_b + MARK_GAP
+    for k, s in enumerate(samples):
+        if s["rst"] == 0:
+            return k
+    raise VcdError("reset is never released in the VCD")
+
+
+def grant_log_from_vcd(path, params, trace_rows: list[TraceRow] | None = None):
+    """Rebuild ``(log, trace)``: the grant log (``LogRow``s sorted by id) and the
+    trace as the ports saw it (``TraceRow``s), from a VCD of the top level."""
+    samples = sample_ports(path, params)
+    start = _start_cycle(samples)
+    lay = Layouts.of(params)
+    id_mask = (1 << params.id_width) - 1
+    C = params.channels
+    presented_since = [None] * C
+    accepted = []  # (arrival, accept_cycle, channel, tenant, bytes, port_id)
+    in_flight = [defaultdict(deque) for _ in range(C)]
+    grants = {}
+    for k in range(start, len(samples)):
+        s = samples[k]
+        cyc = k - start
+        for c in range(C):
+            v = s[f"req__{c}__valid"]
+            if v is None or s[f"grant__{c}__valid"] is None:
+                raise VcdError(f"cycle {cyc}: X/Z on channel {c}'s valid")
+            if v:
+                if presented_since[c] is None:
+                    presented_since[c] = cyc
+                if s[f"req__{c}__ready"]:
+                    tenant, nbytes, rid = lay.unpack_req(s[f"req__{c}__payload"])
+                    rec = [presented_since[c], cyc, c, tenant, nbytes, rid]
+                    accepted.append(rec)
+                    in_flight[c][rid].append(rec)
+                    presented_since[c] = None
+            else:
+                presented_since[c] = None
+            if s[f"grant__{c}__valid"] and s[f"grant__{c}__ready"]:
+                tenant, nbytes, gid, kind = lay.unpack_grant(s[f"grant__{c}__payload"])
+                q = in_flight[c].get(gid)
+                if not q:
+                    raise VcdError(f"cycle {cyc} channel {c}: grant of id {gid} with no accepted request")
+                rec = q.popleft()
+                if (rec[3], rec[4]) != (tenant, nbytes):
+                    raise VcdError(f"cycle {cyc} channel {c}: grant tenant {tenant} bytes {nbytes} "
+                                   f"for a request of tenant {rec[3]} bytes {rec[4]}")
+                grants[id(rec)] = (cyc, KINDS.get(kind, str(kind)))
+    if trace_rows is None:
+        order = sorted(accepted, key=lambda r: (r[0], r[2]))
+        rows = [TraceRow(i, r[0], r[2], r[3], r[4]) for i, r in enumerate(order)]
+        pairs = list(zip(rows, order))
+    else:
+        # Match each accepted request to its trace row: same channel, id = row index mod 2^id_width.
+        pending = defaultdict(deque)
+        for row in trace_rows:
+            pending[(row.channel, row.id & id_mask)].append(row)
+        pairs = []
+        for rec in sorted(accepted, key=lambda r: r[1]):
+            q = pending.get((rec[2], rec[5]))
+            if not q:
+                raise VcdError(f"cycle {rec[1]} channel {rec[2]}: accepted id {rec[5]} matches no trace row")
+            pairs.append((q.popleft(), rec))
+        rows = list(trace_rows)
+    log = []
+    for row, rec in pairs:
+        g = grants.get(id(rec))
+        if g is None:
+            log.append(LogRow(row.id, row.cycle, None, rec[2], rec[3], rec[4], "dropped"))
+        else:
+            log.append(LogRow(row.id, row.cycle, g[0], rec[2], rec[3], rec[4], g[1]))
+    log.sort(key=lambda r: r.id)
+    return log, rows
+
+
+def check_vcd(vcd, compiled, trace=None) -> list[str]:
+    """Mismatches between the grant log in ``vcd`` and the golden model's replay of
+    the same trace (``trace``: the trace CSV, else the trace rebuilt from the VCD)."""
+    params = compiled.params
+    trace_rows = read_trace(trace, params) if trace is not None else None
+    try:
+        got, rows = grant_log_from_vcd(vcd, params, trace_rows)
+    except VcdError as e:
+        return [f"{Path(vcd)}: {e}"]
+    want = replay_model(params, compiled.config, rows, compiled.bytes_per_cycle).log
+    out = []
+    by_id = {r.id: r for r in got}
+    for w in want:
+        g = by_id.get(w.id)
+        if g is None:
+            out.append(f"request {w.id} (channel {w.channel}, arrival {w.arrival_cycle}): in the model's "
+                       f"log ({w.kind} at cycle {w.grant_cycle}) but never accepted in the VCD")
+            continue
+        for f in ("arrival_cycle", "grant_cycle", "channel", "tenant", "bytes", "kind"):
+            if getattr(w, f) != getattr(g, f):
+                out.append(f"request {w.id}: {f}: model {getattr(w, f)} vcd {getattr(g, f)}")
+    extra = set(by_id) - {w.id for w in want}
+    for i in sorted(extra):
+        out.append(f"request {i}: in the VCD but not in the model's log")
+    return out
