@@ -17,9 +17,9 @@ just before the rising edge that ends it):
 3. account for requests: an accepted valid request must be granted exactly
    once, with its tenant and bytes.
 
-AXI reads are checked too: the data of a read must equal the model's value
-of that register at some cycle between the address handshake and the data
-handshake (the spec does not fix the read latency).
+AXI reads are checked too (spec §9): the data of a read must equal the
+model's value of that register in the cycle after the address handshake, and
+arrive no earlier than two cycles after it.
 
 The first mismatch raises :class:`Mismatch` naming the cycle, channel,
 field, expected and actual values and the seed.
@@ -71,7 +71,7 @@ class Scoreboard:
         self.outstanding: list[dict] = [dict() for _ in range(self.params.channels)]
         self._aw = None
         self._w = None
-        self._reads: list[list] = []  # [addr, set of expected values]
+        self._reads: list[list] = []  # [addr, AR cycle, expected value or None]
 
     def flush(self) -> list:
         """Requests lost to a reset (accepted but not yet granted)."""
@@ -160,6 +160,23 @@ class Scoreboard:
             readies.append(bool(s.grant_ready[c]))
             if self.check_internal:
                 self._check_state(c, ch, req)
+        # Reads (spec §9): the data is the register's value in the cycle after the AR
+        # handshake, returned two cycles after it.
+        for rd in self._reads:
+            if rd[2] is None and t == rd[1] + 1:
+                rd[2] = self.expected_read(rd[0])
+        if s.r is not None:
+            if not self._reads:
+                self.fail("axil.rvalid", "no read outstanding", f"read data {s.r:#x}")
+            addr, ar_cycle, expected = self._reads.pop(0)
+            self.compared += 1
+            if t < ar_cycle + 2:
+                self.fail(f"axil read @{addr:#06x} latency", f">= 2 cycles after AR (cycle {ar_cycle})",
+                          f"data handshake in cycle {t}")
+            if s.r != expected:
+                self.fail(f"axil read @{addr:#06x}", f"{expected:#x}", f"{s.r:#x}")
+        if s.ar is not None:
+            self._reads.append([s.ar, t, None])
         # Register writes: the write happens in the cycle of the later of the AW
         # and W handshakes (AXI lets them come in either order).
         if s.aw is not None:
@@ -173,20 +190,6 @@ class Scoreboard:
         snap = False
         if write is not None:
             snap = self.mirror.write(*write)
-        # Reads: collect the values the register may legally return.
-        for rd in self._reads:
-            rd[1].add(self.expected_read(rd[0]))
-        if s.r is not None:
-            if not self._reads:
-                self.fail("axil.rvalid", "no read outstanding", f"read data {s.r:#x}")
-            addr, allowed = self._reads.pop(0)
-            self.compared += 1
-            if s.r not in allowed:
-                self.fail(f"axil read @{addr:#06x}", " or ".join(f"{v:#x}" for v in sorted(allowed)),
-                          f"{s.r:#x}")
-        if s.ar is not None:
-            self._reads.append([s.ar, {self.expected_read(s.ar)}])
-
         results = m.step(reqs, readies, snap)
 
         for c, res in enumerate(results):
