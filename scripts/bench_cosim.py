@@ -39,7 +39,9 @@ def bench(sim: str, params: FabricParams, cycles: int, seed: int) -> dict:
     results = run_cosim(params, sim, "random_long", out, seed=seed, cycles=cycles, waves=False)
     total_s = time.perf_counter() - t0
     tc = next(ET.parse(results).iter("testcase"))
-    sim_cycles = round(float(tc.get("sim_time_ns")) / CLOCK_NS)
+    props = {p.get("name"): p.get("value") for p in tc.iter("property")}
+    assert props.get("sim_time_unit") == "ns", props
+    sim_cycles = round(float(props["sim_time_duration"]) / CLOCK_NS)
     test_s = float(tc.get("time"))
     return {
         "simulator": sim,
