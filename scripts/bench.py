@@ -76,8 +76,15 @@ def bench_replay(decode_cycles: int) -> dict:
 
 
 def bench_cosim(cycles: int) -> list[dict]:
-    from scripts.bench_cosim import measure  # cocotb + simulators; see scripts/bench_cosim.py
-    return [measure(sim, cycles) for sim in ("icarus", "verilator")]
+    """Checked co-simulation of the default 8 x 8 Verilog (scripts/bench_cosim.py)."""
+    from scripts.bench_cosim import bench  # cocotb + simulators
+    out = []
+    for sim in ("icarus", "verilator"):
+        r = bench(sim, FabricParams(), cycles, seed=1)
+        r.update(sim=sim, what="cocotb, 8 x 8 fabric, golden model compared every cycle",
+                 cycles_per_s=r["cycles_per_second"])
+        out.append(r)
+    return out
 
 
 def bench_system(seconds_budget: float) -> dict:
