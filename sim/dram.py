@@ -13,7 +13,11 @@ by the command scheduler:
 ``frfcfs``
     First-ready FCFS (Rixner et al., ISCA 2000): a ready row hit beats an
     older request that needs a precharge; the oldest ready command wins
-    among equals.  Writes are buffered and drained in batches between a
+    among equals.  As in production controllers (and Ramulator's
+    FRFCFS_Cap) at most ``row_hit_cap`` hits may bypass an older request to
+    the same bank; without the cap a streaming tenant that keeps hitting an
+    open row starves another tenant's request to that bank for thousands
+    of cycles.  Writes are buffered and drained in batches between a
     high and a low watermark, as real controllers do, so that bus
     turnarounds (tRTW, tWTR) are paid per batch rather than per write.
 
@@ -36,7 +40,8 @@ from .hbm3 import HBM3_6400, HBM3_GEOMETRY
 __all__ = ["Request", "Channel", "HIT", "MISS", "CONFLICT", "NEVER"]
 
 NEVER = 1 << 62
-_OTHER_DIRECTION = 1 << 48  # rank offset: row commands for the idle bus direction go last
+# Commands a bank can want next (identity-compared sentinels).
+_COL, _ACT, _PRE, _REF = "COL", "ACT", "PRE", "REF"
 
 # How a request found its bank when it was served.
 HIT, MISS, CONFLICT = 1, 2, 3
@@ -55,11 +60,12 @@ class Request:
     arrival : int
         Cycle the request entered the memory system (source queue).
     owner : object
-        Whoever is told about completion: ``owner.complete(req, cycle)``.
-    tag : object
-        Owner's bookkeeping (e.g. which decode step the read belongs to).
+        The transaction the access belongs to (see :mod:`sim.system`).
     seq : int
         Global arrival order; ties in ``arrival`` are broken by it.
+    rank : int
+        Scheduling order among equals (lower first): ``seq``, unless the
+        front end marks the request as less urgent.
     admitted, issued, done : int
         Cycles of entry into the transaction queue, of the column command,
         and of the end of the data burst.
@@ -70,27 +76,25 @@ class Request:
     """
 
     __slots__ = (
-        "tenant", "is_write", "bank", "row", "arrival", "owner", "tag", "seq",
-        "admitted", "issued", "done", "kind", "nbytes", "to_cxl", "evicted",
+        "tenant", "is_write", "bank", "row", "arrival", "owner", "seq", "rank",
+        "admitted", "issued", "done", "kind", "nbytes", "evicted",
     )
 
-    def __init__(self, tenant, is_write, bank, row, arrival, owner=None, tag=None,
-                 nbytes=32, to_cxl=False):
+    def __init__(self, tenant, is_write, bank, row, arrival, owner=None, nbytes=32):
         self.tenant = tenant
         self.is_write = is_write
         self.bank = bank
         self.row = row
         self.arrival = arrival
         self.owner = owner
-        self.tag = tag
         self.seq = 0
+        self.rank = 0
         self.admitted = -1
         self.issued = -1
         self.done = -1
         self.kind = 0
         self.evicted = -1
         self.nbytes = nbytes
-        self.to_cxl = to_cxl
 
     def __repr__(self):
         op = "WR" if self.is_write else "RD"
@@ -104,13 +108,17 @@ class Channel:
     Parameters
     ----------
     scheduler : {"fcfs", "frfcfs"}
-    queue_capacity : int
-        Transaction-queue entries shared by both pseudo-channels.
+    queue_capacity, write_capacity : int
+        Read-queue and write-queue entries (32-byte accesses), each shared
+        by both pseudo-channels.  Separate queues, as in production
+        controllers, keep buffered writes from taking the reads' entries.
     refresh : bool
         Model per-bank refresh.  Latency tests turn it off to see the bare
         timing set.
     write_high, write_low : int
-        FR-FCFS write-drain watermarks (queued writes).
+        FR-FCFS write-drain watermarks, queued writes per pseudo-channel.
+    row_hit_cap : int
+        FR-FCFS: row hits that may bypass an older request to their bank.
     n_tenants : int
         Size of the per-tenant statistics arrays.
     log_commands : bool
@@ -120,12 +128,13 @@ class Channel:
     """
 
     def __init__(self, *, timing=HBM3_6400, geometry=HBM3_GEOMETRY, scheduler="frfcfs",
-                 queue_capacity=64, refresh=True, write_high=24, write_low=8,
-                 n_tenants=8, log_commands=False):
+                 queue_capacity=128, write_capacity=64, refresh=True, write_high=28,
+                 write_low=4, row_hit_cap=16, n_tenants=8, log_commands=False):
         if scheduler not in ("fcfs", "frfcfs"):
             raise ValueError(f"Scheduler must be 'fcfs' or 'frfcfs', not {scheduler!r}")
-        if not isinstance(queue_capacity, int) or queue_capacity <= 0:
-            raise ValueError(f"Queue capacity must be a positive integer, not {queue_capacity!r}")
+        for what, cap in (("Queue", queue_capacity), ("Write queue", write_capacity)):
+            if not isinstance(cap, int) or cap <= 0:
+                raise ValueError(f"{what} capacity must be a positive integer, not {cap!r}")
         if not 0 <= write_low < write_high:
             raise ValueError(f"Write watermarks must satisfy 0 <= low < high, not {write_low}, {write_high}")
         self.timing = timing
@@ -133,9 +142,11 @@ class Channel:
         self.frfcfs = scheduler == "frfcfs"
         self.scheduler = scheduler
         self.capacity = queue_capacity
+        self.write_capacity = write_capacity
         self.refresh = refresh
         self.write_high = write_high
         self.write_low = write_low
+        self.row_hit_cap = row_hit_cap
         g = geometry
         nb = g.banks
         nbg = nb // g.banks_per_group
@@ -172,11 +183,19 @@ class Channel:
         self._next_ref_due = min(self.ref_due)
         # Transaction queue, kept per bank in arrival order.
         self.bank_queue = [[] for _ in range(nb)]
+        self._cand = [False] * nb  # cached _candidate() per bank; False = stale
+        self._bypassed = [0] * nb  # FR-FCFS hits served past an older request
         self.active = set()
-        self.occupancy = 0
+        self.occupancy = 0         # reads and writes queued
+        self.writes_queued = 0
         self.tenant_occupancy = [0] * n_tenants
-        self.queued_writes = 0
-        self.write_mode = False
+        # Bus direction per pseudo-channel: each has its own data bus, so
+        # each turns around on its own.
+        self.pc_queued = [0] * npc
+        self.pc_writes = [0] * npc
+        self.write_mode = [False] * npc
+        self._batch = [0] * npc    # writes issued in the current write batch
+        self._stuck = [False] * npc  # no candidate in the current direction
         # In-flight data bursts: (done cycle, seq, request).
         self.inflight = []
         # Statistics.
@@ -184,18 +203,24 @@ class Channel:
         self.log = [] if log_commands else None
 
     # -- queue -------------------------------------------------------------
-    def has_room(self):
-        return self.occupancy < self.capacity
+    def has_room(self, entries=1, is_write=False):
+        if is_write:
+            return self.writes_queued + entries <= self.write_capacity
+        return self.occupancy - self.writes_queued + entries <= self.capacity
 
     def enqueue(self, req, now):
         """Accept a request into the transaction queue (caller checks room)."""
         req.admitted = now
+        self._cand[req.bank] = False
         self.bank_queue[req.bank].append(req)
         self.active.add(req.bank)
         self.occupancy += 1
         self.tenant_occupancy[req.tenant] += 1
+        pc = self._pc_of[req.bank]
+        self.pc_queued[pc] += 1
         if req.is_write:
-            self.queued_writes += 1
+            self.pc_writes[pc] += 1
+            self.writes_queued += 1
 
     def pop_completions(self, now):
         """Requests whose data burst has ended by ``now``."""
@@ -238,13 +263,24 @@ class Channel:
         b = req.bank
         pc = self._pc_of[b]
         bg = self._bg_of[b]
-        self.bank_queue[b].remove(req)
+        queue = self.bank_queue[b]
+        if self.frfcfs:
+            is_write, rank = req.is_write, req.rank
+            for r in queue:
+                if r.rank < rank and r.is_write == is_write:
+                    self._bypassed[b] += 1
+                    break
+        queue.remove(req)
+        self._cand[b] = False
         if not self.bank_queue[b]:
             self.active.discard(b)
         self.occupancy -= 1
         self.tenant_occupancy[req.tenant] -= 1
+        self.pc_queued[pc] -= 1
         if req.is_write:
-            self.queued_writes -= 1
+            self.pc_writes[pc] -= 1
+            self.writes_queued -= 1
+            self._batch[pc] += 1
             end = now + tm.CWL + tm.burst
             self.next_pre[b] = max(self.next_pre[b], end + tm.tWR)
             self.bg_next_wr[bg] = max(self.bg_next_wr[bg], now + tm.tCCD_L)
@@ -283,6 +319,8 @@ class Channel:
         pc = self._pc_of[b]
         now = self._row_command_edge(now, tm.act_bus_half)
         self.open_row[b] = req.row
+        self._cand[b] = False
+        self._bypassed[b] = 0
         self.next_rd[b] = now + tm.tRCD_RD
         self.next_wr[b] = now + tm.tRCD_WR
         self.next_pre[b] = now + tm.tRAS
@@ -317,6 +355,7 @@ class Channel:
         if self.log is not None:
             self.log.append((now, "PRE", b, self.open_row[b], self.row_bus_free_half - tm.pre_bus_half))
         self.open_row[b] = -1
+        self._cand[b] = False
         self.stats.pres += 1
 
     def _issue_ref(self, b, now):
@@ -324,6 +363,7 @@ class Channel:
         now = self._row_command_edge(now, tm.ref_bus_half)
         self.next_act[b] = now + tm.tRFCpb
         self.refresh_pending[b] = False
+        self._cand[b] = False
         pc = self._pc_of[b]
         self.ref_bank[pc] = -1
         self._next_ref_due = min(self._next_ref_due, self.ref_due[pc])
@@ -353,6 +393,7 @@ class Channel:
                 b = min(todo, key=self._refresh_cost)
                 todo.discard(b)
                 self.refresh_pending[b] = True
+                self._cand[b] = False
                 self.ref_bank[pc] = b
                 self.ref_due[pc] += self.timing.tREFIpb
         self._next_ref_due = min(due for pc, due in enumerate(self.ref_due) if self.ref_bank[pc] < 0) \
@@ -362,8 +403,53 @@ class Channel:
         return (len(self.bank_queue[b]), self.open_row[b] >= 0, b)
 
     # -- scheduling ----------------------------------------------------------
-    def tick(self, now):
+    def _candidate(self, b):
+        """What bank ``b`` wants next: ``(command, request, rank, not_before)``.
+
+        None if nothing.  ``not_before`` is the bank's own earliest cycle for
+        that command; bank-local timing only changes through commands to the
+        bank, which invalidate the cache, so it stays a valid lower bound.
+        Cached per bank and recomputed only when the bank's queue, open row,
+        refresh state or the bus direction changes.
+        """
+        if self.refresh_pending[b]:
+            return None
+        queue = self.bank_queue[b]
+        row = self.open_row[b]
+        if self.frfcfs:
+            # Only requests of the current bus direction (write batching);
+            # the best-ranked hit, else the best-ranked request.
+            write_mode = self.write_mode[self._pc_of[b]]
+            head = None
+            hit = None
+            for r in queue:
+                if r.is_write == write_mode:
+                    if head is None or r.rank < head.rank:
+                        head = r
+                    if r.row == row and (hit is None or r.rank < hit.rank):
+                        hit = r
+            if head is None:
+                return None
+            if hit is not None and (hit is head or self._bypassed[b] < self.row_hit_cap):
+                return (_COL, hit, hit.rank, self.next_wr[b] if hit.is_write else self.next_rd[b])
+            rank = head.rank
+        else:
+            head = queue[0]
+            if head.row == row:
+                return (_COL, head, head.rank, self.next_wr[b] if head.is_write else self.next_rd[b])
+            rank = head.rank
+        if row >= 0:
+            return (_PRE, head, rank, self.next_pre[b])
+        return (_ACT, head, rank, self.next_act[b])
+
+    def tick(self, now, horizon=NEVER):
         """Issue at most one column and one row command at cycle ``now``.
+
+        Parameters
+        ----------
+        horizon : int
+            The caller's next visit for other reasons; the wake-up time is
+            not worked out beyond it.
 
         Returns
         -------
@@ -371,149 +457,143 @@ class Channel:
             The next cycle at which a command could possibly issue (or a
             refresh fall due), so that the caller may skip idle clocks.
         """
-        # This is the hot loop of every experiment: readiness is tested with
-        # chained comparisons, and exact ready times are computed only when
-        # nothing issues and the caller needs to know how far to skip.
+        # This is the hot loop of every experiment: what each bank wants is
+        # cached, readiness is tested with chained comparisons, and exact
+        # ready times are computed only when nothing issues and the caller
+        # needs to know how far to skip.
         if self.refresh and now >= self._next_ref_due:
             self._refresh_due(now)
         if self.frfcfs:
             self._update_write_mode()
-        frfcfs = self.frfcfs
-        write_mode = self.write_mode
         open_row = self.open_row
-        refresh_pending = self.refresh_pending
         pc_of, bg_of, sid_of = self._pc_of, self._bg_of, self._sid_of
         next_rd, next_wr, next_act, next_pre = self.next_rd, self.next_wr, self.next_act, self.next_pre
         bg_next_rd, bg_next_wr, bg_next_act = self.bg_next_rd, self.bg_next_wr, self.bg_next_act
-        pc_next_rd, pc_next_wr = self.pc_next_rd, self.pc_next_wr
-        pc_next_act, pc_next_pre, pc_faw = self.pc_next_act, self.pc_next_pre, self.pc_faw
         pc_last_sid, pc_last_col = self.pc_last_sid, self.pc_last_col
-        tCCD_R, tFAW = self.timing.tCCD_R, self.timing.tFAW
+        tCCD_R = self.timing.tCCD_R
         row_bus_ok = self.row_bus_free_half // 2 <= now
-        bank_queue = self.bank_queue
+        # Pseudo-channel gates: a bank is only looked at closely if its
+        # pseudo-channel could take that kind of command at all.
+        pc_rd_ok = [t <= now for t in self.pc_next_rd]
+        pc_wr_ok = [t <= now for t in self.pc_next_wr]
+        tFAW = self.timing.tFAW
+        pc_act_ok = [row_bus_ok and t <= now and faw[0] + tFAW <= now
+                     for t, faw in zip(self.pc_next_act, self.pc_faw)]
+        pc_pre_ok = [row_bus_ok and t <= now for t in self.pc_next_pre]
+        cache = self._cand
 
         best_col = None
-        best_col_seq = NEVER
+        best_col_rank = NEVER
         best_row = None       # (command, bank, request)
-        best_row_seq = NEVER
+        best_row_rank = NEVER
         deferred = []         # candidates that were not ready, for the wake-up time
+        need_wake = horizon > now + 1
         # Refresh first: a pending refresh beats any other row command.
         for b in self.ref_bank:
             if b < 0:
                 continue
             if open_row[b] >= 0:
-                if row_bus_ok and next_pre[b] <= now and pc_next_pre[pc_of[b]] <= now:
-                    best_row, best_row_seq = ("PRE", b, None), -1
+                if pc_pre_ok[pc_of[b]] and next_pre[b] <= now:
+                    best_row, best_row_rank = (_PRE, b, None), -1
                     break
-                deferred.append(("PRE", b, None))
+                need_wake and deferred.append((_PRE, b, None))
             else:
                 if row_bus_ok and next_act[b] <= now:
-                    best_row, best_row_seq = ("REF", b, None), -1
+                    best_row, best_row_rank = (_REF, b, None), -1
                     break
-                deferred.append(("REF", b, None))
+                need_wake and deferred.append((_REF, b, None))
 
+        has_work = [False] * len(pc_rd_ok)
         for b in self.active:
-            if refresh_pending[b]:
+            cand = cache[b]
+            if cand is False:
+                cand = cache[b] = self._candidate(b)
+            if cand is None:
                 continue
-            queue = bank_queue[b]
-            row = open_row[b]
-            if frfcfs:
-                # Column commands only in the current bus direction (write
-                # batching); a bank with nothing in that direction may still
-                # prepare its row for the other one, behind every
-                # current-direction row command.
-                head = None
-                hit = None
-                other = None
-                other_hit = False
-                for r in queue:
-                    if r.is_write == write_mode:
-                        if head is None:
-                            head = r
-                        if r.row == row:
-                            hit = r
-                            break
-                    elif other is None:
-                        other = r
-                        other_hit = r.row == row
-                    elif r.row == row:
-                        other_hit = True
-                if head is None:
-                    if other is None or other_hit:
-                        continue
-                    head = other
-            else:
-                head = queue[0]
-                hit = head if head.row == row else None
-            if hit is not None:
-                if hit.seq < best_col_seq:
+            cmd, req, rank, not_before = cand
+            has_work[pc_of[b]] = True
+            if not_before > now:
+                need_wake and deferred.append((cmd, b, req))
+                continue
+            if cmd is _COL:
+                if rank < best_col_rank:
                     p = pc_of[b]
                     g = bg_of[b]
-                    if hit.is_write:
-                        ok = next_wr[b] <= now and bg_next_wr[g] <= now and pc_next_wr[p] <= now
+                    if req.is_write:
+                        ok = pc_wr_ok[p] and next_wr[b] <= now and bg_next_wr[g] <= now
                     else:
-                        ok = next_rd[b] <= now and bg_next_rd[g] <= now and pc_next_rd[p] <= now
+                        ok = pc_rd_ok[p] and next_rd[b] <= now and bg_next_rd[g] <= now
                     if ok and pc_last_sid[p] != sid_of[b]:
                         ok = pc_last_col[p] + tCCD_R <= now
                     if ok:
-                        best_col, best_col_seq = hit, hit.seq
+                        best_col, best_col_rank = req, rank
                     else:
-                        deferred.append(("COL", b, hit))
-            else:
-                rank = head.seq if head.is_write == write_mode or not frfcfs else head.seq + _OTHER_DIRECTION
-                if rank >= best_row_seq:
-                    continue
-                p = pc_of[b]
-                if row >= 0:
-                    if row_bus_ok and next_pre[b] <= now and pc_next_pre[p] <= now:
-                        best_row, best_row_seq = ("PRE", b, head), rank
-                    else:
-                        deferred.append(("PRE", b, head))
-                elif (row_bus_ok and next_act[b] <= now and bg_next_act[bg_of[b]] <= now
-                      and pc_next_act[p] <= now and pc_faw[p][0] + tFAW <= now):
-                    best_row, best_row_seq = ("ACT", b, head), rank
+                        need_wake and deferred.append((_COL, b, req))
+            elif rank < best_row_rank:
+                if cmd is _PRE:
+                    ok = pc_pre_ok[pc_of[b]] and next_pre[b] <= now
                 else:
-                    deferred.append(("ACT", b, head))
+                    ok = (pc_act_ok[pc_of[b]] and next_act[b] <= now
+                          and bg_next_act[bg_of[b]] <= now)
+                if ok:
+                    best_row, best_row_rank = (cmd, b, req), rank
+                else:
+                    need_wake and deferred.append((cmd, b, req))
 
+        if self.frfcfs:
+            # A direction with nothing it can do hands the bus over.
+            for pc, busy in enumerate(has_work):
+                if not busy and self.pc_queued[pc]:
+                    self._stuck[pc] = True
         if best_col is not None:
             self._issue_column(best_col, now)
         if best_row is not None:
-            kind, b, req = best_row
-            if kind == "ACT":
+            cmd, b, req = best_row
+            if cmd is _ACT:
                 self._issue_act(b, req, now)
-            elif kind == "PRE":
+            elif cmd is _PRE:
                 self._issue_pre(b, now, req)
             else:
                 self._issue_ref(b, now)
-        if best_col is not None or best_row is not None:
+        if best_col is not None or best_row is not None or horizon <= now + 1:
             return now + 1
-        wake = self._next_ref_due if self.refresh else NEVER
-        for kind, b, req in deferred:
-            if kind == "COL":
+        wake = min(self._next_ref_due if self.refresh else NEVER, horizon)
+        for cmd, b, req in deferred:
+            if cmd is _COL:
                 t = self._column_ready(req)
-            elif kind == "ACT":
+            elif cmd is _ACT:
                 t = self._act_ready(b)
-            elif kind == "PRE":
+            elif cmd is _PRE:
                 t = self._pre_ready(b)
             else:
                 t = max(self.next_act[b], self._row_bus_cycle())
             if t < wake:
                 wake = t
+                if wake <= now + 1:
+                    break
         return max(wake, now + 1)
 
     def _pending_refresh_banks(self):
         return [b for b in self.ref_bank if b >= 0]
 
     def _update_write_mode(self):
-        if not self.frfcfs:
-            return
-        writes = self.queued_writes
-        reads = self.occupancy - writes
-        if self.write_mode:
-            if writes == 0 or (writes <= self.write_low and reads > 0):
-                self.write_mode = False
-        elif writes >= self.write_high or (reads == 0 and writes > 0):
-            self.write_mode = True
+        for pc in range(len(self.write_mode)):
+            writes = self.pc_writes[pc]
+            reads = self.pc_queued[pc] - writes
+            mode = was = self.write_mode[pc]
+            stuck = self._stuck[pc]
+            self._stuck[pc] = False
+            if mode:
+                if writes == 0 or (reads > 0 and (stuck or writes <= self.write_low or
+                                                  self._batch[pc] >= self.write_high - self.write_low)):
+                    mode = False
+            elif writes >= self.write_high or (writes > 0 and (reads == 0 or stuck)):
+                mode = True
+                self._batch[pc] = 0
+            if mode != was:
+                self.write_mode[pc] = mode
+                per_pc = self.geometry.banks_per_pc
+                self._cand[pc * per_pc:(pc + 1) * per_pc] = [False] * per_pc
 
 
 class ChannelStats:

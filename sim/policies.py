@@ -2,10 +2,11 @@
 
 A policy has two halves:
 
-* the *front end*: every memory cycle in which the transaction queue has a
-  free entry, :meth:`Policy.pick` is offered the oldest waiting request of
+* the *front end*: every memory cycle in which the transaction queue has
+  room, :meth:`Policy.pick` is offered the oldest waiting transaction of
   each tenant (tenant, bytes, arrival cycle, target bank) and returns the
-  one to admit, or None;
+  one to admit, or None (a front end with its own pipeline, such as the
+  fabric's, overrides :meth:`Policy.front_end` instead);
 * the *command scheduler* inside :class:`~sim.dram.Channel` (``fcfs`` or
   ``frfcfs``), named by :attr:`Policy.scheduler`, which then serves the
   admitted requests.
@@ -17,6 +18,8 @@ passes to the address map).  The fabric policy lives in
 :mod:`sim.fabric`, as an adapter around the golden model.
 """
 
+from .dram import NEVER
+from .system import TRANSACTION_ACCESSES
 from .tenants import SoftwareThrottle
 
 __all__ = ["Policy", "FcfsPolicy", "FrFcfsPolicy", "ThrottlePolicy", "StaticPartitionPolicy"]
@@ -42,27 +45,40 @@ class Policy:
         """Configure tenants and bind to the system before the run."""
         self.system = system
 
-    def on_arrival(self, req, now):
-        """A tenant submitted ``req`` (it waits in the tenant's source queue)."""
+    def on_arrival(self, txn, now):
+        """A tenant submitted ``txn`` (it waits in the tenant's source queue)."""
 
-    def on_complete(self, req, now):
-        """``req``'s data burst ended."""
+    def on_complete(self, txn, now):
+        """``txn``'s last data burst ended."""
+
+    def front_end(self, now):
+        """Admit at most one transaction at ``now``.
+
+        Returns the next cycle the front end needs to be called even if
+        nothing else happens (NEVER when it only waits for arrivals or room).
+        """
+        system = self.system
+        if not system.waiting:
+            return NEVER
+        heads = [q[0] for q in system.sources if q and system.room_for(q[0])]
+        if not heads:
+            return NEVER
+        txn = self.pick(now, heads)
+        if txn is None:
+            return NEVER  # only a freed entry or an arrival changes the answer
+        system.admit(txn, now)
+        return now + 1
 
     def pick(self, now, heads):
-        """Choose among the head requests of tenants with waiting requests.
+        """Choose among the head transactions of tenants with waiting work.
 
-        ``heads`` is never empty and the transaction queue has room.
+        ``heads`` is never empty and each of them fits the transaction queue.
         """
         return min(heads, key=_arrival_order)
 
-    def next_decision(self, now):
-        """Earliest cycle :meth:`pick` could admit something new, given no
-        new arrivals; front ends that may refuse override this."""
-        return now + 1
 
-
-def _arrival_order(req):
-    return req.seq
+def _arrival_order(txn):
+    return txn.seq
 
 
 class FcfsPolicy(Policy):
@@ -79,8 +95,8 @@ class FrFcfsPolicy(Policy):
     scheduler = "frfcfs"
 
 
-class ThrottlePolicy(FrFcfsPolicy):
-    """FR-FCFS controller, with software sleeps capping the prefill tenants.
+class ThrottlePolicy(Policy):
+    """Software sleeps capping the prefill tenants, in front of a plain controller.
 
     Parameters
     ----------
@@ -89,19 +105,21 @@ class ThrottlePolicy(FrFcfsPolicy):
     period : int
         Sleep granularity in cycles: the quota for a period is issued at full
         speed, then the tenant sleeps (the essay's "inserting sleeps").
-    peak_accesses_per_cycle : Fraction
+    scheduler : {"fcfs", "frfcfs"}
+        The controller behind the throttle (the essay's baseline is FCFS).
     """
 
     name = "SW throttle"
 
-    def __init__(self, *, share, period, peak_accesses_per_cycle=1):
+    def __init__(self, *, share, period, scheduler="fcfs"):
         self.share = share
         self.period = period
-        self.peak = peak_accesses_per_cycle
+        self.scheduler = scheduler
 
     def prepare(self, tenants, system):
         super().prepare(tenants, system)
-        quota = int(self.share * self.peak * self.period)
+        # Channel peak is one 32 B access per cycle.
+        quota = max(1, int(self.share * self.period / TRANSACTION_ACCESSES))
         for t in tenants:
             if t.kind == "prefill":
                 t.throttle = SoftwareThrottle(quota, self.period)
@@ -119,12 +137,14 @@ class StaticPartitionPolicy(FrFcfsPolicy):
 
     def prepare(self, tenants, system):
         super().prepare(tenants, system)
-        self.slots = max(1, system.channel.capacity // len(tenants))
+        channel = system.channel
+        self.slots = max(1, (channel.capacity + channel.write_capacity) // len(tenants))
 
     def pick(self, now, heads):
         occupancy = self.system.channel.tenant_occupancy
         best = None
-        for req in heads:
-            if occupancy[req.tenant] < self.slots and (best is None or req.seq < best.seq):
-                best = req
+        for txn in heads:
+            fits = occupancy[txn.tenant] + len(txn.accesses) <= self.slots
+            if fits and (best is None or txn.seq < best.seq):
+                best = txn
         return best

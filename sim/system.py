@@ -1,18 +1,71 @@
 """The simulation loop: tenants, front-end policy, channel, CXL, events.
 
+Tenants issue :class:`Transaction` s: 128-byte memory requests (a GPU L2
+line), each served by the channel as four 32-byte column accesses, two per
+pseudo-channel.  The front end (the policy) moves transactions from the
+tenants' source queues into the controller's transaction queue; the channel
+serves their accesses; a transaction completes when its last burst ends.
+
 Time advances in memory-clock cycles but skips clocks in which nothing can
 happen: the loop visits the next cycle at which a command could issue, a
-data burst ends, a tenant timer fires or the front end could admit.
+data burst ends, a tenant timer fires or the front end asks to be called.
 """
 
 import heapq
 from collections import deque
 
-from .dram import NEVER, Channel
+from .dram import NEVER, Channel, Request
 from .hbm3 import HBM3_6400, HBM3_GEOMETRY
 from .mapping import AddressMap
 
-__all__ = ["System", "CxlLink"]
+__all__ = ["System", "Transaction", "CxlLink", "TRANSACTION_ACCESSES"]
+
+#: 32-byte accesses per transaction: 128 B, two bursts on each pseudo-channel.
+TRANSACTION_ACCESSES = 4
+
+
+class Transaction:
+    """One tenant memory request of ``TRANSACTION_ACCESSES`` accesses.
+
+    Attributes
+    ----------
+    tenant : int
+    nbytes : int
+    is_write : bool
+    accesses : list of Request
+    arrival, seq : int
+        Cycle and global order of issue by the tenant.
+    owner : Tenant
+        Told ``owner.complete(txn, cycle)`` when the last access ends.
+    tag : object
+        The owner's bookkeeping.
+    to_cxl : bool
+        Served by the CXL link instead of HBM.
+    """
+
+    __slots__ = ("tenant", "nbytes", "is_write", "accesses", "left", "arrival", "seq", "owner",
+                 "tag", "to_cxl", "admitted", "done")
+
+    def __init__(self, tenant, is_write, accesses, arrival, owner, tag=None, to_cxl=False):
+        self.tenant = tenant
+        self.is_write = is_write
+        self.accesses = accesses
+        self.nbytes = sum(a.nbytes for a in accesses)
+        self.left = len(accesses)
+        self.arrival = arrival
+        self.seq = 0
+        self.owner = owner
+        self.tag = tag
+        self.to_cxl = to_cxl
+        self.admitted = -1
+        self.done = -1
+        for a in accesses:
+            a.owner = self
+
+    @property
+    def bank(self):
+        """Bank of the first access (the others share its bank and row index)."""
+        return self.accesses[0].bank
 
 
 class CxlLink:
@@ -33,10 +86,10 @@ class CxlLink:
         self.free_at = 0
         self.accesses = 0
 
-    def serve(self, now):
-        """Completion cycle of an access issued at ``now``."""
-        self.free_at = max(self.free_at, now) + self.cycles_per_access
-        self.accesses += 1
+    def serve(self, now, accesses):
+        """Completion cycle of ``accesses`` issued at ``now``."""
+        self.free_at = max(self.free_at, now) + self.cycles_per_access * accesses
+        self.accesses += accesses
         return self.free_at + self.latency
 
 
@@ -72,11 +125,10 @@ class System:
         self.sources = [deque() for _ in tenants]
         self.waiting = 0
         self.now = 0
-        self.busy_cycles = 0      # cycles with work queued at the front end or controller
+        self.busy_cycles = 0      # cycles with work at the front end or in the controller
         self._events = []
         self._event_seq = 0
         self._seq = 0
-        self._busy_since = None
         self._started = False
 
     # -- services for tenants ----------------------------------------------------
@@ -85,18 +137,54 @@ class System:
         self._event_seq += 1
         heapq.heappush(self._events, (cycle, self._event_seq, callback))
 
-    def submit(self, req, now):
-        """A tenant issues ``req`` at ``now``."""
+    def transaction(self, tenant, first_index, is_write, now, tag=None, to_cxl=False):
+        """Build the transaction of ``tenant`` starting at access ``first_index``."""
+        locate = self.address_map.locate
+        accesses = []
+        for i in range(first_index, first_index + TRANSACTION_ACCESSES):
+            bank, row = locate(tenant.tenant_id, i)
+            accesses.append(Request(tenant.tenant_id, is_write, bank, row, now))
+        return Transaction(tenant.tenant_id, is_write, accesses, now, tenant, tag, to_cxl)
+
+    def submit(self, txn, now):
+        """A tenant issues ``txn`` at ``now``."""
         self._seq += 1
-        req.seq = self._seq
-        req.arrival = now
-        if req.to_cxl:
-            req.done = self.cxl.serve(now)
-            self.schedule(req.done, lambda cycle, r=req: r.owner.complete(r, cycle))
+        txn.seq = self._seq
+        txn.arrival = now
+        for a in txn.accesses:
+            a.seq = a.rank = self._seq
+            a.arrival = now
+        if txn.to_cxl:
+            txn.done = self.cxl.serve(now, len(txn.accesses))
+            self.schedule(txn.done, lambda cycle, t=txn: t.owner.complete(t, cycle))
             return
-        self.sources[req.tenant].append(req)
+        self.sources[txn.tenant].append(txn)
         self.waiting += 1
-        self.policy.on_arrival(req, now)
+        self.policy.on_arrival(txn, now)
+
+    # -- services for the front end ------------------------------------------------
+    def admit(self, txn, now):
+        """Move ``txn`` from its tenant's source queue into the controller."""
+        self.take(txn)
+        self.enqueue(txn, now)
+
+    def take(self, txn):
+        """Remove ``txn`` from its tenant's source queue (a front end holds it)."""
+        source = self.sources[txn.tenant]
+        if source[0] is txn:
+            source.popleft()
+        else:
+            source.remove(txn)
+        self.waiting -= 1
+
+    def enqueue(self, txn, now):
+        """Put ``txn``'s accesses into the controller's transaction queue."""
+        txn.admitted = now
+        for a in txn.accesses:
+            self.channel.enqueue(a, now)
+
+    def room_for(self, txn):
+        return self.channel.has_room(len(txn.accesses), txn.is_write)
 
     # -- the loop --------------------------------------------------------------
     def run(self, until, progress=None):
@@ -111,7 +199,6 @@ class System:
                 t.attach(self)
         channel = self.channel
         policy = self.policy
-        sources = self.sources
         events = self._events
         now = self.now
         reported = now
@@ -120,27 +207,20 @@ class System:
                 _, _, callback = heapq.heappop(events)
                 callback(now)
             for req in channel.pop_completions(now):
-                policy.on_complete(req, now)
-                req.owner.complete(req, now)
-            admit_next = NEVER
-            if self.waiting and channel.has_room():
-                heads = [q[0] for q in sources if q]
-                req = policy.pick(now, heads)
-                if req is not None:
-                    sources[req.tenant].popleft()
-                    self.waiting -= 1
-                    channel.enqueue(req, now)
-                    admit_next = now + 1
-                else:
-                    admit_next = policy.next_decision(now)
-            nxt = channel.tick(now)
-            busy = self.waiting or channel.occupancy
-            nxt = min(nxt, channel.next_completion(), admit_next, events[0][0] if events else NEVER)
+                txn = req.owner
+                txn.left -= 1
+                if not txn.left:
+                    txn.done = now
+                    policy.on_complete(txn, now)
+                    txn.owner.complete(txn, now)
+            nxt = min(policy.front_end(now), channel.next_completion(),
+                      events[0][0] if events else NEVER)
+            nxt = min(nxt, channel.tick(now, nxt))
             nxt = max(nxt, now + 1)
-            if busy:
+            if self.waiting or channel.occupancy:
                 self.busy_cycles += min(nxt, until) - now
             now = nxt
-            if progress is not None and now - reported >= 100_000:
+            if progress is not None and now - reported >= 200_000:
                 progress(min(now, until) - reported)
                 reported = min(now, until)
         if progress is not None and until > reported:

@@ -1,20 +1,20 @@
 """LLM tenants as seen by one HBM channel.
 
-A tenant turns its work into 32-byte requests and hands them to the
+A tenant turns its work into 128-byte transactions and hands them to the
 :class:`~sim.system.System`, which queues them at the memory controller's
-front end.  Every tenant bounds the requests it has in flight (``window``):
-GPUs stall when their miss-status registers are full, so a burst is a queue
-of that depth at the controller, not an unbounded flood.
+front end.  Every tenant bounds the transactions it has in flight
+(``window``): GPUs stall when their miss-status registers are full, so a
+burst is a queue of that depth at the controller, not an unbounded flood.
 
 :class:`DecodeTenant`
-    Decode stream.  A step reads ``step_accesses`` of KV cache as random
-    ``block``-access chunks (a paged KV cache) and its latency is the time
+    Decode stream.  A step reads ``step_bytes`` of KV cache as random
+    ``block_bytes`` chunks (a paged KV cache) and its latency is the time
     until the last of them is served; the next step starts one ``think``
     (compute) interval after the previous one ends.
 :class:`PrefillTenant`
-    Periodic prefill jobs that stream through a region, one in four 1 KiB
-    blocks being KV writes.  Optionally split into chunks with a yield
-    (compute) gap between them, as in the essay's section 6.
+    Periodic prefill jobs that stream through a region, one in
+    ``write_share`` 1 KiB blocks being KV writes.  Optionally split into
+    chunks with a yield (compute) gap between them, as in the essay's §6.
 :class:`GreedyTenant`
     Always backlogged, for isolation and calibration runs.
 """
@@ -22,13 +22,16 @@ of that depth at the controller, not an unbounded flood.
 import random
 from collections import deque
 
-from .dram import NEVER, Request
+from .dram import NEVER
+from .system import TRANSACTION_ACCESSES
 
 __all__ = ["DecodeTenant", "PrefillTenant", "GreedyTenant", "SoftwareThrottle"]
 
+_TXN_BYTES = 32 * TRANSACTION_ACCESSES
+
 
 class Tenant:
-    """Common plumbing: identity, source queue, in-flight window."""
+    """Common plumbing: identity, in-flight window, the system it runs in."""
 
     kind = "tenant"
 
@@ -41,30 +44,32 @@ class Tenant:
         self.priority = priority
         self.in_flight = 0
         self.system = None
-        self.address_map = None
 
     def attach(self, system):
         self.system = system
-        self.address_map = system.address_map
         self.start(0)
 
     def start(self, now):
         """Schedule the first event."""
 
-    def _request(self, index, is_write, now, tag=None, to_cxl=False):
-        bank, row = self.address_map.locate(self.tenant_id, index)
-        return Request(self.tenant_id, is_write, bank, row, now, owner=self, tag=tag,
-                       to_cxl=to_cxl)
+    def capacity_transactions(self):
+        return self.system.address_map.capacity(self.tenant_id) // TRANSACTION_ACCESSES
 
-    def complete(self, req, now):
+    def _issue(self, txn_index, is_write, now, tag=None, to_cxl=False):
+        txn = self.system.transaction(self, txn_index * TRANSACTION_ACCESSES, is_write, now,
+                                      tag, to_cxl)
+        self.in_flight += 1
+        self.system.submit(txn, now)
+
+    def complete(self, txn, now):
         raise NotImplementedError
 
 
 class SoftwareThrottle:
     """Sleeps inserted by software to cap a tenant's average rate.
 
-    In every ``period`` the tenant may issue ``quota`` accesses, as fast as
-    it likes; then it sleeps until the next period.  This is the essay's
+    In every ``period`` the tenant may issue ``quota`` transactions, as fast
+    as it likes; then it sleeps until the next period.  This is the essay's
     "inserting sleeps": the average is capped, a burst within a period is
     not.
     """
@@ -78,7 +83,7 @@ class SoftwareThrottle:
         self.used = 0
 
     def allowed(self, now):
-        """Accesses the tenant may still issue in the period containing ``now``."""
+        """Transactions the tenant may still issue in the period containing ``now``."""
         if now >= self.period_start + self.period:
             self.period_start = now
             self.used = 0
@@ -92,18 +97,18 @@ class SoftwareThrottle:
 
 
 class DecodeTenant(Tenant):
-    """Periodic decode steps of random KV-block reads.
+    """Decode steps of random KV-block reads, closed loop.
 
     Parameters
     ----------
-    step_accesses : int
-        32-byte reads per step in this channel.
+    step_bytes : int
+        KV bytes read per step in this channel.
     think : int
         Cycles of compute between the end of a step and the next step.
-    block : int
-        Consecutive accesses per KV chunk.
-    cxl_fraction : Fraction or float
-        Share of KV blocks spilled to CXL memory (served by ``system.cxl``).
+    block_bytes : int
+        Contiguous bytes per KV chunk (a multiple of 128).
+    cxl_fraction : float
+        Share of KV chunks spilled to CXL memory (served by ``system.cxl``).
     jitter : float
         Think time is drawn uniformly from ``think * (1 ± jitter)`` so that
         streams do not lock into one phase.
@@ -111,44 +116,43 @@ class DecodeTenant(Tenant):
 
     kind = "decode"
 
-    def __init__(self, tenant_id, *, step_accesses, think, block=8, cxl_fraction=0,
+    def __init__(self, tenant_id, *, step_bytes, think, block_bytes=256, cxl_fraction=0,
                  jitter=0.25, seed=0, window=None, **kw):
-        if step_accesses <= 0 or step_accesses % block:
-            raise ValueError(f"Step size must be a positive multiple of the block, not {step_accesses}")
-        super().__init__(tenant_id, window=window or step_accesses, **kw)
-        self.step_accesses = step_accesses
+        if block_bytes % _TXN_BYTES or step_bytes <= 0 or step_bytes % block_bytes:
+            raise ValueError(f"Step of {step_bytes} B must be a positive multiple of the "
+                             f"{block_bytes} B block, itself a multiple of {_TXN_BYTES} B")
+        self.step_transactions = step_bytes // _TXN_BYTES
+        super().__init__(tenant_id, window=window or self.step_transactions, **kw)
+        self.step_bytes = step_bytes
         self.think = think
-        self.block = block
+        self.block = block_bytes // _TXN_BYTES
         self.cxl_fraction = cxl_fraction
         self.jitter = jitter
         self.rng = random.Random(seed * 1000 + tenant_id)
         self.steps = []          # (start cycle, latency cycles)
         self._remaining = 0
         self._step_start = 0
-        self._pending = deque()  # requests of the step not yet submitted (window)
+        self._pending = deque()  # (txn index, to_cxl) of the step not yet issued (window)
 
     def start(self, now):
         self.system.schedule(now + self.rng.randrange(max(self.think, 1)), self._begin_step)
 
     def _begin_step(self, now):
         self._step_start = now
-        self._remaining = self.step_accesses
-        span = self.address_map.capacity(self.tenant_id) // self.block
-        for _ in range(self.step_accesses // self.block):
+        self._remaining = self.step_transactions
+        span = self.capacity_transactions() // self.block
+        for _ in range(self.step_transactions // self.block):
             base = self.rng.randrange(span) * self.block
-            to_cxl = self.cxl_fraction and self.rng.random() < self.cxl_fraction
-            for i in range(self.block):
-                self._pending.append(self._request(base + i, False, now, to_cxl=to_cxl))
+            to_cxl = bool(self.cxl_fraction) and self.rng.random() < self.cxl_fraction
+            self._pending.extend((base + i, to_cxl) for i in range(self.block))
         self._fill(now)
 
     def _fill(self, now):
         while self._pending and self.in_flight < self.window:
-            req = self._pending.popleft()
-            req.arrival = now
-            self.in_flight += 1
-            self.system.submit(req, now)
+            index, to_cxl = self._pending.popleft()
+            self._issue(index, False, now, to_cxl=to_cxl)
 
-    def complete(self, req, now):
+    def complete(self, txn, now):
         self.in_flight -= 1
         self._remaining -= 1
         self._fill(now)
@@ -164,8 +168,8 @@ class PrefillTenant(Tenant):
 
     Parameters
     ----------
-    job_accesses : int
-        32-byte accesses per prefill job in this channel.
+    job_bytes : int
+        Bytes per prefill job in this channel.
     period, phase : int
         A job arrives every ``period`` cycles from ``phase``; a job that
         arrives while the previous one runs waits for it.
@@ -175,19 +179,29 @@ class PrefillTenant(Tenant):
     write_share : int
         One in ``write_share`` 1 KiB blocks is a KV write (0: reads only).
     throttle : SoftwareThrottle or None
+    max_jobs : int or None
+        Stop after this many arrivals.
+
+    Attributes
+    ----------
     admit : callable or None
-        ``admit(tenant, now) -> bool``: scheduler-level admission control;
-        a rejected job is counted and dropped.
+        ``admit(tenant, now) -> bool``, scheduler-level admission control.
+        A refused job is deferred until the controller calls
+        :meth:`release`.
+    on_job_end : callable or None
+        ``on_job_end(tenant, now)`` after each job, for that controller.
     """
 
     kind = "prefill"
 
-    def __init__(self, tenant_id, *, job_accesses, period, phase=0, window=1200, chunks=1,
+    def __init__(self, tenant_id, *, job_bytes, period, phase=0, window=300, chunks=1,
                  yield_gap=0, write_share=4, throttle=None, max_jobs=None, **kw):
         super().__init__(tenant_id, window=window, **kw)
-        if chunks <= 0 or job_accesses % chunks:
-            raise ValueError(f"Job size must split into {chunks} equal chunks, not {job_accesses}")
-        self.job_accesses = job_accesses
+        job = job_bytes // _TXN_BYTES
+        if chunks <= 0 or job <= 0 or job % chunks or job_bytes % _TXN_BYTES:
+            raise ValueError(f"Job of {job_bytes} B must split into {chunks} equal chunks of "
+                             f"{_TXN_BYTES} B transactions")
+        self.job_transactions = job
         self.period = period
         self.phase = phase
         self.chunks = chunks
@@ -196,19 +210,24 @@ class PrefillTenant(Tenant):
         self.throttle = throttle
         self.max_jobs = max_jobs
         self.admit = None
+        self.on_job_end = None
         self.jobs = []            # (arrival, start, end)
         self.rejected = 0
+        self._deferred = deque()
         self._queued_jobs = deque()
         self._running = False
-        self._issued = 0          # accesses issued in the current chunk
+        self._issued = 0          # transactions issued in the current chunk
         self._chunk_served = 0
-        self._chunk_left = 0
+        self._chunks_left = 0
         self._job_start = 0
         self._job_arrival = 0
-        self._job_chunks_left = 0
-        self._cursor = 0          # stream position in the tenant's region
+        self._cursor = 0          # stream position, in transactions
         self._wake_pending = False
         self._arrivals = 0
+
+    @property
+    def chunk_transactions(self):
+        return self.job_transactions // self.chunks
 
     def start(self, now):
         self.system.schedule(self.phase, self._job_arrives)
@@ -219,46 +238,60 @@ class PrefillTenant(Tenant):
             self.system.schedule(now + self.period, self._job_arrives)
         if self.admit is not None and not self.admit(self, now):
             self.rejected += 1
+            self._deferred.append(now)
             return
         self._queued_jobs.append(now)
         if not self._running:
             self._start_job(now)
 
+    def release(self, now):
+        """Start the oldest deferred job (admission control said yes)."""
+        self._queued_jobs.append(self._deferred.popleft())
+        if not self._running:
+            self._start_job(now)
+
+    @property
+    def deferred(self):
+        return len(self._deferred)
+
+    @property
+    def running(self):
+        return self._running
+
+    @property
+    def job_start(self):
+        return self._job_start
+
     def _start_job(self, now):
         self._running = True
         self._job_arrival = self._queued_jobs.popleft()
         self._job_start = now
-        self._job_chunks_left = self.chunks
+        self._chunks_left = self.chunks
         self._start_chunk(now)
 
     def _start_chunk(self, now):
-        self._chunk_left = self.job_accesses // self.chunks
         self._issued = 0
         self._chunk_served = 0
-        self._job_chunks_left -= 1
+        self._chunks_left -= 1
         self._fill(now)
-
-    def _next_request(self, now):
-        # Reads and writes stream through separate halves of the region.
-        half = self.address_map.capacity(self.tenant_id) // 2
-        row_accesses = self.address_map.geometry.columns
-        block = self._cursor // row_accesses
-        is_write = self.write_share and block % self.write_share == self.write_share - 1
-        index = self._cursor % half + (half if is_write else 0)
-        self._cursor += 1
-        return self._request(index, bool(is_write), now)
 
     def _fill(self, now):
         throttle = self.throttle
         allowed = NEVER if throttle is None else throttle.allowed(now)
-        chunk = self.job_accesses // self.chunks
+        chunk = self.chunk_transactions
+        # Reads and writes stream through separate halves of the region.
+        half = self.capacity_transactions() // 2
+        per_kib = 1024 // _TXN_BYTES
         while self._issued < chunk and self.in_flight < self.window and allowed > 0:
-            self.in_flight += 1
+            block = self._cursor // per_kib
+            is_write = bool(self.write_share) and block % self.write_share == self.write_share - 1
+            index = self._cursor % half + (half if is_write else 0)
+            self._cursor += 1
             self._issued += 1
             allowed -= 1
             if throttle is not None:
                 throttle.take()
-            self.system.submit(self._next_request(now), now)
+            self._issue(index, is_write, now)
         if self._issued < chunk and allowed <= 0 and not self._wake_pending:
             self._wake_pending = True
             self.system.schedule(throttle.next_period(), self._wake)
@@ -268,38 +301,39 @@ class PrefillTenant(Tenant):
         if self._running:
             self._fill(now)
 
-    def complete(self, req, now):
+    def complete(self, txn, now):
         self.in_flight -= 1
         self._chunk_served += 1
-        chunk = self.job_accesses // self.chunks
-        if self._chunk_served < chunk:
+        if self._chunk_served < self.chunk_transactions:
             self._fill(now)
             return
-        if self._job_chunks_left:
+        if self._chunks_left:
             self.system.schedule(now + self.yield_gap, self._start_chunk)
             return
         self.jobs.append((self._job_arrival, self._job_start, now))
         self._running = False
         if self._queued_jobs:
             self._start_job(now)
+        if self.on_job_end is not None:
+            self.on_job_end(self, now)
 
 
 class GreedyTenant(Tenant):
-    """Keeps ``window`` requests in flight for ever.
+    """Keeps ``window`` transactions in flight for ever.
 
     Parameters
     ----------
     pattern : {"stream", "random"}
-        Sequential addresses, or random ``block``-access chunks.
+        Sequential addresses, or random ``block``-transaction chunks.
     write_share : int
-        One in ``write_share`` requests is a write (0: reads only).
+        One in ``write_share`` transactions is a write (0: reads only).
     start_at, stop_at : int
         Active interval, to build on/off experiments.
     """
 
     kind = "greedy"
 
-    def __init__(self, tenant_id, *, window=64, pattern="stream", block=1, write_share=0,
+    def __init__(self, tenant_id, *, window=16, pattern="stream", block=1, write_share=0,
                  start_at=0, stop_at=NEVER, seed=0, **kw):
         if pattern not in ("stream", "random"):
             raise ValueError(f"Pattern must be 'stream' or 'random', not {pattern!r}")
@@ -318,11 +352,8 @@ class GreedyTenant(Tenant):
         self.system.schedule(self.start_at, self._fill)
 
     def _next_index(self):
-        if self.pattern == "stream":
-            self._cursor += 1
-            return self._cursor - 1
-        if self._block_left == 0:
-            span = self.address_map.capacity(self.tenant_id) // self.block
+        if self.pattern == "random" and self._block_left == 0:
+            span = self.capacity_transactions() // self.block
             self._cursor = self.rng.randrange(span) * self.block
             self._block_left = self.block
         self._block_left -= 1
@@ -333,9 +364,8 @@ class GreedyTenant(Tenant):
         while self.in_flight < self.window and now < self.stop_at:
             self._count += 1
             is_write = bool(self.write_share) and self._count % self.write_share == 0
-            self.in_flight += 1
-            self.system.submit(self._request(self._next_index(), is_write, now), now)
+            self._issue(self._next_index(), is_write, now)
 
-    def complete(self, req, now):
+    def complete(self, txn, now):
         self.in_flight -= 1
         self._fill(now)

@@ -1,0 +1,201 @@
+"""``make experiments``: every essay claim we can test, measured.
+
+Usage::
+
+    python -m sim.experiments [--quick] [--jobs N] [--out reports]
+
+Runs the configurations in :func:`plan` on ``--jobs`` processes (a
+progress bar counts finished runs), then writes ``<out>/experiments.md`` and
+its PNG plots (:mod:`sim.report`).  The default run simulates two prefill
+periods per configuration at time compression K = 25; ``--quick`` runs a
+short slice of each (a smoke test of the whole pipeline: its numbers are not
+for conclusions).
+"""
+
+import argparse
+import os
+import sys
+import time
+from concurrent.futures import ProcessPoolExecutor, as_completed
+from fractions import Fraction
+
+from tqdm import tqdm
+
+from .fabric import FabricPolicy
+from .scenarios import CHANNEL_GBPS, H200, Scale, make_policy, setup_a, setup_b
+from .studies import PowerCap, admission, idle_tenant, isolation, power_w
+from .system import System
+
+__all__ = ["plan", "run_spec", "main"]
+
+TIMELINE_CYCLES = 16_000   # 10 us windows for bandwidth-over-time
+
+
+def plan(quick=False):
+    """The runs, as picklable dicts; longest first so two workers finish together."""
+    periods = Fraction(15, 100) if quick else 2
+    study_cycles = 60_000 if quick else 600_000
+    specs = []
+
+    def add(group, label, kind, policy, **params):
+        specs.append(dict(id=f"{group}/{label}", group=group, label=label, kind=kind,
+                          policy=policy, params=params))
+
+    for label, policy, extra in [
+        ("decode only", "FR-FCFS", dict(prefill=False)),
+        ("FCFS", "FCFS", {}),
+        ("FR-FCFS", "FR-FCFS", {}),
+        ("SW throttle", "SW throttle", {}),
+        ("Static partition", "Static partition", {}),
+        ("FR-FCFS + coloring", "FR-FCFS + coloring", {}),
+        ("Fabric", "Fabric", {}),
+        ("Fabric, kind-aware", "Fabric, kind-aware", {}),
+        ("FCFS, chunked prefill", "FCFS", dict(chunks=8)),
+        ("Fabric, chunked prefill", "Fabric", dict(chunks=8)),
+    ]:
+        add("A", label, "setup_a", policy, periods=periods, **extra)
+    add("A", "Fabric, power cap", "setup_a", "Fabric", periods=periods, power_cap=True)
+    if not quick:
+        for window in (75, 1200):
+            for policy in ("FCFS", "Fabric"):
+                add("A-window", f"{policy}, window {window}", "setup_a", policy, periods=periods,
+                    window=window)
+    for policy in ("FCFS", "FR-FCFS", "FR-FCFS + coloring", "Fabric", "Fabric + coloring"):
+        add("B", policy, "setup_b", policy, periods=periods)
+    for policy in ("FCFS", "FR-FCFS", "Fabric"):
+        add("isolation", policy, "isolation", policy, cycles=study_cycles)
+    for pattern in ("stream", "random"):
+        for policy in ("FR-FCFS", "Static partition", "Fabric"):
+            add("idle", f"{policy}, {pattern}", "idle", policy, pattern=pattern,
+                cycles=study_cycles // 2)
+    job = (1 << 19) if quick else (1 << 20)
+    for limit in (None, Fraction(85, 100), Fraction(70, 100)):
+        label = "no admission control" if limit is None else f"limit {float(limit):.2f}"
+        add("admission", label, "admission", "Fabric", limit=limit, job_bytes=job,
+            cycles=(study_cycles if quick else 3 * study_cycles))
+    return specs
+
+
+def _build(spec, scale):
+    """(system, horizon, extract) for one spec."""
+    kind, params = spec["kind"], dict(spec["params"])
+    if kind in ("setup_a", "setup_b"):
+        power_cap = params.pop("power_cap", False)
+        periods = params.pop("periods")
+        workload = (setup_a if kind == "setup_a" else setup_b)(scale, periods=1, **params)
+        policy = make_policy(spec["policy"], workload, scale)
+        system = System(workload.make_tenants(), policy, cxl=workload.cxl() if workload.cxl else None,
+                        timeline_window=TIMELINE_CYCLES)
+        extract = lambda s: {}  # noqa: E731
+        if power_cap:
+            # Budget: the formula's watts at 40% of the GPU's HBM bandwidth.
+            budget = power_w(CHANNEL_GBPS * H200.channels * Fraction(4, 10))
+            cap = PowerCap(policy, budget_w=budget, interval=scale.cycles(10), channels=H200.channels)
+            cap.attach(system)
+            extract = lambda s: {"power_trace": cap.trace, "power_budget_w": float(budget)}  # noqa: E731
+        return system, int(workload.horizon * periods), extract, workload.description
+    if kind == "isolation":
+        study = isolation(spec["policy"], params["cycles"])
+    elif kind == "idle":
+        study = idle_tenant(spec["policy"], params["cycles"], params["pattern"])
+    elif kind == "admission":
+        study = admission(params["limit"], job_bytes=params["job_bytes"], cycles=params["cycles"])
+    else:
+        raise ValueError(f"Unknown run kind {kind!r}")
+    system = System(study.tenants, study.policy, timeline_window=TIMELINE_CYCLES)
+    return system, study.horizon, study.extract, ""
+
+
+def run_spec(spec, compression=25):
+    """Run one spec; return ``(id, result dict)`` of plain numbers and lists."""
+    scale = Scale(compression)
+    t0 = time.process_time()
+    system, horizon, extract, description = _build(spec, scale)
+    system.run(horizon)
+    result = summarize(system, horizon)
+    result.update(extract(system))
+    result["description"] = description
+    result["cpu_s"] = time.process_time() - t0
+    return spec["id"], result
+
+
+def summarize(system, horizon):
+    """Everything the report needs from a finished system, as plain data."""
+    st = system.channel.stats
+    tenants = system.tenants
+    out = {
+        "horizon": horizon,
+        "busy_cycles": system.busy_cycles,
+        "tenants": [{"name": t.name, "kind": t.kind} for t in tenants],
+        "bytes": list(st.bytes), "accesses": list(st.accesses), "hits": list(st.hits),
+        "misses": list(st.misses), "conflicts": list(st.conflicts),
+        "inter_conflicts": list(st.inter_tenant_conflicts),
+        "acts": st.acts, "pres": st.pres, "refs": st.refs,
+        "steps": [(t.tenant_id, start, lat) for t in tenants if t.kind == "decode"
+                  for start, lat in t.steps],
+        "jobs": [(t.tenant_id, a, s, e) for t in tenants if t.kind == "prefill" for a, s, e in t.jobs],
+        # Intervals with a prefill running, the last one possibly unfinished.
+        "prefill_busy": [(s, e) for t in tenants if t.kind == "prefill" for _, s, e in t.jobs]
+        + [(t.job_start, horizon) for t in tenants if t.kind == "prefill" and t.running],
+        "timeline_window": st.window,
+        "timeline": sorted(st.timeline.items()) if st.timeline is not None else [],
+        "cxl_accesses": system.cxl.accesses if system.cxl else 0,
+        "job_bytes": {t.tenant_id: t.job_transactions * 128 for t in tenants if t.kind == "prefill"},
+    }
+    if isinstance(system.policy, FabricPolicy):
+        out["grants"] = list(system.policy.grants)
+        out["burst_grants"] = list(system.policy.burst_grants)
+    return out
+
+
+def run_all(specs, jobs, compression=25):
+    results = {}
+    ordered = sorted(specs, key=_cost, reverse=True)
+    with tqdm(total=len(ordered), unit="run", desc="experiments", file=sys.stderr) as bar:
+        if jobs <= 1:
+            for spec in ordered:
+                key, res = run_spec(spec, compression)
+                results[key] = res
+                bar.set_postfix_str(key)
+                bar.update()
+        else:
+            with ProcessPoolExecutor(max_workers=jobs) as pool:
+                futures = [pool.submit(run_spec, spec, compression) for spec in ordered]
+                for fut in as_completed(futures):
+                    key, res = fut.result()
+                    results[key] = res
+                    bar.set_postfix_str(key)
+                    bar.update()
+    return results
+
+
+def _cost(spec):
+    p = spec["params"]
+    if "periods" in p:
+        return float(p["periods"]) * (2 if spec["kind"] == "setup_b" else 1) * 1_000_000
+    return p.get("cycles", 0)
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(prog="python -m sim.experiments", description=__doc__.split("\n")[0])
+    ap.add_argument("--quick", action="store_true", help="short smoke run (about a minute)")
+    ap.add_argument("--jobs", type=int, default=min(2, os.cpu_count() or 1),
+                    help="worker processes (default: 2)")
+    ap.add_argument("--out", default="reports", help="output directory (default: reports)")
+    ap.add_argument("--compression", type=int, default=25, help="time compression K (default 25)")
+    args = ap.parse_args(argv)
+    from .report import write_report  # matplotlib is only needed here
+
+    start = time.time()
+    specs = plan(args.quick)
+    results = run_all(specs, args.jobs, args.compression)
+    wall = time.time() - start
+    path = write_report(results, specs, out_dir=args.out, quick=args.quick, wall_s=wall,
+                        jobs=args.jobs, compression=args.compression)
+    print(f"wrote {path} ({len(specs)} runs, {wall:.0f} s wall, "
+          f"{sum(r['cpu_s'] for r in results.values()):.0f} s CPU)")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

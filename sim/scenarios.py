@@ -1,0 +1,224 @@
+"""The essay's workloads mapped onto one simulated HBM3 channel.
+
+Scale (stated in the report)
+----------------------------
+* **Space.** One channel of the HBM3 preset (51.2 GB/s) stands for one of
+  the GPU's channels; every tenant is assumed interleaved evenly over all of
+  them, so the channel sees ``1/channels`` of every tenant's bytes.
+* **Time.** Workload time is compressed by ``K``: an essay millisecond is
+  ``1/K`` ms of simulated time.  Prefill jobs shrink by ``K`` in bytes (same
+  bandwidth, ``K`` times shorter), decode steps keep their per-channel size
+  but come ``K`` times more often, contract burst durations and the power
+  controller's period shrink by ``K``.  DRAM timings, queue depths and the
+  arbiter's hardware constants are physical and are not scaled.
+* **Consequence.** Decode traffic is ``K`` times denser than the essay's
+  (2.6% instead of 0.1% of the channel per stream at K = 25); everything
+  else keeps the essay's ratios.  Decode step latencies are *not* scaled:
+  they are the real memory time of a step's KV reads in one channel.
+"""
+
+from dataclasses import dataclass
+from fractions import Fraction
+
+from .fabric import FabricPolicy, contract_doc
+from .hbm3 import HBM3_6400, bytes_per_cycle_to_gbps, ns_to_cycles, peak_bytes_per_cycle
+from .policies import FcfsPolicy, FrFcfsPolicy, StaticPartitionPolicy, ThrottlePolicy
+from .system import CxlLink
+from .tenants import DecodeTenant, PrefillTenant
+
+__all__ = ["Gpu", "H100", "H200", "GB200", "Scale", "Essay", "setup_a", "setup_b", "make_policy",
+           "CHANNEL_GBPS", "MEMORY_MHZ", "FABRIC_MHZ"]
+
+MEMORY_MHZ = 1600
+FABRIC_MHZ = 400     # one 128 B grant per fabric clock = the channel's peak
+CHANNEL_GBPS = bytes_per_cycle_to_gbps(peak_bytes_per_cycle())  # 51.2
+
+
+@dataclass(frozen=True)
+class Gpu:
+    """Public HBM figures of a GPU: stacks x 16 channels."""
+
+    name: str
+    channels: int
+    tb_per_s: Fraction
+
+
+H100 = Gpu("H100 SXM", 80, Fraction("3.35"))
+H200 = Gpu("H200", 96, Fraction("4.8"))
+GB200 = Gpu("GB200 (B200 GPU)", 128, Fraction(8))
+
+
+class Essay:
+    """Workload figures quoted by the essay (whole-GPU units)."""
+
+    decode_step_bytes = 1_300_000          # §1: ~1.3 MB of KV per decode step
+    decode_steps_per_s = 3800              # §1: 3,800 tokens/s per stream
+    prefill_bytes = 42_000_000_000         # §1: a 32k-context prefill moves ~42 GB
+    prefill_duty = Fraction(24, 100)       # §1: "24 percent of HBM"
+    queued_requests = 1200                 # §1: decode queues behind 1,200 requests
+    contract_burst_ms = Fraction(2)        # §4: burst_duration_ms = 2.0
+    prefill_burst_ms = Fraction(1, 2)
+    latency_slo_us = 25                    # §4
+    cxl_latency_ns = 320                   # §10
+    cxl_gb_per_s = 128                     # Figure 1: CXL 128 GB/s
+    cxl_spill = Fraction(1, 2)             # §10: 50% of KV spilled to CXL
+    admission_limit = Fraction(85, 100)    # §11
+    power_w_per_gbps = Fraction(23, 1000)  # §9
+    metrics_ms = 10                        # §9: export every 10 ms
+
+
+@dataclass(frozen=True)
+class Scale:
+    """Mapping of essay time onto simulated cycles (see module docstring)."""
+
+    compression: int = 25
+
+    def cycles(self, essay_ms):
+        """Simulated cycles of an essay duration in ms (rounded up)."""
+        return ns_to_cycles(Fraction(essay_ms) * 10**6 / self.compression)
+
+    def essay_ms(self, cycles):
+        """The essay duration a simulated cycle count stands for."""
+        return Fraction(cycles * HBM3_6400.tck_ps, 10**9) * self.compression
+
+    def per_channel_bytes(self, gpu_bytes, gpu, block=256):
+        """A GPU-wide byte count's share in one channel, in whole blocks."""
+        return max(block, round(Fraction(gpu_bytes, gpu.channels) / block) * block)
+
+
+def _gbps(nbytes, cycles):
+    return Fraction(nbytes) * MEMORY_MHZ * 10**6 / cycles / 10**9
+
+
+@dataclass
+class Workload:
+    """Tenant factories plus the contract that goes with them."""
+
+    make_tenants: object       # callable(policy_name) -> list of tenants
+    contract: dict             # contract document for the fabric
+    cxl: object = None         # callable() -> CxlLink or None
+    horizon: int = 0           # cycles to simulate
+    description: str = ""
+
+
+def _decode_contract(tid, step_hbm_bytes, think, scale, *, priority, weight=None):
+    t = dict(id=tid, name=f"decode{tid}",
+             guaranteed_gbps=round(_gbps(step_hbm_bytes, think), 3),
+             burst_gbps=CHANNEL_GBPS,
+             burst_duration_ms=Essay.contract_burst_ms / scale.compression,
+             priority=priority, latency_slo_us=Essay.latency_slo_us)
+    if weight is not None:
+        t["weight"] = weight
+    return t
+
+
+def _prefill_contract(tid, scale, *, priority, guaranteed, weight=None):
+    t = dict(id=tid, name=f"prefill{tid}", guaranteed_gbps=round(guaranteed, 3),
+             burst_gbps=CHANNEL_GBPS,
+             burst_duration_ms=Essay.prefill_burst_ms / scale.compression,
+             priority=priority, latency_slo_us=1000)
+    if weight is not None:
+        t["weight"] = weight
+    return t
+
+
+def setup_a(scale, *, periods=2, window=None, chunks=1, yield_gap=0, prefill=True, seed=1):
+    """Figure 3: simulated H200, 4 tenants, 1 prefill + 3 decode.
+
+    The prefill arrives once per period, 10% into it; a period is the
+    prefill's time at channel peak divided by its 24% duty.  Contract:
+    decode guaranteed its mean demand at priority 1, prefill its mean
+    demand at priority 2, both may burst to the whole channel (§4, §6).
+    """
+    gpu = H200
+    window = window or Essay.queued_requests // 4
+    step = scale.per_channel_bytes(Essay.decode_step_bytes, gpu)
+    think = scale.cycles(Fraction(1000, Essay.decode_steps_per_s))
+    job = scale.per_channel_bytes(Essay.prefill_bytes // scale.compression, gpu, block=1024 * chunks)
+    period = ns_to_cycles(Fraction(job, CHANNEL_GBPS) / Essay.prefill_duty)
+
+    def make_tenants(policy_name=None):
+        tenants = []
+        if prefill:
+            tenants.append(PrefillTenant(0, job_bytes=job, period=period, phase=period // 10,
+                                         window=window, chunks=chunks, yield_gap=yield_gap,
+                                         priority=2, name="prefill"))
+        else:
+            tenants.append(PrefillTenant(0, job_bytes=job, period=period, phase=10 * period * periods,
+                                         window=window, priority=2, name="prefill (off)"))
+        tenants += [DecodeTenant(i, step_bytes=step, think=think, seed=seed, priority=1,
+                                 name=f"decode{i}") for i in (1, 2, 3)]
+        return tenants
+
+    contract = contract_doc(
+        [_prefill_contract(0, scale, priority=2, guaranteed=CHANNEL_GBPS * Essay.prefill_duty)]
+        + [_decode_contract(i, step, think, scale, priority=1) for i in (1, 2, 3)],
+        channel_gbps=CHANNEL_GBPS, clock_mhz=FABRIC_MHZ, admission_limit=Essay.admission_limit)
+    return Workload(make_tenants, contract, horizon=periods * period,
+                    description=(f"{gpu.name}: 1/{gpu.channels} per channel; prefill {job / 1e6:.2f} MB "
+                                 f"per job every {period} cycles, window {window} x 128 B; decode "
+                                 f"{step} B per step, think {think} cycles"))
+
+
+def setup_b(scale, *, periods=2, window=None, cxl=True, seed=1):
+    """§10: GB200, 8 tenants, all decode but 2 periodic prefills, 50% KV
+    spill to CXL (320 ns), WFQ weights equal (one priority)."""
+    gpu = GB200
+    window = window or Essay.queued_requests // 4
+    step = scale.per_channel_bytes(Essay.decode_step_bytes, gpu)
+    think = scale.cycles(Fraction(1000, Essay.decode_steps_per_s))
+    job = scale.per_channel_bytes(Essay.prefill_bytes // scale.compression, gpu, block=1024)
+    period = ns_to_cycles(Fraction(job, CHANNEL_GBPS) / Essay.prefill_duty)
+    spill = Essay.cxl_spill if cxl else 0
+
+    def make_tenants(policy_name=None):
+        tenants = [PrefillTenant(i, job_bytes=job, period=period, phase=period // 10 + i * period // 2,
+                                 window=window, name=f"prefill{i}") for i in (0, 1)]
+        tenants += [DecodeTenant(i, step_bytes=step, think=think, seed=seed, cxl_fraction=float(spill),
+                                 name=f"decode{i}") for i in range(2, 8)]
+        return tenants
+
+    def make_cxl():
+        # The CXL link keeps its utilisation under time compression: K times
+        # faster, since decode traffic is K times denser.
+        per_channel = Fraction(Essay.cxl_gb_per_s, gpu.channels) * scale.compression
+        return CxlLink(latency=ns_to_cycles(Essay.cxl_latency_ns),
+                       cycles_per_access=ns_to_cycles(Fraction(32, per_channel)))
+
+    hbm_step = int(step * (1 - spill))
+    contract = contract_doc(
+        [_prefill_contract(i, scale, priority=1, guaranteed=CHANNEL_GBPS * Essay.prefill_duty, weight=1)
+         for i in (0, 1)]
+        + [_decode_contract(i, hbm_step, think, scale, priority=1, weight=1) for i in range(2, 8)],
+        channel_gbps=CHANNEL_GBPS, clock_mhz=FABRIC_MHZ, admission_limit=Essay.admission_limit)
+    return Workload(make_tenants, contract, cxl=make_cxl if cxl else None,
+                    horizon=periods * period,
+                    description=(f"{gpu.name}: 1/{gpu.channels} per channel; 2 prefills of "
+                                 f"{job / 1e6:.2f} MB every {period} cycles (half a period apart); "
+                                 f"6 decode streams of {step} B per step, {float(spill):.0%} to CXL"))
+
+
+def make_policy(name, workload, scale):
+    """Policy objects by report name."""
+    if name == "FCFS":
+        return FcfsPolicy()
+    if name == "FR-FCFS":
+        return FrFcfsPolicy()
+    if name == "FR-FCFS + coloring":
+        policy = FrFcfsPolicy()
+        policy.coloring = True
+        policy.name = name
+        return policy
+    if name == "SW throttle":
+        # The prefill sleeps to average half the channel, deciding once per
+        # essay millisecond (a kernel-launch granularity).
+        return ThrottlePolicy(share=Fraction(1, 2), period=scale.cycles(1), scheduler="fcfs")
+    if name == "Static partition":
+        return StaticPartitionPolicy()
+    if name == "Fabric":
+        return FabricPolicy(workload.contract, memory_mhz=MEMORY_MHZ)
+    if name == "Fabric, kind-aware":
+        return FabricPolicy(workload.contract, memory_mhz=MEMORY_MHZ, kind_aware=True, name=name)
+    if name == "Fabric + coloring":
+        return FabricPolicy(workload.contract, memory_mhz=MEMORY_MHZ, coloring=True, name=name)
+    raise ValueError(f"Unknown policy {name!r}")
