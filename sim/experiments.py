@@ -6,8 +6,8 @@ Usage::
 
 Runs the configurations in :func:`plan` on ``--jobs`` processes (a
 progress bar counts finished runs), then writes ``<out>/experiments.md`` and
-its PNG plots (:mod:`sim.report`).  The default run simulates two prefill
-periods per configuration at time compression K = 25; ``--quick`` runs a
+its PNG plots (:mod:`sim.report`).  The default run simulates one and a half
+prefill periods per configuration at time compression K = 25; ``--quick`` runs a
 short slice of each (a smoke test of the whole pipeline: its numbers are not
 for conclusions).
 """
@@ -33,7 +33,7 @@ TIMELINE_CYCLES = 16_000   # 10 us windows for bandwidth-over-time
 
 def plan(quick=False):
     """The runs, as picklable dicts; longest first so two workers finish together."""
-    periods = Fraction(15, 100) if quick else 2
+    periods = Fraction(15, 100) if quick else Fraction(3, 2)
     study_cycles = 60_000 if quick else 600_000
     specs = []
 
@@ -58,9 +58,10 @@ def plan(quick=False):
     if not quick:
         for window in (75, 1200):
             for policy in ("FCFS", "Fabric"):
-                add("A-window", f"{policy}, window {window}", "setup_a", policy, periods=periods,
+                add("A-window", f"{policy}, window {window}", "setup_a", policy, periods=1,
                     window=window)
-    for policy in ("FCFS", "FR-FCFS", "FR-FCFS + coloring", "Fabric", "Fabric + coloring"):
+    for policy in ("FCFS", "FR-FCFS", "FR-FCFS + coloring", "Fabric", "Fabric + coloring",
+                   "Fabric, kind-aware"):
         add("B", policy, "setup_b", policy, periods=periods)
     for policy in ("FCFS", "FR-FCFS", "Fabric"):
         add("isolation", policy, "isolation", policy, cycles=study_cycles)

@@ -98,6 +98,7 @@ class FabricPolicy(Policy):
         self.name = name
         self.ts_mask = (1 << self.compiled.params.ts_bits) - 1
         self.id_mask = (1 << self.compiled.params.id_width) - 1
+        self.depth = self.compiled.params.queue_depth
 
     def prepare(self, tenants, system):
         super().prepare(tenants, system)
@@ -139,12 +140,21 @@ class FabricPolicy(Policy):
         model = self.model
         offer = None
         if system.waiting:
-            full = model.queue_full()
+            # Upstream presents, among tenants with room (spec §2), the one
+            # whose arbiter queue is emptiest, oldest first.  Presenting
+            # simply the oldest request would keep a backlogged tenant's
+            # queue topped up and leave a high-priority tenant's queue empty
+            # at every other selection: the ingress takes one request per
+            # clock and needs two clocks to make it visible.
+            occupancy = model.occupancy()
+            depth = self.depth
+            best = None
             for source in system.sources:
                 if source:
                     head = source[0]
-                    if not full[head.tenant] and (offer is None or head.seq < offer.seq):
-                        offer = head
+                    occ = occupancy[head.tenant]
+                    if occ < depth and (best is None or (occ, head.seq) < best):
+                        best, offer = (occ, head.seq), head
         request = None
         if offer is not None:
             request = FabricRequest(offer.tenant, offer.nbytes, offer.seq & self.id_mask)
