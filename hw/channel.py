@@ -258,16 +258,20 @@ class ChannelArbiter(wiring.Component):
                 m.d.comb += lw.eq(_min(cfg.rate, cap))
 
             # Tag clamps (spec §6.4): empty queue -> max(tag, V),
-            # backlogged -> max(tag, V - LAG_WINDOW).
+            # backlogged -> max(tag, V - LAG_WINDOW); then min(., V + LAG_WINDOW).
             floor_ = Signal(T, name=f"tag_floor_{i}")
+            ceiling = Signal(T, name=f"tag_ceiling_{i}")
+            raised = Signal(T, name=f"tag_raised_{i}")
             ti = Signal(T, name=f"tag_idle_{i}")
             with m.If(queues[i].r_rdy):
                 m.d.comb += floor_.eq(vt - p.lag_window)
             with m.Else():
                 m.d.comb += floor_.eq(vt)
-            m.d.comb += ti.eq(tag)
+            m.d.comb += [ceiling.eq(vt + p.lag_window), raised.eq(tag), ti.eq(raised)]
             with m.If(mod_lt(tag, floor_, T)):
-                m.d.comb += ti.eq(floor_)
+                m.d.comb += raised.eq(floor_)
+            with m.If(mod_lt(ceiling, raised, T)):
+                m.d.comb += ti.eq(ceiling)
 
             hv.append(queues[i].r_rdy)
             heads.append(head)

@@ -237,6 +237,7 @@ class ChannelModel:
         half = 1 << (p.tag_bits - 1)
         vt = self.vt
         lag_floor = (vt - p.lag_window) & tag_mask
+        ceiling = (vt + p.lag_window) & tag_mask
         level, peak, tag, fifo = self.level, self.peak, self.tag, self.fifo
         for i in range(n):
             cfg = tenants[i]
@@ -256,6 +257,8 @@ class ChannelModel:
                 floor = lag_floor if fifo[i] else vt
                 if ((tag[i] - floor) & tag_mask) >= half:  # tag_max(tag, floor)
                     tag[i] = floor
+                if ((ceiling - tag[i]) & tag_mask) >= half:  # tag_min(tag, ceiling)
+                    tag[i] = ceiling
 
         self.vt, self.served = next_vt, next_served
         self.vmin, self.vmin_valid = next_vmin, next_vmin_valid

@@ -24,7 +24,7 @@ class ContractError(ValueError):
 
 
 FABRIC_REQUIRED = {"clock_mhz", "channels", "channel_gbps", "admission_limit"}
-FABRIC_OPTIONAL = {"tenants", "queue_depth", "max_request_bytes", "starvation_limit_us",
+FABRIC_OPTIONAL = {"tenants", "queue_depth", "max_request_bytes", "tag_bits", "starvation_limit_us",
                    "epoch_ms", "fcfs_bypass"}
 TENANT_REQUIRED = {"id", "name", "guaranteed_gbps", "burst_gbps", "burst_duration_ms",
                    "priority", "latency_slo_us"}
@@ -139,7 +139,8 @@ def _parse_fabric(doc: dict, source: str) -> dict:
     out["fcfs_bypass"] = fcfs
     sizes = {}
     for key, pkey in (("channels", "channels"), ("tenants", "tenants"),
-                      ("queue_depth", "queue_depth"), ("max_request_bytes", "max_request_bytes")):
+                      ("queue_depth", "queue_depth"), ("max_request_bytes", "max_request_bytes"),
+                      ("tag_bits", "tag_bits")):
         if key in fabric:
             sizes[pkey] = int(_number(fabric[key], f"[fabric].{key}", strict=True, integer=True))
     try:
@@ -209,6 +210,11 @@ def _tenant_registers(t: TenantContract, fab: dict, params: FabricParams,
     inv_weight = _register(inv, params.inv_weight_bits, f"{label}: weight",
                            f"a share of {float(t.weight / weight_sum):.4g} of the channel "
                            f"(the smallest representable share is 1/256)")
+    max_cost = -(-params.max_request_bytes * inv_weight // (1 << (params.wfrac + params.tag_shift)))
+    if 3 * max_cost >= params.lag_window:
+        raise ContractError(f"{label}: weight is unrepresentable with tag_bits={params.tag_bits}: a "
+                            f"maximum request costs {max_cost} tag units, spec §6.5 needs fewer than "
+                            f"{-(-params.lag_window // 3)}; raise the weight or tag_bits")
     slo = _register(math.floor(t.latency_slo_us * cycles_per_us), params.slo_bits,
                     f"{label}: latency_slo_us", f"{float(t.latency_slo_us)} us at {float(fab['clock_mhz'])} MHz")
     return TenantConfig(rate=rate, capacity=capacity, peak_rate=peak, inv_weight=inv_weight,

@@ -134,3 +134,14 @@ def test_bad_toml_reports_file(tmp_path):
     f.write_text("[fabric\n")
     with pytest.raises(ContractError, match="bad.toml: not valid TOML"):
         load_contract(f)
+
+
+def test_narrow_tags_reject_heavy_weights():
+    d = doc()
+    d["fabric"]["tag_bits"] = 12
+    d["tenant"].append({"id": 1, "name": "big", "guaranteed_gbps": 1000, "burst_gbps": 1000,
+                        "burst_duration_ms": 0.01, "priority": 0, "latency_slo_us": 1})
+    with pytest.raises(ContractError, match="tenant 'decode-a': weight is unrepresentable with tag_bits=12"):
+        compile_contract(d)
+    d["fabric"]["tag_bits"] = 20
+    compile_contract(d)

@@ -49,3 +49,31 @@ def test_narrow_tags_match_unbounded_reference(seed):
             wraps += 1
         last_v = narrow_ch.vt
     assert wraps >= 5, f"only {wraps} wraps of V: the test did not exercise wrap-around"
+
+
+def test_priority_skew_keeps_tags_in_range(seed):
+    """A heavy-cost tenant served by priority while a starved tenant pins vmin:
+    without the upper clamp its tag would run away and wrap (found in review).
+    The 20-bit channel must equal its wide-tag twin, and every tag stays within
+    LAG_WINDOW of V (plus one cost for the last winner)."""
+    rng = random.Random(seed)
+    p = FabricParams(channels=1, tenants=3)
+    wide = unbounded_twin(p)
+    cfg = FabricConfig([
+        TenantConfig(rate=800, capacity=8 * p.pcap, peak_rate=800, inv_weight=65535, priority=0, enable=1),
+        TenantConfig(rate=0, capacity=p.pcap, peak_rate=0, inv_weight=256, priority=1, enable=1),
+        TenantConfig(rate=0, capacity=p.pcap, peak_rate=65535, inv_weight=256, priority=1, enable=1),
+    ])
+    narrow_ch, wide_ch = ChannelModel(p, cfg), ChannelModel(wide, cfg)
+    mask = (1 << p.tag_bits) - 1
+    w = p.lag_window
+    for t in range(40000):
+        tenant = rng.randrange(3)
+        req = Request(tenant, 4096, t & 0xFFFF)
+        a = narrow_ch.step(t, req, True)
+        b = wide_ch.step(t, req, True)
+        assert a == b and narrow_ch.grant == wide_ch.grant, f"cycle {t}: differs"
+        assert narrow_ch.tag == [x & mask for x in wide_ch.tag], f"cycle {t}: tags differ"
+        for x in wide_ch.tag:
+            assert wide_ch.vt - w - (1 << 15) <= x <= wide_ch.vt + w + (1 << 15), f"cycle {t}: tag {x} far from V"
+    assert wide_ch.vt > 1 << p.tag_bits, "V did not wrap: the test did not exercise wrap-around"
