@@ -16,7 +16,7 @@ demo: setup
 	$(PY) -m model.demo
 
 test: setup
-	$(WITH_TOOLS) $(PY) -m pytest -n $(JOBS) tests
+	$(WITH_TOOLS) $(PY) -m pytest -n $(JOBS) --durations=10 tests
 
 verilog: setup
 	$(PY) -m scripts.gen_verilog --out build/kvfabric.v
