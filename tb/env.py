@@ -81,6 +81,7 @@ class TB:
         self.stalls = 0         # cycles with req.valid & ~req.ready on some channel
         self.issued: dict = {}  # (channel, id) -> Req, for scenario checks
         self.on_cycle = None    # optional callback(tb) after every checked cycle
+        self._between_cycles = False  # just after a falling edge, inputs of the next cycle not driven
         self._next_id = [0] * params.channels
         for p in self.ports:
             p.init()
@@ -139,7 +140,13 @@ class TB:
             Clock(self.dut.clk, 10, unit="ns", impl="gpi").start(start_high=False)
             self.axil = AxiLiteMaster(AxiLiteBus.from_prefix(self.dut, "s_axil_"),
                                       self.dut.clk, self.dut.rst)
-        await FallingEdge(self.dut.clk)
+            # One INFO line per register access drowns the scoreboard's messages.
+            for m in (self.axil.write_if, self.axil.read_if):
+                m.log.setLevel(logging.WARNING)
+        if not self._between_cycles:
+            await FallingEdge(self.dut.clk)
+        # Now just after a falling edge: reset is sampled by the next rising edge,
+        # and no cycle goes by unobserved.
         self.dut.rst.value = 1
         for d in self.drivers:
             d.flush()
@@ -153,9 +160,13 @@ class TB:
         self.dut.rst.value = 0
         self.cycle = 0
         self.set_fcfs(False)
+        self._between_cycles = True
 
     async def step(self) -> None:
         """One cycle: drive, sample, check, observe; returns after the next falling edge."""
+        if not self._between_cycles:
+            await FallingEdge(self.dut.clk)
+        self._between_cycles = False
         t = self.cycle
         for d in self.drivers:
             d.drive(t)
@@ -174,6 +185,7 @@ class TB:
         if self.on_cycle is not None:
             self.on_cycle(self)
         await FallingEdge(self.dut.clk)
+        self._between_cycles = True
 
     async def run(self, cycles: int) -> None:
         for _ in range(cycles):

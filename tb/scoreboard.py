@@ -85,7 +85,18 @@ class Scoreboard:
         msg = (f"MISMATCH cycle {self.cycle} {where}field {field}: expected {expected} "
                f"actual {actual} (seed {self.seed})")
         self.log.error(msg)
+        if channel is not None:
+            self.log.error("model state of channel %d at cycle %d: %s", channel, self.cycle,
+                           self.describe(channel))
         raise Mismatch(msg)
+
+    def describe(self, c: int) -> str:
+        """The golden model's registers of channel ``c`` (for a mismatch report)."""
+        ch = self.model.channels[c]
+        heads = {i: (q[0].bytes, q[0].cost, q[0].ts, len(q)) for i, q in enumerate(ch.fifo) if q}
+        return (f"V={ch.vt} served={ch.served} vmin={ch.vmin}/{ch.vmin_valid} tags={ch.tag} "
+                f"levels={ch.level} peaks={ch.peak} heads(bytes,cost,ts,len)={heads} "
+                f"grant={ch.grant} config={self.model.config}")
 
     def _eq(self, field, expected, actual, channel=None):
         self.compared += 1

@@ -7,6 +7,10 @@ each rising edge of ``clk`` - the values the edge acts on.  Port names are
 found at the shallowest scope that has them, so VCDs from Icarus (module scope
 ``kvfabric``) and Verilator (``TOP`` plus ``TOP.kvfabric``) both work.
 
+:func:`check_vcd` drives the golden model with the recorded port inputs and
+compares the recorded outputs every cycle (any VCD of the top level), and for a
+replay's VCD also compares the rebuilt grant log with the model engine's.
+
 Cycle 0 of the trace is located by the trace-start marker that
 ``kvfabric replay --engine icarus|verilator`` writes (tb/tests/replay_tests.py:
 a write of ``MARK_DATA`` to the unmapped ``MARK_ADDR``; cycle 0 is ``MARK_GAP``
@@ -23,6 +27,7 @@ from it instead (a request's id on the port is its row index modulo
 
 from __future__ import annotations
 
+import logging
 from collections import defaultdict, deque
 from pathlib import Path
 
@@ -34,7 +39,7 @@ from model.trace import LogRow, TraceRow, read_trace
 from .monitor import Layouts
 from .axil import MARK_ADDR, MARK_DATA, MARK_GAP
 
-__all__ = ["VcdError", "sample_ports", "grant_log_from_vcd", "check_vcd"]
+__all__ = ["VcdError", "sample_ports", "grant_log_from_vcd", "lockstep_vcd", "check_vcd"]
 
 KINDS = {0: "guaranteed", 1: "burst", 2: "fcfs"}
 
@@ -45,10 +50,13 @@ class VcdError(ValueError):
 
 def _port_names(params) -> list[str]:
     names = ["clk", "rst", "s_axil__awvalid", "s_axil__awready", "s_axil__awaddr",
-             "s_axil__wvalid", "s_axil__wready", "s_axil__wdata", "s_axil__bvalid", "s_axil__bready"]
+             "s_axil__wvalid", "s_axil__wready", "s_axil__wdata", "s_axil__wstrb",
+             "s_axil__bvalid", "s_axil__bready", "s_axil__arvalid", "s_axil__arready",
+             "s_axil__araddr", "s_axil__rvalid", "s_axil__rready", "s_axil__rdata"]
     for c in range(params.channels):
         names += [f"req__{c}__valid", f"req__{c}__ready", f"req__{c}__payload",
-                  f"grant__{c}__valid", f"grant__{c}__ready", f"grant__{c}__payload"]
+                  f"grant__{c}__valid", f"grant__{c}__ready", f"grant__{c}__payload",
+                  f"queue_full__{c}"]
     return names
 
 
@@ -99,7 +107,8 @@ def sample_ports(path, params):
     return samples
 
 
-def _start_cycle(samples) -> int:
+def _marker_cycle(samples) -> int | None:
+    """Index of the sample of trace cycle 0 after a replay marker, or None."""
     last_aw = None
     last_w = None
     mark_b = None
@@ -110,18 +119,24 @@ def _start_cycle(samples) -> int:
             last_w = s["s_axil__wdata"]
         if s["s_axil__bvalid"] and s["s_axil__bready"] and last_aw == MARK_ADDR and last_w == MARK_DATA:
             mark_b = k
-    if mark_b is not None:
-        return mark_b + MARK_GAP
+    return None if mark_b is None else mark_b + MARK_GAP
+
+
+def _start_cycle(samples) -> int:
+    mark = _marker_cycle(samples)
+    if mark is not None:
+        return mark
     for k, s in enumerate(samples):
         if s["rst"] == 0:
             return k
     raise VcdError("reset is never released in the VCD")
 
 
-def grant_log_from_vcd(path, params, trace_rows: list[TraceRow] | None = None):
+def grant_log_from_vcd(path, params, trace_rows: list[TraceRow] | None = None, *, samples=None):
     """Rebuild ``(log, trace)``: the grant log (``LogRow``s sorted by id) and the
     trace as the ports saw it (``TraceRow``s), from a VCD of the top level."""
-    samples = sample_ports(path, params)
+    if samples is None:
+        samples = sample_ports(path, params)
     start = _start_cycle(samples)
     lay = Layouts.of(params)
     id_mask = (1 << params.id_width) - 1
@@ -185,17 +200,86 @@ def grant_log_from_vcd(path, params, trace_rows: list[TraceRow] | None = None):
     return log, rows
 
 
+def lockstep_vcd(path, params, samples=None) -> list[str]:
+    """Drive the golden model with the port inputs recorded in the VCD (requests,
+    grant ready, AXI4-Lite writes, resets) and compare the recorded outputs every
+    cycle with the lockstep scoreboard of the co-simulation (``tb/scoreboard.py``).
+    At a replay marker the model's buckets are zeroed, as the replay engine
+    zeroes the RTL's.  Returns the first mismatch (or an empty list)."""
+    from .monitor import Sample
+    from .scoreboard import Mismatch, Scoreboard
+    if samples is None:
+        samples = sample_ports(path, params)
+    mark = _marker_cycle(samples)
+    lay = Layouts.of(params)
+    quiet = logging.getLogger("kvfabric.vcd_check")
+    quiet.setLevel(logging.CRITICAL)
+    sb = Scoreboard(params, seed="(from VCD)", channels=None, check_internal=False, log=quiet)
+    C = params.channels
+    in_reset = True
+    for k, x in enumerate(samples):
+        if x["rst"] is None or x["rst"]:
+            in_reset = True
+            continue
+        if in_reset:
+            sb.reset()
+            in_reset = False
+        if k == mark:
+            for ch in sb.model.channels:
+                ch.level = [0] * params.tenants
+                ch.peak = [0] * params.tenants
+        smp = Sample()
+        for c in range(C):
+            v = x[f"req__{c}__valid"]
+            gv = x[f"grant__{c}__valid"]
+            smp.req_valid.append(v)
+            smp.req_ready.append(x[f"req__{c}__ready"])
+            smp.req.append(lay.unpack_req(x[f"req__{c}__payload"]) if v else None)
+            smp.grant_valid.append(gv)
+            smp.grant_ready.append(x[f"grant__{c}__ready"])
+            smp.grant.append(lay.unpack_grant(x[f"grant__{c}__payload"]) if gv else None)
+            smp.queue_full.append(x[f"queue_full__{c}"])
+        if x["s_axil__awvalid"] and x["s_axil__awready"]:
+            smp.aw = (x["s_axil__awaddr"],)
+        if x["s_axil__wvalid"] and x["s_axil__wready"]:
+            smp.w = (x["s_axil__wdata"], x["s_axil__wstrb"])
+        if x["s_axil__arvalid"] and x["s_axil__arready"]:
+            smp.ar = x["s_axil__araddr"]
+        if x["s_axil__rvalid"] and x["s_axil__rready"]:
+            smp.r = x["s_axil__rdata"]
+        try:
+            sb.step(smp)
+        except Mismatch as e:
+            return [f"{Path(path)}: {e}"]
+        except TypeError:
+            return [f"{Path(path)}: X or Z on a port at VCD cycle {k}"]
+    return []
+
+
 def check_vcd(vcd, compiled, trace=None) -> list[str]:
-    """Mismatches between the grant log in ``vcd`` and the golden model's replay of
-    the same trace (``trace``: the trace CSV, else the trace rebuilt from the VCD)."""
+    """Check a VCD of the top level against the golden model, in two ways:
+
+    1. port-level lockstep (:func:`lockstep_vcd`): every output of every cycle,
+       for any VCD (a co-simulation test's ``WAVES=1`` dump or a replay's);
+    2. for a replay's VCD (it has the trace-start marker): the grant log rebuilt
+       from the VCD against the model engine's replay of the same trace
+       (``trace``: the trace CSV, else the trace rebuilt from the VCD) under
+       ``compiled``'s configuration and memory-side bandwidth.
+    """
     params = compiled.params
-    trace_rows = read_trace(trace, params) if trace is not None else None
     try:
-        got, rows = grant_log_from_vcd(vcd, params, trace_rows)
+        samples = sample_ports(vcd, params)
     except VcdError as e:
         return [f"{Path(vcd)}: {e}"]
+    out = lockstep_vcd(vcd, params, samples)
+    if _marker_cycle(samples) is None:
+        return out
+    trace_rows = read_trace(trace, params) if trace is not None else None
+    try:
+        got, rows = grant_log_from_vcd(vcd, params, trace_rows, samples=samples)
+    except VcdError as e:
+        return out + [f"{Path(vcd)}: {e}"]
     want = replay_model(params, compiled.config, rows, compiled.bytes_per_cycle).log
-    out = []
     by_id = {r.id: r for r in got}
     for w in want:
         g = by_id.get(w.id)

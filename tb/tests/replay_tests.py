@@ -23,6 +23,7 @@ and every bucket, tag and V at 0:
 from __future__ import annotations
 
 import json
+import logging
 import os
 from fractions import Fraction
 
@@ -57,6 +58,8 @@ async def replay(dut):
     await Timer(2, unit="ns")
     Clock(dut.clk, 10, unit="ns", impl="gpi").start(start_high=False)
     master = AxiLiteMaster(AxiLiteBus.from_prefix(dut, "s_axil_"), dut.clk, dut.rst)
+    for m in (master.write_if, master.read_if):
+        m.log.setLevel(logging.WARNING)
     await ClockCycles(dut.clk, 3)
     await FallingEdge(dut.clk)
     dut.rst.value = 0
