@@ -257,8 +257,9 @@ class TB:
         for c, v in enumerate(counters["dropped"]):
             if v != live.dropped[c]:
                 sb.fail("telemetry dropped", live.dropped[c], v, c)
-        if counters["epoch_count"] != sb.model.telemetry.epoch_count:
-            sb.fail("telemetry epoch_count", sb.model.telemetry.epoch_count, counters["epoch_count"])
+        # EPOCH_COUNT (which periodic snapshots keep advancing during these reads)
+        # was checked against the model in the very cycle it was read, like every
+        # read above; so were the snapshot registers.
         sb.check_drained()
         granted_bytes = sum(t.bytes for t in live.tenants)
         self.log.info("end of test: %d cycles (%d since reset), %d accepted, %d granted (%d bytes), "
