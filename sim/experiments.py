@@ -14,6 +14,7 @@ for conclusions).
 
 import argparse
 import os
+import pickle
 import sys
 import time
 from concurrent.futures import ProcessPoolExecutor, as_completed
@@ -184,13 +185,23 @@ def main(argv=None):
                     help="worker processes (default: 2)")
     ap.add_argument("--out", default="reports", help="output directory (default: reports)")
     ap.add_argument("--compression", type=int, default=25, help="time compression K (default 25)")
+    ap.add_argument("--report-only", action="store_true",
+                    help="rewrite the report from the raw results of the last run (build/)")
     args = ap.parse_args(argv)
     from .report import write_report  # matplotlib is only needed here
 
+    raw = os.path.join("build", "experiments-quick.pickle" if args.quick else "experiments.pickle")
     start = time.time()
     specs = plan(args.quick)
-    results = run_all(specs, args.jobs, args.compression)
-    wall = time.time() - start
+    if args.report_only:
+        with open(raw, "rb") as f:
+            results, wall = pickle.load(f)
+    else:
+        results = run_all(specs, args.jobs, args.compression)
+        wall = time.time() - start
+        os.makedirs("build", exist_ok=True)
+        with open(raw, "wb") as f:
+            pickle.dump((results, wall), f)
     path = write_report(results, specs, out_dir=args.out, quick=args.quick, wall_s=wall,
                         jobs=args.jobs, compression=args.compression)
     print(f"wrote {path} ({len(specs)} runs, {wall:.0f} s wall, "
