@@ -23,7 +23,7 @@ import re
 from collections import defaultdict, deque
 from dataclasses import dataclass, field
 
-from .yosys_util import Netlist
+from .yosys_util import Netlist, name_pattern
 
 __all__ = ["DelayModel", "GENERIC", "ECP5", "rank_paths", "readable"]
 
@@ -137,7 +137,9 @@ def _strip_index(name):
 def rank_paths(net: Netlist, model: DelayModel, top_n=5, through=6, rename=None):
     """The worst register-to-register path to each of the ``top_n`` worst endpoints.
 
-    Endpoints are grouped by register (a bus counts once, at its worst bit).
+    Endpoints are grouped by register (a bus counts once, at its worst bit),
+    and registers by pattern (``channel_*.vt``): each returned path is the worst
+    of its pattern, ``endpoints`` says how many registers share the pattern.
     Returns ``(paths, info)``: ``paths`` is a list of dicts with ``delay``,
     ``start``, ``end``, ``end_port``, ``cells`` (combinational cells on the
     path) and ``through`` (a few public net names along it); ``info`` holds
@@ -148,7 +150,7 @@ def rank_paths(net: Netlist, model: DelayModel, top_n=5, through=6, rename=None)
     rename = rename or (lambda n: n)
 
     def reg_name(bit):
-        n = net.best_name(bit)
+        n = net.reg_name(bit)
         return _strip_index(rename(n)) if n else None
 
     driver = {}                      # bit -> (cell name, port)
@@ -239,7 +241,8 @@ def rank_paths(net: Netlist, model: DelayModel, top_n=5, through=6, rename=None)
                 ready.append(u)
     loops = len(comb) - done
 
-    # End points, grouped by the register they belong to.
+    # End points, grouped by register, then by register pattern (numbers
+    # replaced by "*"), so that the eight copies of a per-channel path show once.
     worst = {}
     for cname, cell in net.cells.items():
         seq = model.sequential(cell["type"])
@@ -258,9 +261,14 @@ def rank_paths(net: Netlist, model: DelayModel, top_n=5, through=6, rename=None)
                     t = arrival[b] + wire_delay(b)
                     if reg not in worst or t > worst[reg][0]:
                         worst[reg] = (t, b, port)
+    groups = defaultdict(list)
+    for reg, w in worst.items():
+        groups[name_pattern(reg)].append((w[0], reg, w[1], w[2]))
+    ranked = sorted((max(g) + (len(g), pattern) for pattern, g in groups.items()),
+                    key=lambda r: -r[0])
 
     paths = []
-    for reg, (t, b, port) in sorted(worst.items(), key=lambda kv: -kv[1][0])[:top_n]:
+    for t, reg, b, port, copies, pattern in ranked[:top_n]:
         chain = [b]
         while chain[-1] in pred:
             chain.append(pred[chain[-1]])
@@ -277,6 +285,8 @@ def rank_paths(net: Netlist, model: DelayModel, top_n=5, through=6, rename=None)
             "start": reg_name(chain[0]) or f"<net {chain[0]}>",
             "end": reg,
             "end_port": port,
+            "end_pattern": pattern,
+            "endpoints": copies,
             "cells": len(chain) - 1,
             "through": names,
         })

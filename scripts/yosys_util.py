@@ -28,7 +28,19 @@ from pathlib import Path
 
 __all__ = [
     "ROOT", "ToolError", "rel", "tool_path", "run_tool", "tool_versions",
-    "design_params", "Netlist", "name_pattern",
+    "design_params", "Netlist", "name_pattern", "MARK_REGISTERS", "REGISTER_ATTR", "source_revision",
+]
+
+#: Wire attribute that marks the register wires of the RTL (see MARK_REGISTERS).
+REGISTER_ATTR = "kvfabric_reg"
+#: Yosys commands, to run after ``proc; flatten`` and before any optimisation,
+#: that mark every wire driven by a flip-flop's Q output: at that point those
+#: are exactly the registers the RTL declared.  The attribute survives
+#: synthesis, so that a mapped flip-flop can be named after its RTL register
+#: rather than after whichever port happens to alias it.
+MARK_REGISTERS = [
+    "select -set kvfabric_regs t:$*dff* t:$*dlatch* %u %x:+[Q] t:* %d",
+    f"setattr -set {REGISTER_ATTR} 1 @kvfabric_regs",
 ]
 
 #: The project root: the sandbox root of every YoWASP run.
@@ -148,6 +160,19 @@ def tool_versions(*tools):
     return result
 
 
+def source_revision():
+    """The commit the RTL comes from, ``+dirty`` when ``hw/`` or ``scripts/``
+    differ from it (a report then describes RTL that no commit holds)."""
+    def git(*args):
+        out = subprocess.run(["git", *args], cwd=ROOT, capture_output=True, text=True)
+        return out.stdout.strip() if out.returncode == 0 else None
+    head = git("rev-parse", "--short=12", "HEAD")
+    if head is None:
+        return "unknown"
+    dirty = git("status", "--porcelain", "--", "hw", "scripts/gen_verilog.py")
+    return head + ("+dirty" if dirty else "")
+
+
 _PARAM_RE = re.compile(r"\b(tenants|channels)\s*[=:]\s*(\d+)")
 
 
@@ -230,6 +255,13 @@ class Netlist:
         """The most readable public name of a net bit, or ``None``."""
         names = self.bit_names(bit)
         return names[0] if names else None
+
+    def reg_name(self, bit):
+        """The name of the RTL register a flip-flop output bit carries (wires
+        marked by :data:`MARK_REGISTERS`), else :meth:`best_name`."""
+        marked = sorted((f"{n}[{i}]" if self.widths[n] > 1 else n for n, i in self.names.get(bit, ())
+                         if REGISTER_ATTR in self.attrs[n]), key=lambda s: (len(s), s))
+        return marked[0] if marked else self.best_name(bit)
 
 
 _DIGITS = re.compile(r"\d+")
