@@ -53,7 +53,7 @@ class DelayModel:
     input listed there ends them.  ``arcs`` maps a cell type to a function
     ``(input port, output port) -> delay or None``; cells of other types
     use ``default_arc`` for every input-output pair.  ``wire(driver type,
-    driver port)`` is the routing delay of a net.
+    driver port, sink type, sink port)`` is the routing delay of a connection.
     """
 
     name: str
@@ -105,9 +105,14 @@ def _mult(inp, out):
     return 4.0 if inp[0] in "AB" and out.startswith("P") else None
 
 
-def _ecp5_wire(ctype, port):
-    # Carry chains use dedicated routing.
-    return 0.0 if ctype == "CCU2C" and port == "COUT" else 0.85
+def _ecp5_wire(ctype, port, sink_type, sink_port):
+    # Carry chains and the LUT4 -> PFUMX -> L6MUX21 connections inside a slice
+    # use dedicated wires; everything else goes through general routing.
+    if ctype == "CCU2C" and port == "COUT":
+        return 0.0
+    if sink_type in ("PFUMX", "L6MUX21") and sink_port in ("ALUT", "BLUT", "D0", "D1"):
+        return 0.0
+    return 0.85
 
 
 _ECP5_SEQUENTIAL = {
@@ -172,11 +177,11 @@ def rank_paths(net: Netlist, model: DelayModel, top_n=5, through=6, rename=None)
     pred = {}                        # bit -> previous bit on the worst path
     unknown = set()
 
-    def wire_delay(bit):
+    def wire_delay(bit, sink_type, sink_port):
         if model.wire is None:
             return 0.0
         c, p = driver[bit]
-        return model.wire(net.cells[c]["type"], p)
+        return model.wire(net.cells[c]["type"], p, sink_type, sink_port)
 
     # Start points.
     comb = []
@@ -226,7 +231,7 @@ def rank_paths(net: Netlist, model: DelayModel, top_n=5, through=6, rename=None)
                     continue
                 for b in ibits:
                     if isinstance(b, int) and b in arrival:
-                        t = arrival[b] + wire_delay(b) + d
+                        t = arrival[b] + wire_delay(b, ctype, iport) + d
                         if best is None or t > best:
                             best, best_bit = t, b
             if best is None:
@@ -250,7 +255,7 @@ def rank_paths(net: Netlist, model: DelayModel, top_n=5, through=6, rename=None)
             continue
         ends = seq[1]
         q_bits = [b for _, bits in outputs[cname] for b in bits if isinstance(b, int)]
-        reg = (reg_name(q_bits[0]) if q_bits else None) or cname
+        reg = (reg_name(q_bits[0]) if q_bits else None) or readable(rename(cname)) or cname
         for port, bits in inputs[cname]:
             if ends is not None and port not in ends and port.rstrip("0123456789") not in ends:
                 continue
@@ -258,7 +263,7 @@ def rank_paths(net: Netlist, model: DelayModel, top_n=5, through=6, rename=None)
                 continue
             for b in bits:
                 if isinstance(b, int) and b in arrival:
-                    t = arrival[b] + wire_delay(b)
+                    t = arrival[b] + wire_delay(b, cell["type"], port)
                     if reg not in worst or t > worst[reg][0]:
                         worst[reg] = (t, b, port)
     groups = defaultdict(list)
