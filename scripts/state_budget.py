@@ -284,7 +284,7 @@ def format_table(report) -> str:
     """The human-readable summary of a :func:`measure` report."""
     t, c = report["tenants"], report["channels"]
     lines = [f"State budget of {report['verilog']} (top {report['top']}, {t} tenants x {c} channels"
-             f" from {report['params_source']})", "",
+             f"; {report['params_source']})", "",
              f"{'category':10} {'FF bits':>9} {'mem bits':>9} {'total':>9}"]
     for cat, v in report["categories"].items():
         lines.append(f"{cat:10} {v['ff_bits']:9d} {v['memory_bits']:9d} {v['bits']:9d}")

@@ -543,14 +543,13 @@ def run_target(target, opts):
             verilog = opts.verilog_1ch
         elif not opts.verilog_given:
             verilog = one_channel_verilog(target, opts)
-            channels = 1
     if not (ROOT / rel(verilog)).exists():
         raise ToolError(f"{verilog} does not exist: run `make verilog` first")
     verilog = rel(verilog)
     tenants, channels, source = design_params(ROOT / verilog, tenants, channels)
     workdir = f"{rel(opts.build_dir)}/{target}"
-    log(target, f"{verilog} (top {opts.top}; {tenants} tenants x {channels} channels, "
-                f"from {source})")
+    log(target, f"{verilog} (top {opts.top}; {tenants} tenants x {channels} channels; "
+                f"{source})")
     started = time.monotonic()
     if target == "generic":
         entry = run_generic(target, opts, verilog, workdir)
@@ -687,13 +686,15 @@ def main(argv=None):
     parser.add_argument("--seed", type=int, default=1, help="nextpnr seed (default: %(default)s)")
     parser.add_argument("--top-paths", type=int, default=5,
                         help="endpoints to list in the path ranking (default: %(default)s)")
+    parser.add_argument("--revision", help="RTL revision to record (default: git HEAD, with "
+                        "+dirty when hw/ differs from it)")
     parser.add_argument("--build-dir", default="build/synth",
                         help="scratch directory, one subdirectory per target (default: %(default)s)")
     parser.add_argument("--json", default="reports/synth.json", help="default: %(default)s")
     parser.add_argument("--md", default="reports/synth.md", help="default: %(default)s")
     opts = parser.parse_args(argv)
     opts.verilog_given = opts.verilog is not None
-    opts.revision = source_revision()
+    opts.revision = opts.revision or source_revision()
     opts.verilog = opts.verilog or "build/kvfabric.v"
     targets = [t.strip() for t in opts.targets.split(",") if t.strip()]
     bad = [t for t in targets if t not in TARGETS]

@@ -176,36 +176,50 @@ def source_revision():
 _PARAM_RE = re.compile(r"\b(tenants|channels)\s*[=:]\s*(\d+)")
 
 
+_CHANNEL_MODULE_RE = re.compile(r"^module \\\S*\.channel_(\d+) ", re.M)
+_FIFO_MODULE_RE = re.compile(r"^module \\\S*\.channel_0\.q_fifo_(\d+) ", re.M)
+
+
 def design_params(verilog_path, tenants=None, channels=None):
     """Tenants and channels of a generated netlist, with where they came from.
 
     Amaranth's Verilog has no parameters, so the values come from, in order:
     the arguments; ``tenants=N``/``channels=N`` in the comment lines at the top
-    of the file (scripts.gen_verilog may write them); the defaults of
+    of the file (scripts.gen_verilog may write them); the module names
+    Amaranth gives the instances (``kvfabric.channel_<c>`` and
+    ``kvfabric.channel_0.q_fifo_<t>``); the defaults of
     :class:`hw.params.FabricParams`.
     """
-    found = {}
-    with open(verilog_path, errors="replace") as f:
-        for _, line in zip(range(40), f):
-            s = line.strip()
-            # Comments and attributes only: a port named "channels" must not count.
-            if s.startswith(("//", "/*", "*", "(*")):
-                for key, value in _PARAM_RE.findall(s):
-                    found.setdefault(key, int(value))
-    source = "verilog header" if found else None
-    if tenants is not None or channels is not None:
-        source = "command line"
-    if tenants is None:
-        tenants = found.get("tenants")
-    if channels is None:
-        channels = found.get("channels")
-    if tenants is None or channels is None:
-        from hw.params import FabricParams
-        defaults = FabricParams()
-        tenants = defaults.tenants if tenants is None else tenants
-        channels = defaults.channels if channels is None else channels
-        source = (source + " + " if source else "") + "FabricParams defaults (assumed)"
-    return tenants, channels, source
+    given = {"tenants": tenants, "channels": channels}
+    text = Path(verilog_path).read_text(errors="replace")
+    header = {}
+    for line in text.splitlines()[:40]:
+        s = line.strip()
+        # Comments and attributes only: a port named "channels" must not count.
+        if s.startswith(("//", "/*", "*", "(*")):
+            for key, value in _PARAM_RE.findall(s):
+                header.setdefault(key, int(value))
+    inferred = {}
+    channel_ids = set(_CHANNEL_MODULE_RE.findall(text))
+    fifo_ids = set(_FIFO_MODULE_RE.findall(text))
+    if channel_ids:
+        inferred["channels"] = len(channel_ids)
+    if fifo_ids:
+        inferred["tenants"] = len(fifo_ids)
+    sources = []
+    values = {}
+    for key in ("tenants", "channels"):
+        for source, table in (("command line", given), ("verilog header", header),
+                              ("module names", inferred)):
+            if table.get(key) is not None:
+                values[key] = table[key]
+                sources.append(f"{key} from {source}")
+                break
+        else:
+            from hw.params import FabricParams
+            values[key] = getattr(FabricParams(), key)
+            sources.append(f"{key} assumed (FabricParams default)")
+    return values["tenants"], values["channels"], ", ".join(sources)
 
 
 class Netlist:
