@@ -22,36 +22,22 @@ Registers: per-tenant ``dyn_level``/``dyn_peak``/``dyn_tag``, the queue heads
 (``q_*``, shift-register queues whose head is a register) and the grant
 register. Per cycle, in parallel:
 
-* per tenant: the key (class and eligibility) from the *registered*
-  predicates ``pipe_burst_ok``/``pipe_conform``/``pipe_eligible``/``pipe_age``
-  and the live ``priority``/``fcfs_bypass``/``starve_limit``;
+* per tenant: ``conform``/``burst_ok``/``urgent``/``eligible``/``finish`` from
+  registers, and every "if granted" and "if not granted" next value of the
+  level, peak and tag;
 * per pair of tenants (all pairs, no tree): "higher index strictly precedes
-  lower index" from the keys, the registered finish tags (``pipe_finish``) and
-  the head timestamps;
+  lower index" from the class, eligibility, finish tags and timestamps;
 * per tenant: winner = it competes and no competing tenant precedes it
   (one-hot);
-* off the loop, per tenant: every "if popped" and "if not popped" next value
-  of the level, peak, tag and queue head, and from them the predicates of the
-  next cycle in both cases (V's next value does not depend on the selection);
-* final muxes selected by the one-hot winner: next state, next-cycle
-  predicates, queue pops, grant register.
-
-The selection loop is therefore registered predicates -> key -> pair order ->
-winner -> case mux, with one carry chain (the finish-tag or timestamp order,
-and in parallel the age against ``starve_limit``); the bucket and tag
-arithmetic feeds the ``pipe_*`` registers without passing through the winner.
-The ``pipe_*`` registers are a retiming of the combinational predicates of
-spec §6.2, not state: they are functions of the architectural registers,
-the queue heads, V and ``now`` (which advances by one per cycle) and equal
-what the combinational version computes in every cycle, from reset on.
+* final muxes selected by the one-hot winner: next state, queue pops, grant
+  register.
 
 V, served and vmin are per-channel registers updated from registers only.
 
 Naming (the state-budget script counts flip-flops by name): per-tenant dynamic
 state is exactly ``dyn_level_i``, ``dyn_peak_i``, ``dyn_tag_i``; queue storage
 and the ingress register are ``q_*``; per-channel registers are ``vt``,
-``served``, ``vmin``, ``vmin_valid`` and ``grant_*``; the retimed selection
-predicates are ``pipe_*`` (pipeline registers, not dynamic state).
+``served``, ``vmin``, ``vmin_valid`` and ``grant_*``.
 """
 
 from amaranth.hdl import C, Cat, Module, Mux, Signal
@@ -192,56 +178,36 @@ class ChannelArbiter(wiring.Component):
         vt, served, vmin, vmin_valid = self.vt, self.served, self.vmin, self.vmin_valid
         starve_on = self.starve_limit != 0
 
-        # ---------------------------------------------------------- virtual time, next value
-        # V at t+1 depends on registers only (not on this cycle's selection):
-        # the next-cycle eligibility below is computed from it.
-        v_sum = Signal(T, name="vt_sum")
-        v_next = Signal(T, name="vt_next")
-        m.d.comb += v_sum.eq(vt + served)
-        with m.If(vmin_valid & mod_lt(v_sum, vmin, T)):
-            m.d.comb += v_next.eq(vmin)
-        with m.Else():
-            m.d.comb += v_next.eq(v_sum)
-        m.d.sync += vt.eq(v_next)
-        now_next = Signal(p.ts_bits, name="now_next")
-        m.d.comb += now_next.eq(self.now + 1)
-
         # ---------------------------------------------------------- per tenant
-        # The configuration-independent predicates of cycle t+1 (burst_ok,
-        # conform, eligible, finish tag, age) are computed in cycle t for both
-        # "tenant i is popped at t" and "it is not", from the next-state values
-        # that are computed in parallel anyway, and registered (``pipe_*``).
-        # The pop selects one case at the very end of the cycle, like it
-        # selects the next level/peak/tag. What depends on configuration that
-        # a commit may change between t and t+1 (priority, fcfs_bypass,
-        # starve_limit) is applied in cycle t+1 to the registered predicates.
-        hv, heads, conform, key, finish, competes = [], [], [], [], [], []
+        hv, heads, conform, key, elig, finish, competes = [], [], [], [], [], [], []
         lvl_win, lvl_idle, pk_win, pk_idle, tag_idle = [], [], [], [], []
-        nxt = []
         for i in range(n):
             cfg = self.tenant_cfg[i]
-            q = queues[i]
-            head = q.r_data
+            head = queues[i].r_data
             level, peak, tag = self.dyn_level[i], self.dyn_peak[i], self.dyn_tag[i]
             need = Signal(p.peak_bits, name=f"need_{i}")
             m.d.comb += need.eq(head.bytes << p.frac)
 
-            # Registered predicates of this cycle. Reset: every queue is empty,
-            # tag = V = 0, so eligible = 1 and the rest is 0 (the age of an
-            # empty head is never used).
-            s_burst = Signal(name=f"pipe_burst_ok_{i}")
-            s_conf = Signal(name=f"pipe_conform_{i}")
-            s_elig = Signal(name=f"pipe_eligible_{i}", init=1)
-            s_fin = Signal(T, name=f"pipe_finish_{i}")
-            s_age = Signal(p.ts_bits, name=f"pipe_age_{i}")
+            s_burst = Signal(name=f"burst_ok_{i}")
+            s_conf = Signal(name=f"conform_{i}")
+            s_elig = Signal(name=f"eligible_{i}")
+            s_fin = Signal(T, name=f"finish_{i}")
             s_old = Signal(name=f"old_{i}")
             s_urg = Signal(name=f"urgent_{i}")
             s_key = Signal(4, name=f"key_{i}")
             s_comp = Signal(name=f"competes_{i}")
             m.d.comb += [
-                s_old.eq(s_age >= self.starve_limit),
+                s_burst.eq(peak >= need),
+                # need < 2^peak_bits: compare only the low bits of the level
+                # with a chain, the high bits with an OR.
+                s_conf.eq(s_burst & ((level[p.peak_bits:] != 0) | (level[:p.peak_bits] >= need))),
+                s_elig.eq(~mod_lt(vt, tag, T)),
+                s_fin.eq(tag + head.cost),
+                # A three-operand form (now - ts - limit, one chain) measured
+                # 500 LUT4s more on ECP5 for no gain: keep subtract + compare.
+                s_old.eq((self.now - head.ts)[:p.ts_bits] >= self.starve_limit),
                 s_urg.eq(s_conf & starve_on & s_old),
-                s_comp.eq(q.r_rdy & (fcfs | s_burst)),
+                s_comp.eq(queues[i].r_rdy & (fcfs | s_burst)),
             ]
             # Selection key: class, eligibility and "competes" folded into one
             # 4-bit number so that a pair compares one small key plus one tag
@@ -297,7 +263,7 @@ class ChannelArbiter(wiring.Component):
             ceiling = Signal(T, name=f"tag_ceiling_{i}")
             raised = Signal(T, name=f"tag_raised_{i}")
             ti = Signal(T, name=f"tag_idle_{i}")
-            with m.If(q.r_rdy):
+            with m.If(queues[i].r_rdy):
                 m.d.comb += floor_.eq(vt - p.lag_window)
             with m.Else():
                 m.d.comb += floor_.eq(vt)
@@ -307,47 +273,11 @@ class ChannelArbiter(wiring.Component):
             with m.If(mod_lt(ceiling, raised, T)):
                 m.d.comb += ti.eq(ceiling)
 
-            # Predicates of cycle t+1 in the two cases. Popped: in fabric mode
-            # the tenant wins (winner's level/peak, tag = finish); in FCFS mode
-            # its state takes the idle update. Not popped: idle update.
-            cases = {}
-            for case, (c_head, c_rdy) in {"pop": (q.head_on_pop, q.rdy_on_pop),
-                                         "keep": (q.head_on_keep, q.rdy_on_keep)}.items():
-                n_level = Signal(p.level_bits, name=f"nx_level_{case}_{i}")
-                n_peak = Signal(p.peak_bits, name=f"nx_peak_{case}_{i}")
-                n_tag = Signal(T, name=f"nx_tag_{case}_{i}")
-                if case == "pop":
-                    m.d.comb += [
-                        n_level.eq(Mux(fcfs, li, lw)),
-                        n_peak.eq(Mux(fcfs, pi_, pw)),
-                        n_tag.eq(Mux(fcfs, ti, s_fin)),
-                    ]
-                else:
-                    m.d.comb += [n_level.eq(li), n_peak.eq(pi_), n_tag.eq(ti)]
-                n_need = Signal(p.peak_bits, name=f"nx_need_{case}_{i}")
-                n_burst = Signal(name=f"nx_burst_ok_{case}_{i}")
-                n_conf = Signal(name=f"nx_conform_{case}_{i}")
-                n_elig = Signal(name=f"nx_eligible_{case}_{i}")
-                n_fin = Signal(T, name=f"nx_finish_{case}_{i}")
-                n_age = Signal(p.ts_bits, name=f"nx_age_{case}_{i}")
-                m.d.comb += [
-                    n_need.eq(c_head.bytes << p.frac),
-                    n_burst.eq(n_peak >= n_need),
-                    # need < 2^peak_bits: compare only the low bits of the level
-                    # with a chain, the high bits with an OR.
-                    n_conf.eq(n_burst & ((n_level[p.peak_bits:] != 0)
-                                         | (n_level[:p.peak_bits] >= n_need))),
-                    n_elig.eq(~mod_lt(v_next, n_tag, T)),
-                    n_fin.eq(n_tag + c_head.cost),
-                    n_age.eq(now_next - c_head.ts),
-                ]
-                cases[case] = (n_burst, n_conf, n_elig, n_fin, n_age)
-            nxt.append((cases, (s_burst, s_conf, s_elig, s_fin, s_age)))
-
-            hv.append(q.r_rdy)
+            hv.append(queues[i].r_rdy)
             heads.append(head)
             conform.append(s_conf)
             key.append(s_key)
+            elig.append(s_elig)
             finish.append(s_fin)
             competes.append(s_comp)
             lvl_win.append(lw)
@@ -390,11 +320,6 @@ class ChannelArbiter(wiring.Component):
                 fab_win.eq(pop & ~fcfs),
                 queues[i].r_en.eq(pop),
             ]
-            cases, regs = nxt[i]
-            with m.If(pop):
-                m.d.sync += [r.eq(v) for r, v in zip(regs, cases["pop"])]
-            with m.Else():
-                m.d.sync += [r.eq(v) for r, v in zip(regs, cases["keep"])]
             with m.If(fab_win):
                 m.d.sync += [
                     self.dyn_level[i].eq(lvl_win[i]),
@@ -469,6 +394,13 @@ class ChannelArbiter(wiring.Component):
             vmin.eq(_or_all(is_min[i].replicate(T) & self.dyn_tag[i] for i in range(n))),
             vmin_valid.eq(Cat(*hv).any()),
         ]
+
+        v_sum = Signal(T, name="vt_sum")
+        m.d.comb += v_sum.eq(vt + served)
+        with m.If(vmin_valid & mod_lt(v_sum, vmin, T)):
+            m.d.sync += vt.eq(vmin)
+        with m.Else():
+            m.d.sync += vt.eq(v_sum)
 
         return m
 

@@ -45,12 +45,6 @@ class HeadQueue(wiring.Component):
         Head entry, driven directly by a register.
     level : Out(range(depth + 1))
         Number of entries.
-    head_on_pop, head_on_keep : Out(shape)
-        The head in the next cycle if ``r_en`` is / is not asserted in this
-        cycle (independent of ``r_en``; the channel precomputes next-cycle
-        selection predicates from them, spec §11).
-    rdy_on_pop, rdy_on_keep : Out(1)
-        ``r_rdy`` in the next cycle in the same two cases.
     """
 
     def __init__(self, shape, depth, *, prefix="q"):
@@ -66,10 +60,6 @@ class HeadQueue(wiring.Component):
             "r_rdy":  Out(1),
             "r_data": Out(shape),
             "level":  Out(range(depth + 1)),
-            "head_on_pop":  Out(shape),
-            "head_on_keep": Out(shape),
-            "rdy_on_pop":   Out(1),
-            "rdy_on_keep":  Out(1),
         })
 
     @property
@@ -99,12 +89,6 @@ class HeadQueue(wiring.Component):
         ]
         with m.If(count == 0):
             m.d.comb += on_keep.eq(self.w_data)
-        m.d.comb += [
-            self.head_on_pop.eq(on_pop),
-            self.head_on_keep.eq(on_keep),
-            self.rdy_on_pop.eq((count >= 2) | self.w_en),
-            self.rdy_on_keep.eq((count != 0) | self.w_en),
-        ]
 
         if depth > 1:
             slots = depth - 1
