@@ -51,8 +51,8 @@ import time
 from pathlib import Path
 
 from . import netlist_paths
-from .yosys_util import (MARK_REGISTERS, ROOT, Netlist, ToolError, design_params, name_pattern,
-                         rel, run_tool, source_revision, tool_path, tool_versions)
+from .yosys_util import (MARK_REGISTERS, ROOT, Netlist, ToolError, ToolTimeout, design_params,
+                         name_pattern, rel, run_tool, source_revision, tool_path, tool_versions)
 
 __all__ = ["TARGETS", "DEFAULT_TARGETS", "main"]
 
@@ -96,6 +96,7 @@ class Progress:
         self.last = ""
         self.shown = set()
         self.util_rows = {}
+        self.fmax_lines = []
 
     def yosys(self, line):
         if line.startswith(("ERROR", "Preparing to run")):
@@ -124,6 +125,9 @@ class Progress:
         text = line[len("Info: "):] if line.startswith("Info: ") else line
         if text.strip():
             self.last = text.strip()
+        m = _FMAX_LINE.search(line)
+        if m:
+            self.fmax_lines.append(float(m.group(1)))
         if any(text.lstrip().startswith(k) for k in self._PNR_KEEP) or \
                 line.startswith(("ERROR", "Preparing to run")):
             log(self.target, f"nextpnr: {text.strip()}")
@@ -309,6 +313,7 @@ def critical_path(report, net=None, rename=lambda n: n):
     }
 
 
+_FMAX_LINE = re.compile(r"Max frequency for clock .*?: ([\d.]+) MHz")
 _UTIL_ROW = re.compile(r"^Info:\s+([A-Z0-9_]+):\s+(\d+)/\s*(\d+)\s+(\d+)%")
 
 
@@ -366,11 +371,11 @@ def _run_yosys(target, script_lines, workdir, progress):
     return args, seconds
 
 
-def _run_nextpnr(target, tool, args, workdir, progress):
+def _run_nextpnr(target, tool, args, workdir, progress, timeout=None):
     args = [tool_path(tool)] + args
     log(target, f"{tool}: {_cmd(args)}")
     seconds = run_tool(args, f"{workdir}/nextpnr.log", progress=progress.nextpnr,
-                       tick=progress.tick, label=tool)
+                       tick=progress.tick, label=tool, timeout=timeout)
     log(target, f"place and route done in {_fmt_elapsed(seconds)}")
     return args, seconds
 
@@ -411,11 +416,24 @@ def run_fpga(target, opts, verilog, workdir):
     report_path = f"{workdir}/report.json"
     (ROOT / report_path).unlink(missing_ok=True)
     pnr_args += ["--freq", str(freq), "--json", netlist, "--report", report_path,
-                 "--timing-allow-fail", "--seed", str(opts.seed)]
+                 "--timing-allow-fail", "--seed", str(opts.seed), *opts.pnr_args]
     entry = {"device": device, "target_mhz": freq, **counts, "yosys_cells": cells,
              "harness": harness, "commands": [_cmd(yargs)]}
     try:
-        pargs, psec = _run_nextpnr(target, pnr_tool, pnr_args, workdir, progress)
+        pargs, psec = _run_nextpnr(target, pnr_tool, pnr_args, workdir, progress,
+                                   timeout=opts.pnr_timeout * 60 if opts.pnr_timeout else None)
+    except ToolTimeout as exc:
+        # Routing that does not converge is a result too: keep the placement estimate.
+        entry["commands"].append(_cmd([tool_path(pnr_tool)] + pnr_args))
+        entry["status"] = "route_timeout"
+        entry["message"] = (f"nextpnr stopped after {opts.pnr_timeout:g} min"
+                            + (" while routing" if "Routing" in progress.last or "|" in progress.last
+                               else "") + f"; last: {progress.last[:80]}")
+        entry["fmax_placed_mhz"] = progress.fmax_lines[0] if progress.fmax_lines else None
+        entry["utilisation"] = _with_percent(utilisation_from_log(f"{workdir}/nextpnr.log"))
+        entry["runtime_s"] = {"yosys": round(ysec, 1), "nextpnr": opts.pnr_timeout * 60}
+        log(target, f"{exc}; post-placement Fmax estimate {entry['fmax_placed_mhz']} MHz")
+        return entry
     except ToolError:
         util = utilisation_from_log(f"{workdir}/nextpnr.log")
         over = {k: v for k, v in util.items() if v["used"] > v["available"]}
@@ -436,6 +454,7 @@ def run_fpga(target, opts, verilog, workdir):
     entry["commands"].append(_cmd(pargs))
     entry["status"] = "ok"
     entry["fmax_mhz"] = round(min(fmax), 2) if fmax else None
+    entry["fmax_placed_mhz"] = progress.fmax_lines[0] if progress.fmax_lines else None
     entry["meets_target"] = bool(fmax) and min(fmax) >= freq
     entry["utilisation"] = _with_percent(report.get("utilization", {}))
     rename = make_renamer(harness)
@@ -591,6 +610,8 @@ def format_markdown(results):
         fmax = "—"
         if r.get("fmax_mhz") is not None:
             fmax = f"{r['fmax_mhz']:.1f} ({r['target_mhz']})"
+        elif r.get("fmax_placed_mhz") is not None:
+            fmax = f"≈{r['fmax_placed_mhz']:.1f} placed, unrouted ({r['target_mhz']})"
         harness = r.get("harness") or {}
         ffs = _num(r.get("ffs"))
         if harness:
@@ -684,6 +705,13 @@ def main(argv=None):
     parser.add_argument("--no-harness", dest="harness", action="store_false",
                         help="place and route the top module's ports as pins")
     parser.add_argument("--seed", type=int, default=1, help="nextpnr seed (default: %(default)s)")
+    parser.add_argument("--pnr-arg", dest="pnr_args", action="append", default=[], metavar="ARG",
+                        help="extra nextpnr argument, repeatable (e.g. --pnr-arg=--placer-heap-beta "
+                             "--pnr-arg=0.6)")
+    parser.add_argument("--pnr-timeout", type=float, default=90,
+                        help="minutes after which nextpnr is stopped and the run reported as "
+                             "route_timeout with the post-placement Fmax estimate; 0 for no "
+                             "limit (default: %(default)s)")
     parser.add_argument("--top-paths", type=int, default=5,
                         help="endpoints to list in the path ranking (default: %(default)s)")
     parser.add_argument("--revision", help="RTL revision to record (default: git HEAD, with "

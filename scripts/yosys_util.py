@@ -27,7 +27,7 @@ from importlib import metadata
 from pathlib import Path
 
 __all__ = [
-    "ROOT", "ToolError", "rel", "tool_path", "run_tool", "tool_versions",
+    "ROOT", "ToolError", "ToolTimeout", "rel", "tool_path", "run_tool", "tool_versions",
     "design_params", "Netlist", "name_pattern", "MARK_REGISTERS", "REGISTER_ATTR", "source_revision",
 ]
 
@@ -53,6 +53,10 @@ class ToolError(RuntimeError):
     def __init__(self, message, log=None):
         super().__init__(message)
         self.log = log
+
+
+class ToolTimeout(ToolError):
+    """A tool ran longer than its time limit and was stopped."""
 
 
 def rel(path) -> str:
@@ -84,32 +88,41 @@ def tool_path(name: str) -> str:
     return found
 
 
-def run_tool(args, log_path, *, progress=None, tick=None, label="", tick_seconds=30.0):
+def run_tool(args, log_path, *, progress=None, tick=None, label="", tick_seconds=30.0,
+             timeout=None):
     """Run a tool from the project root, teeing its output into ``log_path``.
 
     ``progress(line)`` is called with every output line and may print a
-    summary of it (an exception it raises stops the tool and propagates); ``tick(elapsed_s)`` is called every ``tick_seconds`` while
-    the tool runs so that long place-and-route runs show they are alive.
-    Returns the elapsed time in seconds; raises :class:`ToolError` on a
-    non-zero exit, naming the log and quoting its last error lines.
+    summary of it (an exception it raises stops the tool and propagates);
+    ``tick(elapsed_s)`` is called every ``tick_seconds`` while the tool runs so
+    that long place-and-route runs show they are alive.  After ``timeout``
+    seconds the tool is stopped and :class:`ToolTimeout` raised.  Returns the
+    elapsed time in seconds; raises :class:`ToolError` on a non-zero exit,
+    naming the log and quoting its last error lines.
     """
     args = [str(a) for a in args]
     log_path = ROOT / log_path
     log_path.parent.mkdir(parents=True, exist_ok=True)
     start = time.monotonic()
     done = threading.Event()
+    timed_out = threading.Event()
 
-    def ticker():
+    def ticker(proc):
         while not done.wait(tick_seconds):
+            elapsed = time.monotonic() - start
+            if timeout is not None and elapsed > timeout:
+                timed_out.set()
+                proc.kill()
+                return
             if tick is not None:
-                tick(time.monotonic() - start)
+                tick(elapsed)
 
     # Line-buffered, so that the log can be followed while the tool runs.
     with open(log_path, "w", buffering=1) as log:
         log.write("# " + " ".join(args) + "\n")
         with subprocess.Popen(args, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                               text=True, errors="replace") as proc:
-            thread = threading.Thread(target=ticker, daemon=True)
+            thread = threading.Thread(target=ticker, args=(proc,), daemon=True)
             thread.start()
             try:
                 for line in proc.stdout:
@@ -122,6 +135,9 @@ def run_tool(args, log_path, *, progress=None, tick=None, label="", tick_seconds
                 if proc.poll() is None:
                     proc.kill()
     elapsed = time.monotonic() - start
+    if timed_out.is_set():
+        raise ToolTimeout(f"{label or Path(args[0]).name} stopped after its time limit of "
+                          f"{timeout:.0f} s (log: {log_path.relative_to(ROOT)})", log=log_path)
     if rc != 0:
         tail = [l.rstrip() for l in log_path.read_text(errors="replace").splitlines()
                 if l.startswith("ERROR") or "error" in l.lower()][-3:]
