@@ -234,11 +234,13 @@ class ChannelArbiter(wiring.Component):
             s_li = Signal(lsum_bits, name=f"lvl_sum_i_{i}")
             s_pw = Signal(psum_bits, name=f"pk_sum_w_{i}")
             s_pi = Signal(psum_bits, name=f"pk_sum_i_{i}")
+            # The "if granted" sums reuse the refill sums: one adder chain and
+            # one subtractor instead of two three-operand chains.
             m.d.comb += [
-                s_lw_g.eq(level + cfg.rate - need),
                 s_li.eq(level + cfg.rate),
-                s_pw.eq(peak + cfg.peak_rate - need),
+                s_lw_g.eq(s_li - need),
                 s_pi.eq(peak + cfg.peak_rate),
+                s_pw.eq(s_pi - need),
             ]
 
             cap = cfg.capacity
@@ -248,8 +250,8 @@ class ChannelArbiter(wiring.Component):
             pi_ = Signal(p.peak_bits, name=f"pk_idle_{i}")
             m.d.comb += [
                 li.eq(_min(s_li, cap)),
-                pw.eq(_min(s_pw, p.pcap)),
-                pi_.eq(_min(s_pi, p.pcap)),
+                pw.eq(_min_pow2(s_pw, p.pcap)),
+                pi_.eq(_min_pow2(s_pi, p.pcap)),
             ]
             with m.If(s_conf):
                 m.d.comb += lw.eq(_min(s_lw_g, cap))
@@ -374,25 +376,30 @@ class ChannelArbiter(wiring.Component):
         with m.Else():
             m.d.sync += served.eq(0)
 
-        # vmin: all-pairs minimum of the backlogged tenants' start tags, ties
-        # to the lower index; one-hot mux of the minimum.
-        is_min = []
-        for i in range(n):
-            terms = [hv[i]]
-            for j in range(n):
-                if j == i:
-                    continue
-                if j < i:
-                    # j precedes on ties: i is min only if strictly below.
-                    terms.append(~hv[j] | mod_lt(self.dyn_tag[i], self.dyn_tag[j], T))
-                else:
-                    terms.append(~hv[j] | ~mod_lt(self.dyn_tag[j], self.dyn_tag[i], T))
-            s = Signal(name=f"is_min_{i}")
-            m.d.comb += s.eq(Cat(*terms).all())
-            is_min.append(s)
+        # vmin: tag_min over the backlogged tenants' start tags as a balanced
+        # tree (N-1 comparators instead of N(N-1)/2; spec §6.4 makes the
+        # result order-independent). vmin is off the selection loop.
+        nodes = [(hv[i], self.dyn_tag[i]) for i in range(n)]
+        level_no = 0
+        while len(nodes) > 1:
+            merged = []
+            for k in range(0, len(nodes) - 1, 2):
+                (va, ta), (vb, tb) = nodes[k], nodes[k + 1]
+                take_b = Signal(name=f"vmin_take_b_{level_no}_{k // 2}")
+                # b replaces a when a is absent, or both are present and b < a.
+                m.d.comb += take_b.eq(vb & (~va | mod_lt(tb, ta, T)))
+                vm = Signal(name=f"vmin_valid_{level_no}_{k // 2}")
+                tm = Signal(T, name=f"vmin_tag_{level_no}_{k // 2}")
+                m.d.comb += [vm.eq(va | vb), tm.eq(Mux(take_b, tb, ta))]
+                merged.append((vm, tm))
+            if len(nodes) % 2:
+                merged.append(nodes[-1])
+            nodes = merged
+            level_no += 1
+        any_valid, min_tag = nodes[0]
         m.d.sync += [
-            vmin.eq(_or_all(is_min[i].replicate(T) & self.dyn_tag[i] for i in range(n))),
-            vmin_valid.eq(Cat(*hv).any()),
+            vmin.eq(Mux(any_valid, min_tag, 0)),
+            vmin_valid.eq(any_valid),
         ]
 
         v_sum = Signal(T, name="vt_sum")
@@ -420,6 +427,14 @@ def _lt_logic(a, b):
 
 def _min(a, b):
     return Mux(a < b, a, b)
+
+
+def _min_pow2(a, limit):
+    """``min(a, limit)`` for a power-of-two ``limit`` (PCAP, spec §1): the
+    comparison is an OR of the high bits, not a carry chain."""
+    k = limit.bit_length() - 1
+    assert limit == 1 << k
+    return Mux(a[k:].any(), limit, a)
 
 
 def _or_all(values):
