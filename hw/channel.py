@@ -77,6 +77,10 @@ class ChannelArbiter(wiring.Component):
         Bit i: tenant i's occupancy is at least D (§4).
     tenant_cfg : In(tenant_config_layout(params)).array(N)
         Active per-tenant configuration.
+    burst_level : In(level_bits).array(N)
+        ``min(rate_i, capacity_i)`` of the active configuration: the committed
+        level after a burst grant (spec §6.3). It depends on the configuration
+        only, so the top computes it once for all channels.
     fcfs_bypass : In(1)
     starve_limit : In(24)
         0 disables the starvation guard.
@@ -105,6 +109,7 @@ class ChannelArbiter(wiring.Component):
             "grant_ts":     Out(p.ts_bits),
             "queue_full":   Out(n),
             "tenant_cfg":   In(tenant_config_layout(p)).array(n),
+            "burst_level":  In(p.level_bits).array(n),
             "fcfs_bypass":  In(1),
             "starve_limit": In(p.starve_bits),
             "now":          In(p.ts_bits),
@@ -257,7 +262,7 @@ class ChannelArbiter(wiring.Component):
                 m.d.comb += lw.eq(_min(s_lw_g, cap))
             with m.Else():
                 # Burst grant: the committed tokens are spent (B_i = 0).
-                m.d.comb += lw.eq(_min(cfg.rate, cap))
+                m.d.comb += lw.eq(self.burst_level[i])
 
             # Tag clamps (spec §6.4): empty queue -> max(tag, V),
             # backlogged -> max(tag, V - LAG_WINDOW); then min(., V + LAG_WINDOW).

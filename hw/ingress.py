@@ -4,9 +4,12 @@ A request is accepted in cycle a when ``valid & ready``. An invalid request
 (tenant >= N, tenant disabled, 0 bytes or more than LMAX) is always ready and is
 dropped. A valid request is ready when its tenant has room (``room``, computed
 by the channel from registers only) and is written to the ingress register at
-a. During a+1 the register's request is pushed into its tenant's queue together
-with its ``cost``: the multiply sits here, one cycle before the request can be
-selected, so that it never appears in the selection loop (spec §11).
+a together with the product ``bytes * inv_weight`` (the tenant's weight at a).
+During a+1 the product is rounded up to the ``cost`` and the request is pushed
+into its tenant's queue: the multiply sits between the port and the ingress
+register, two cycles before the request can be selected, so that neither it
+nor the rounding is on a path into the channel's precomputed finish tags
+(spec §4, §11).
 """
 
 from amaranth.hdl import Module, Signal
@@ -16,13 +19,12 @@ from amaranth.lib.wiring import In, Out
 from .layouts import queue_entry_layout, request_signature
 from .params import check_params
 
-__all__ = ["Ingress", "cost_of"]
+__all__ = ["Ingress", "cost_of_product"]
 
 
-def cost_of(params, nbytes, inv_weight):
-    """``ceil(bytes * inv_weight / 2^(WFRAC + TAG_SHIFT))`` as an Amaranth value (spec §3)."""
+def cost_of_product(params, product):
+    """``ceil(product / 2^(WFRAC + TAG_SHIFT))`` truncated to the cost width (spec §3)."""
     shift = params.wfrac + params.tag_shift
-    product = nbytes * inv_weight
     # ceil(p / 2^k) = floor(p / 2^k) + (low k bits != 0): one increment, no wide add.
     return (product[shift:] + (product[:shift] != 0))[:params.cost_bits]
 
@@ -43,7 +45,7 @@ class Ingress(wiring.Component):
     enable : In(N)
         Active ``enable`` bits of the tenants.
     inv_weight : In(16).array(N)
-        Active ``inv_weight`` of the tenants (used during a+1).
+        Active ``inv_weight`` of the tenants (used at acceptance).
     now : In(ts_bits)
         Current timestamp, stored with an accepted request.
     dropped : Out(1)
@@ -104,6 +106,14 @@ class Ingress(wiring.Component):
             self.dropped.eq(self.req.valid & ~valid_req),
         ]
 
+        # inv_weight of the offered tenant at the acceptance cycle (spec §4).
+        weight = Signal(p.inv_weight_bits)
+        with m.Switch(payload.tenant):
+            for i in range(n):
+                with m.Case(i):
+                    m.d.comb += weight.eq(self.inv_weight[i])
+        q_product = Signal(p.bytes_bits + p.inv_weight_bits, name="q_in_product")
+
         accept = self.req.valid & valid_req & has_room
         m.d.sync += q_valid.eq(accept)
         with m.If(accept):
@@ -112,14 +122,8 @@ class Ingress(wiring.Component):
                 q_bytes.eq(payload.bytes),
                 q_id.eq(payload.id),
                 q_ts.eq(self.now),
+                q_product.eq(payload.bytes * weight),
             ]
-
-        # inv_weight of the held tenant at a+1 (spec §4).
-        weight = Signal(p.inv_weight_bits)
-        with m.Switch(q_tenant):
-            for i in range(n):
-                with m.Case(i):
-                    m.d.comb += weight.eq(self.inv_weight[i])
 
         m.d.comb += [
             self.push_valid.eq(q_valid),
@@ -127,6 +131,6 @@ class Ingress(wiring.Component):
             self.push_entry.bytes.eq(q_bytes),
             self.push_entry.id.eq(q_id),
             self.push_entry.ts.eq(q_ts),
-            self.push_entry.cost.eq(cost_of(p, q_bytes, weight)),
+            self.push_entry.cost.eq(cost_of_product(p, q_product)),
         ]
         return m

@@ -101,6 +101,11 @@ class KvFabric(FabricComponent):
         for i in range(p.tenants):
             m.d.comb += tel.tenant_cfg[i].eq(regs.cfg_tenant[i])
 
+        # min(rate, capacity) per tenant, once for all channels (spec §6.3).
+        burst_level = [Signal(p.level_bits, name=f"burst_level_{i}") for i in range(p.tenants)]
+        for i, cfg in enumerate(regs.cfg_tenant):
+            m.d.comb += burst_level[i].eq(Mux(cfg.rate < cfg.capacity, cfg.rate, cfg.capacity))
+
         for c in range(p.channels):
             ch = ChannelArbiter(p)
             m.submodules[f"channel_{c}"] = ch
@@ -121,6 +126,7 @@ class KvFabric(FabricComponent):
             for i in range(p.tenants):
                 m.d.comb += [
                     ch.tenant_cfg[i].eq(regs.cfg_tenant[i]),
+                    ch.burst_level[i].eq(burst_level[i]),
                     tel.occupancy[c][i].eq(ch.occupancy[i]),
                 ]
 

@@ -101,7 +101,7 @@ class ChannelModel:
         self.peak = [0] * n
         self.tag = [0] * n
         self.fifo: list[deque[QueueEntry]] = [deque() for _ in range(n)]
-        self.ingress: tuple[int, int, int, int] | None = None  # tenant, bytes, id, ts
+        self.ingress: tuple[int, int, int, int, int] | None = None  # tenant, bytes, id, ts, cost
         self.grant: Grant | None = None
         self.vt = 0
         self.served = 0
@@ -267,10 +267,12 @@ class ChannelModel:
         if choice is not None:
             self.fifo[winner].popleft()
         if self.ingress is not None:
-            t_i, b_i, id_i, ts_i = self.ingress
-            cost = request_cost(b_i, tenants[t_i].inv_weight, p)
+            t_i, b_i, id_i, ts_i, cost = self.ingress
             self.fifo[t_i].append(QueueEntry(b_i, id_i, ts_i, cost))
-        self.ingress = (req.tenant, req.bytes, req.id, now) if accepted and not dropped else None
+        # The cost uses the inv_weight of the acceptance cycle (spec §4).
+        self.ingress = ((req.tenant, req.bytes, req.id, now,
+                         request_cost(req.bytes, tenants[req.tenant].inv_weight, p))
+                        if accepted and not dropped else None)
         if load:
             self.grant = (Grant(winner, head.bytes, head.id, kind, head.ts)
                           if choice is not None else None)

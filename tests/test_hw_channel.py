@@ -101,6 +101,8 @@ def set_config(ctx, dut, config):
         ctx.set(cfg.priority, t.priority)
         ctx.set(cfg.enable, t.enable)
         ctx.set(cfg.slo_cycles, t.slo_cycles)
+        # Spec §6.3: the committed level after a burst grant.
+        ctx.set(dut.burst_level[i], min(t.rate, t.capacity))
     ctx.set(dut.fcfs_bypass, config.fcfs_bypass)
     ctx.set(dut.starve_limit, config.starve_limit)
 
