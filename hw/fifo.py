@@ -49,6 +49,10 @@ class HeadQueue(wiring.Component):
         Head entry, driven directly by a register.
     level : Out(range(depth + 1))
         Number of entries.
+    head_on_pop, head_on_keep : Out(shape)
+        The head in the next cycle if ``r_en`` is / is not asserted in this
+        cycle. They do not depend on ``r_en``: the channel precomputes
+        next-cycle values from both and lets the pop choose (spec §11).
     """
 
     def __init__(self, shape, depth, *, prefix="q"):
@@ -64,6 +68,8 @@ class HeadQueue(wiring.Component):
             "r_rdy":  Out(1),
             "r_data": Out(shape),
             "level":  Out(range(depth + 1)),
+            "head_on_pop":  Out(shape),
+            "head_on_keep": Out(shape),
         })
 
     @property
@@ -93,6 +99,7 @@ class HeadQueue(wiring.Component):
         ]
         with m.If(count == 0):
             m.d.comb += on_keep.eq(self.w_data)
+        m.d.comb += [self.head_on_pop.eq(on_pop), self.head_on_keep.eq(on_keep)]
 
         if depth > 1:
             # The ring holds entries 1..count-1. Its depth is ``depth`` (a

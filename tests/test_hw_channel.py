@@ -44,6 +44,7 @@ class Traffic:
     # lead). Keep the runaway below the half range within a test at T = 20.
     max_inv_weight: int = 384
     starve: tuple = (0, 0, 50, 200)
+    full_buckets: bool = False   # rates and capacities at their maximum
 
 
 def random_tenant(rng, params, traffic):
@@ -51,6 +52,10 @@ def random_tenant(rng, params, traffic):
     rate = rng.choice([0, rng.randrange(1, 64), rng.randrange(1, 1 << 16)])
     peak_rate = rng.choice([0, rng.randrange(1, 256), rng.randrange(1, 1 << 16), 0xFFFF])
     capacity = rng.choice([0, rng.randrange(0, (lmax << 4)), rng.randrange(0, 1 << 28)])
+    if traffic.full_buckets:
+        # Every head conforms: only priority, urgency and tags decide.
+        rate = peak_rate = 0xFFFF
+        capacity = (1 << 28) - 1
     return TenantConfig(
         rate=rate,
         capacity=capacity,
@@ -192,7 +197,7 @@ def run_random(params, traffic, seed):
 # Grant kinds each case must produce with its default seed (a coverage check:
 # a case that stops exercising a path should be noticed, not pass silently).
 EXPECT_KINDS = {"default": (0, 1), "fcfs_toggle": (0, 1, 2), "starvation": (0, 1),
-                "small_wrap": (0, 1)}
+                "starvation_edge": (0,), "small_wrap": (0, 1)}
 
 CASES = {
     # name: (params, traffic, default seed)
@@ -200,6 +205,12 @@ CASES = {
     "fcfs_toggle": (FabricParams(), Traffic(cycles=1500, p_fcfs_toggle=0.01), 2),
     "starvation": (FabricParams(tenants=4), Traffic(cycles=2000, p_req=0.9, p_ready=0.9,
                                                     starve=(10, 40, 100)), 3),
+    # Every head conforms and limits are near the queueing delay: heads cross
+    # the urgency threshold all the time, so an off-by-one in the age (or in
+    # its precomputation, spec §11) changes winners.
+    "starvation_edge": (FabricParams(tenants=4),
+                        Traffic(cycles=2000, p_req=0.8, p_ready=0.6, starve=(1, 3, 8, 20, 60),
+                                full_buckets=True), 7),
     "small_wrap": (FabricParams(tenants=3, queue_depth=2, max_request_bytes=256, id_width=4,
                                 tag_bits=12),
                    Traffic(cycles=3000, p_req=0.8, p_ready=0.9, now_offset=(1 << 24) - 1500,
