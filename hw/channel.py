@@ -185,6 +185,7 @@ class ChannelArbiter(wiring.Component):
 
         # ---------------------------------------------------------- per tenant
         hv, heads, conform, key, elig, finish, competes, ages = [], [], [], [], [], [], [], []
+        key0 = []
         lvl_win, lvl_idle, pk_win, pk_idle, tag_idle = [], [], [], [], []
         for i in range(n):
             cfg = self.tenant_cfg[i]
@@ -220,9 +221,13 @@ class ChannelArbiter(wiring.Component):
             # or timestamp bit. 0 = urgent (or FCFS mode: oldest first), then
             # 2*class + ineligible for classes 1..5 (2..11), 15 = does not
             # compete (after everyone).
+            # Class 0 (urgent, or every head in FCFS mode) orders by timestamp.
+            s_key0 = Signal(name=f"key0_{i}")
+            m.d.comb += s_key0.eq(fcfs | s_urg)
+            key0.append(s_key0)
             with m.If(~s_comp):
                 m.d.comb += s_key.eq(15)
-            with m.Elif(fcfs | s_urg):
+            with m.Elif(s_key0):
                 m.d.comb += s_key.eq(0)
             with m.Elif(s_conf):
                 m.d.comb += s_key.eq(Cat(~s_elig, cfg.priority + 1))
@@ -297,13 +302,23 @@ class ChannelArbiter(wiring.Component):
 
         # ---------------------------------------------------------- all-pairs selection
         # first[hi][lo] (hi > lo): tenant hi strictly precedes tenant lo.
+        # Within a key, class 0 orders by timestamp and the others by finish
+        # tag: one comparator per pair on an order value that is the
+        # timestamp or the finish tag, shifted to a common width W so that
+        # the W-bit modular comparison equals the T- or TS_BITS-bit one
+        # (the low bits are zero on both sides). Two keys are only compared
+        # by order when they are equal, so both sides hold the same kind.
+        W = max(T, p.ts_bits)
+        order = []
+        for i in range(n):
+            o = Signal(W, name=f"order_{i}")
+            m.d.comb += o.eq(Mux(key0[i], heads[i].ts << (W - p.ts_bits), finish[i] << (W - T)))
+            order.append(o)
         first = {}
         for hi in range(n):
             for lo in range(hi):
-                ts_first = mod_lt(heads[hi].ts, heads[lo].ts, p.ts_bits)
-                fin_first = mod_lt(finish[hi], finish[lo], T)
                 tie = Signal(name=f"tie_first_{hi}_{lo}")
-                m.d.comb += tie.eq(Mux(key[hi] == 0, ts_first, fin_first))
+                m.d.comb += tie.eq(mod_lt(order[hi], order[lo], W))
                 f = Signal(name=f"first_{hi}_{lo}")
                 m.d.comb += f.eq(_lt_logic(key[hi], key[lo]) | ((key[hi] == key[lo]) & tie))
                 first[hi, lo] = f

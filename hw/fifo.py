@@ -127,10 +127,10 @@ class HeadQueue(wiring.Component):
             with m.If(self.r_en & ((count >= 2) | self.w_en)):
                 m.d.sync += rd.eq(rd + 1)
 
-        with m.If(self.r_en):
+        # on_keep is the head itself unless the queue is empty, when it is
+        # w_data = on_pop: one two-way mux per bit and a clock enable.
+        with m.If(self.r_en | (count == 0)):
             m.d.sync += head.eq(on_pop)
-        with m.Else():
-            m.d.sync += head.eq(on_keep)
 
         # Compare before subtracting: count - 1 would be signed.
         with m.If(self.w_en & ~self.r_en):
