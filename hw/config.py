@@ -111,6 +111,21 @@ def params_word(params):
             | params.tag_bits << 24)
 
 
+def _write_lanes(m, field, lsb, bus):
+    """Write the bits of ``field`` (at bit ``lsb`` of its register) that lie in
+    byte lanes whose strobe is set; the others keep their value (spec §9).
+
+    One clock enable per byte lane instead of a multiplexer per bit.
+    """
+    width = len(Value.cast(field))
+    for lane in range(len(bus.w_strb)):
+        lo, hi = max(lsb, 8 * lane), min(lsb + width, 8 * lane + 8)
+        if lo >= hi:
+            continue
+        with m.If(bus.w_strb[lane]):
+            m.d.sync += field[lo - lsb:hi - lsb].eq(bus.w_data[lo:hi])
+
+
 def _byte_mask(strb):
     return Cat(strb[b].replicate(8) for b in range(len(strb)))
 
@@ -212,10 +227,9 @@ class RegisterFile(FabricComponent):
                     base = TENANT_BASE + TENANT_STRIDE * i
                     for offset, fields in TENANT_REGS.items():
                         with m.Case(base + offset):
-                            new = merged(word(staged[i], fields))
                             for name, lsb in fields:
                                 field = getattr(staged[i], name)
-                                m.d.sync += field.eq(new[lsb:lsb + len(Value.cast(field))])
+                                _write_lanes(m, field, lsb, bus)
                     with m.Case(base + COMMIT):
                         m.d.sync += active[i].eq(staged[i])
 

@@ -80,7 +80,11 @@ class HeadQueue(wiring.Component):
         m = Module()
         depth = self._depth
         pre = self._prefix
-        head = Signal(self._shape, name=f"{pre}_head")
+        # The head's payload needs no reset (r_rdy is 0 while count is 0):
+        # without one, synthesis maps its load condition onto the flip-flops'
+        # clock enable instead of a multiplexer per bit (ECP5: reset-over-enable
+        # flip-flops cost a LUT4 and a PFUMX per bit).
+        head = Signal(self._shape, name=f"{pre}_head", reset_less=True)
         count = Signal(range(depth + 1), name=f"{pre}_count")
 
         m.d.comb += [
