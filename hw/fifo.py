@@ -49,10 +49,6 @@ class HeadQueue(wiring.Component):
         Head entry, driven directly by a register.
     level : Out(range(depth + 1))
         Number of entries.
-    head_on_pop, head_on_keep : Out(shape)
-        The head in the next cycle if ``r_en`` is / is not asserted in this
-        cycle. They do not depend on ``r_en``: the channel precomputes
-        next-cycle values from both and lets the pop choose (spec §11).
     """
 
     def __init__(self, shape, depth, *, prefix="q"):
@@ -68,8 +64,6 @@ class HeadQueue(wiring.Component):
             "r_rdy":  Out(1),
             "r_data": Out(shape),
             "level":  Out(range(depth + 1)),
-            "head_on_pop":  Out(shape),
-            "head_on_keep": Out(shape),
         })
 
     @property
@@ -93,17 +87,10 @@ class HeadQueue(wiring.Component):
             self.level.eq(count),
         ]
 
-        # Next head if popped / if not popped, both from registers and w_data;
-        # r_en picks one at the very end.
+        # The head after a pop: the ring's oldest entry, or w_data when the
+        # ring is empty.
         on_pop = Signal.like(head, name=f"{pre}_head_on_pop")
-        on_keep = Signal.like(head, name=f"{pre}_head_on_keep")
-        m.d.comb += [
-            on_pop.eq(self.w_data),
-            on_keep.eq(head),
-        ]
-        with m.If(count == 0):
-            m.d.comb += on_keep.eq(self.w_data)
-        m.d.comb += [self.head_on_pop.eq(on_pop), self.head_on_keep.eq(on_keep)]
+        m.d.comb += on_pop.eq(self.w_data)
 
         if depth > 1:
             # The ring holds entries 1..count-1. Its depth is ``depth`` (a
@@ -131,8 +118,9 @@ class HeadQueue(wiring.Component):
             with m.If(self.r_en & ((count >= 2) | self.w_en)):
                 m.d.sync += rd.eq(rd + 1)
 
-        # on_keep is the head itself unless the queue is empty, when it is
-        # w_data = on_pop: one two-way mux per bit and a clock enable.
+        # Without a pop the head keeps its value unless the queue is empty,
+        # when it takes w_data = on_pop: one two-way mux per bit and a clock
+        # enable.
         with m.If(self.r_en | (count == 0)):
             m.d.sync += head.eq(on_pop)
 
