@@ -428,7 +428,7 @@ def run_fpga(target, opts, verilog, workdir):
         entry["status"] = "route_timeout"
         entry["message"] = (f"nextpnr stopped after {opts.pnr_timeout:g} min"
                             + (" while routing" if "Routing" in progress.last or "|" in progress.last
-                               else "") + f"; last: {progress.last[:80]}")
+                               else "") + f"; last: {_one_cell(progress.last[:80])}")
         entry["fmax_placed_mhz"] = progress.fmax_lines[0] if progress.fmax_lines else None
         entry["utilisation"] = _with_percent(utilisation_from_log(f"{workdir}/nextpnr.log"))
         entry["runtime_s"] = {"yosys": round(ysec, 1), "nextpnr": opts.pnr_timeout * 60}
@@ -585,6 +585,11 @@ def run_target(target, opts):
             "wall_s": round(time.monotonic() - started, 1),
             "date": datetime.datetime.now().isoformat(timespec="seconds"),
             "workdir": workdir}
+
+
+def _one_cell(text):
+    """A log line that can sit in one Markdown table cell (router progress lines hold '|')."""
+    return " ".join(text.replace("|", " ").split())
 
 
 def _num(v, fmt="{}"):
