@@ -19,25 +19,28 @@ tag (two one-cycle delays that keep V out of the selection loop).
 Timing structure
 ----------------
 Registers: per-tenant ``dyn_level``/``dyn_peak``/``dyn_tag``, the queue heads
-(``q_*``, shift-register queues whose head is a register) and the grant
-register. Per cycle, in parallel:
+(``q_*``: a head register in front of a LUT-RAM ring), the per-tenant
+selection keys (``key_*``: competes, class/eligibility key, order value,
+conform of the current head) and the grant register. Per cycle, in parallel:
 
-* per tenant: ``conform``/``burst_ok``/``urgent``/``eligible``/``finish`` from
-  registers, and every "if granted" and "if not granted" next value of the
-  level, peak and tag;
 * per pair of tenants (all pairs, no tree): "higher index strictly precedes
-  lower index" from the class, eligibility, finish tags and timestamps;
+  lower index" from the registered keys and order values;
 * per tenant: winner = it competes and no competing tenant precedes it
   (one-hot);
-* final muxes selected by the one-hot winner: next state, queue pops, grant
-  register.
+* per tenant, from registers only: every "if granted" and "if not granted"
+  next value of the level, peak and tag, and next cycle's key for both
+  outcomes (the head after a pop or the same head), under the configuration
+  and V of the next cycle;
+* final two-way choices selected by the one-hot winner: next state, next
+  key, queue pops, grant register.
 
 V, served and vmin are per-channel registers updated from registers only.
 
 Naming (the state-budget script counts flip-flops by name): per-tenant dynamic
 state is exactly ``dyn_level_i``, ``dyn_peak_i``, ``dyn_tag_i``; queue storage
 and the ingress register are ``q_*``; per-channel registers are ``vt``,
-``served``, ``vmin``, ``vmin_valid`` and ``grant_*``.
+``served``, ``vmin``, ``vmin_valid`` and ``grant_*``; selection keys are
+``key_*`` (derived state, spec §11).
 """
 
 from amaranth.hdl import C, Cat, Module, Mux, Signal
@@ -82,8 +85,13 @@ class ChannelArbiter(wiring.Component):
         level after a burst grant (spec §6.3). It depends on the configuration
         only, so the top computes it once for all channels.
     fcfs_bypass : In(1)
-    starve_limit : In(24)
-        0 disables the starvation guard.
+    fcfs_bypass_next, starve_limit_next : In(1), In(24)
+        The values ``fcfs_bypass`` and ``starve_limit`` have in the next cycle
+        (the configuration registers' inputs): selection keys are computed
+        one cycle ahead (spec §11). A ``starve_limit`` of 0 disables the
+        starvation guard.
+    priority_next : In(2).array(N)
+        Each tenant's ``priority`` in the next cycle, for the same reason.
     now : In(ts_bits)
         Fabric-wide timestamp, ``t mod 2^TS_BITS``.
     dropped : Out(1)
@@ -111,7 +119,9 @@ class ChannelArbiter(wiring.Component):
             "tenant_cfg":   In(tenant_config_layout(p)).array(n),
             "burst_level":  In(p.level_bits).array(n),
             "fcfs_bypass":  In(1),
-            "starve_limit": In(p.starve_bits),
+            "fcfs_bypass_next":  In(1),
+            "starve_limit_next": In(p.starve_bits),
+            "priority_next": In(p.priority_bits).array(n),
             "now":          In(p.ts_bits),
             "dropped":      Out(1),
             "occupancy":    Out(range(p.queue_depth + 1)).array(n),
@@ -181,57 +191,44 @@ class ChannelArbiter(wiring.Component):
 
         fcfs = self.fcfs_bypass
         vt, served, vmin, vmin_valid = self.vt, self.served, self.vmin, self.vmin_valid
-        starve_on = self.starve_limit != 0
+
+        # V at t+1 (spec §6.4), from registers only: the register's input, and
+        # the virtual time the precomputed eligibility is taken against.
+        v_sum = Signal(T, name="vt_sum")
+        vt_next = Signal(T, name="vt_next")
+        m.d.comb += [
+            v_sum.eq(vt + served),
+            vt_next.eq(Mux(vmin_valid & mod_lt(v_sum, vmin, T), vmin, v_sum)),
+        ]
+        m.d.sync += vt.eq(vt_next)
+        now_next = Signal(p.ts_bits, name="now_next")
+        m.d.comb += now_next.eq(self.now + 1)
+        fcfs_next = self.fcfs_bypass_next
+        limit_next = self.starve_limit_next
+        starve_on_next = Signal(name="starve_on_next")
+        m.d.comb += starve_on_next.eq(limit_next != 0)
 
         # ---------------------------------------------------------- per tenant
-        hv, heads, conform, key, elig, finish, competes = [], [], [], [], [], [], []
-        key0 = []
+        # Selection keys are registers (spec §11): ``key_*`` hold the key,
+        # order value and conformance of the current head, computed in the
+        # previous cycle for both outcomes of that cycle's selection.
+        hv, heads, competes, key, order, conform = [], [], [], [], [], []
+        finish = []
         lvl_win, lvl_idle, pk_win, pk_idle, tag_idle = [], [], [], [], []
+        key_next_win, key_next_keep = [], []
+        W = max(T, p.ts_bits)
         for i in range(n):
             cfg = self.tenant_cfg[i]
-            head = queues[i].r_data
+            q = queues[i]
+            head = q.r_data
             level, peak, tag = self.dyn_level[i], self.dyn_peak[i], self.dyn_tag[i]
+            k_comp = Signal(name=f"key_competes_{i}")
+            k_key = Signal(4, name=f"key_class_{i}", init=15)
+            k_order = Signal(W, name=f"key_order_{i}")
+            k_conf = Signal(name=f"key_conform_{i}")
             need = Signal(p.peak_bits, name=f"need_{i}")
-            m.d.comb += need.eq(head.bytes << p.frac)
-
-            s_burst = Signal(name=f"burst_ok_{i}")
-            s_conf = Signal(name=f"conform_{i}")
-            s_elig = Signal(name=f"eligible_{i}")
             s_fin = Signal(T, name=f"finish_{i}")
-            s_old = Signal(name=f"old_{i}")
-            s_urg = Signal(name=f"urgent_{i}")
-            s_key = Signal(4, name=f"key_{i}")
-            s_comp = Signal(name=f"competes_{i}")
-            m.d.comb += [
-                s_burst.eq(peak >= need),
-                # need < 2^peak_bits: compare only the low bits of the level
-                # with a chain, the high bits with an OR.
-                s_conf.eq(s_burst & ((level[p.peak_bits:] != 0) | (level[:p.peak_bits] >= need))),
-                s_elig.eq(~mod_lt(vt, tag, T)),
-                s_fin.eq(tag + head.cost),
-                # A three-operand form (now - ts - limit, one chain) measured
-                # 500 LUT4s more on ECP5 for no gain: keep subtract + compare.
-                s_old.eq((self.now - head.ts)[:p.ts_bits] >= self.starve_limit),
-                s_urg.eq(s_conf & starve_on & s_old),
-                s_comp.eq(queues[i].r_rdy & (fcfs | s_burst)),
-            ]
-            # Selection key: class, eligibility and "competes" folded into one
-            # 4-bit number so that a pair compares one small key plus one tag
-            # or timestamp bit. 0 = urgent (or FCFS mode: oldest first), then
-            # 2*class + ineligible for classes 1..5 (2..11), 15 = does not
-            # compete (after everyone).
-            # Class 0 (urgent, or every head in FCFS mode) orders by timestamp.
-            s_key0 = Signal(name=f"key0_{i}")
-            m.d.comb += s_key0.eq(fcfs | s_urg)
-            key0.append(s_key0)
-            with m.If(~s_comp):
-                m.d.comb += s_key.eq(15)
-            with m.Elif(s_key0):
-                m.d.comb += s_key.eq(0)
-            with m.Elif(s_conf):
-                m.d.comb += s_key.eq(Cat(~s_elig, cfg.priority + 1))
-            with m.Else():
-                m.d.comb += s_key.eq(Cat(~s_elig, C(5, 3)))
+            m.d.comb += [need.eq(head.bytes << p.frac), s_fin.eq(tag + head.cost)]
 
             # Next-state candidates, all from registers, in parallel with selection.
             # level - need is only used when the head conforms (level >= need),
@@ -244,15 +241,12 @@ class ChannelArbiter(wiring.Component):
             s_li = Signal(lsum_bits, name=f"lvl_sum_i_{i}")
             s_pw = Signal(psum_bits, name=f"pk_sum_w_{i}")
             s_pi = Signal(psum_bits, name=f"pk_sum_i_{i}")
-            # The "if granted" sums reuse the refill sums: one adder chain and
-            # one subtractor instead of two three-operand chains.
             m.d.comb += [
                 s_li.eq(level + cfg.rate),
                 s_lw_g.eq(s_li - need),
                 s_pi.eq(peak + cfg.peak_rate),
                 s_pw.eq(s_pi - need),
             ]
-
             cap = cfg.capacity
             lw = Signal(p.level_bits, name=f"lvl_win_{i}")
             li = Signal(p.level_bits, name=f"lvl_idle_{i}")
@@ -262,12 +256,9 @@ class ChannelArbiter(wiring.Component):
                 li.eq(_min(s_li, cap)),
                 pw.eq(_min_pow2(s_pw, p.pcap)),
                 pi_.eq(_min_pow2(s_pi, p.pcap)),
+                # A burst grant spends the committed tokens (B_i = 0).
+                lw.eq(Mux(k_conf, _min(s_lw_g, cap), self.burst_level[i])),
             ]
-            with m.If(s_conf):
-                m.d.comb += lw.eq(_min(s_lw_g, cap))
-            with m.Else():
-                # Burst grant: the committed tokens are spent (B_i = 0).
-                m.d.comb += lw.eq(self.burst_level[i])
 
             # Tag clamps (spec §6.4): empty queue -> max(tag, V),
             # backlogged -> max(tag, V - LAG_WINDOW); then min(., V + LAG_WINDOW).
@@ -275,43 +266,72 @@ class ChannelArbiter(wiring.Component):
             ceiling = Signal(T, name=f"tag_ceiling_{i}")
             raised = Signal(T, name=f"tag_raised_{i}")
             ti = Signal(T, name=f"tag_idle_{i}")
-            with m.If(queues[i].r_rdy):
-                m.d.comb += floor_.eq(vt - p.lag_window)
-            with m.Else():
-                m.d.comb += floor_.eq(vt)
-            m.d.comb += [ceiling.eq(vt + p.lag_window), raised.eq(tag), ti.eq(raised)]
-            with m.If(mod_lt(tag, floor_, T)):
-                m.d.comb += raised.eq(floor_)
-            with m.If(mod_lt(ceiling, raised, T)):
-                m.d.comb += ti.eq(ceiling)
+            m.d.comb += [
+                floor_.eq(Mux(q.r_rdy, vt - p.lag_window, vt)),
+                ceiling.eq(vt + p.lag_window),
+                raised.eq(Mux(mod_lt(tag, floor_, T), floor_, tag)),
+                ti.eq(Mux(mod_lt(ceiling, raised, T), ceiling, raised)),
+            ]
 
-            hv.append(queues[i].r_rdy)
+            # The key of the next cycle's head, for both outcomes of this
+            # cycle's selection. Bucket tests use min(a, cap) >= n <=> a >= n
+            # and cap >= n, so no comparison waits for a min().
+            keep_head = Signal.like(head, name=f"keep_head_{i}")
+            m.d.comb += keep_head.eq(Mux(q.r_rdy, head, q.w_data))
+            keep_need = Signal(p.peak_bits, name=f"keep_need_{i}")
+            m.d.comb += keep_need.eq(keep_head.bytes << p.frac)
+            keep = _next_key(
+                m, p, f"keep_{i}",
+                valid=q.r_rdy | q.w_en, head=keep_head,
+                level_ok=_ge(s_li, keep_need) & _ge(cap, keep_need),
+                peak_ok=_ge(s_pi, keep_need),
+                tag=ti, vt_next=vt_next, now_next=now_next,
+                fcfs_next=fcfs_next, limit_next=limit_next, starve_on_next=starve_on_next,
+                priority_next=self.priority_next[i])
+
+            pop_head = q.pop_data
+            pop_need = Signal(p.peak_bits, name=f"pop_need_{i}")
+            m.d.comb += pop_need.eq(pop_head.bytes << p.frac)
+            # Debits of a win: the committed bucket only on a guaranteed
+            # fabric-mode grant, the peak bucket on any fabric-mode grant.
+            lvl_debit = Signal(p.peak_bits + 1, name=f"pop_lvl_debit_{i}")
+            pk_debit = Signal(p.peak_bits + 1, name=f"pop_pk_debit_{i}")
+            m.d.comb += [
+                lvl_debit.eq(Mux(~fcfs & k_conf, need, 0) + pop_need),
+                pk_debit.eq(Mux(fcfs, 0, need) + pop_need),
+            ]
+            pop_tag = Signal(T, name=f"pop_tag_{i}")
+            m.d.comb += pop_tag.eq(Mux(fcfs, ti, s_fin))
+            won = _next_key(
+                m, p, f"pop_{i}",
+                valid=(q.level >= 2) | q.w_en, head=pop_head,
+                level_ok=Mux(fcfs | k_conf,
+                             _ge(s_li, lvl_debit) & _ge(cap, pop_need),
+                             _ge(self.burst_level[i], pop_need)),
+                peak_ok=_ge(s_pi, pk_debit),
+                tag=pop_tag, vt_next=vt_next, now_next=now_next,
+                fcfs_next=fcfs_next, limit_next=limit_next, starve_on_next=starve_on_next,
+                priority_next=self.priority_next[i])
+
+            hv.append(q.r_rdy)
             heads.append(head)
-            conform.append(s_conf)
-            key.append(s_key)
-            elig.append(s_elig)
+            competes.append(k_comp)
+            key.append(k_key)
+            order.append(k_order)
+            conform.append(k_conf)
             finish.append(s_fin)
-            competes.append(s_comp)
             lvl_win.append(lw)
             lvl_idle.append(li)
             pk_win.append(pw)
             pk_idle.append(pi_)
             tag_idle.append(ti)
+            key_next_keep.append(keep)
+            key_next_win.append(won)
 
         # ---------------------------------------------------------- all-pairs selection
         # first[hi][lo] (hi > lo): tenant hi strictly precedes tenant lo.
         # Within a key, class 0 orders by timestamp and the others by finish
-        # tag: one comparator per pair on an order value that is the
-        # timestamp or the finish tag, shifted to a common width W so that
-        # the W-bit modular comparison equals the T- or TS_BITS-bit one
-        # (the low bits are zero on both sides). Two keys are only compared
-        # by order when they are equal, so both sides hold the same kind.
-        W = max(T, p.ts_bits)
-        order = []
-        for i in range(n):
-            o = Signal(W, name=f"order_{i}")
-            m.d.comb += o.eq(Mux(key0[i], heads[i].ts << (W - p.ts_bits), finish[i] << (W - T)))
-            order.append(o)
+        # tag: one comparator per pair on the order value (spec §11).
         first = {}
         for hi in range(n):
             for lo in range(hi):
@@ -342,6 +362,9 @@ class ChannelArbiter(wiring.Component):
                 fab_win.eq(pop & ~fcfs),
                 queues[i].r_en.eq(pop),
             ]
+            # The precomputed key of the head this tenant has next cycle.
+            nxt = Mux(pop, Cat(*key_next_win[i]), Cat(*key_next_keep[i]))
+            m.d.sync += Cat(competes[i], key[i], order[i], conform[i]).eq(nxt)
             with m.If(fab_win):
                 m.d.sync += [
                     self.dyn_level[i].eq(lvl_win[i]),
@@ -422,14 +445,69 @@ class ChannelArbiter(wiring.Component):
             vmin_valid.eq(any_valid),
         ]
 
-        v_sum = Signal(T, name="vt_sum")
-        m.d.comb += v_sum.eq(vt + served)
-        with m.If(vmin_valid & mod_lt(v_sum, vmin, T)):
-            m.d.sync += vt.eq(vmin)
-        with m.Else():
-            m.d.sync += vt.eq(v_sum)
-
         return m
+
+
+def _next_key(m, p, sfx, *, valid, head, level_ok, peak_ok, tag, vt_next, now_next,
+              fcfs_next, limit_next, starve_on_next, priority_next):
+    """Selection key of a head in the next cycle (spec §6.2, evaluated one cycle early).
+
+    ``valid``: the tenant has a head next cycle; ``head``: that head;
+    ``level_ok``/``peak_ok``: next cycle's committed/peak level covers it;
+    ``tag``: next cycle's start tag. Returns the register inputs
+    ``(competes, key, order, conform)`` in the order of the ``key_*`` registers.
+    """
+    T, W = p.tag_bits, max(p.tag_bits, p.ts_bits)
+    burst = Signal(name=f"burst_ok_{sfx}")
+    conf = Signal(name=f"conform_{sfx}")
+    elig = Signal(name=f"eligible_{sfx}")
+    fin = Signal(T, name=f"finish_{sfx}")
+    old = Signal(name=f"old_{sfx}")
+    urg = Signal(name=f"urgent_{sfx}")
+    comp = Signal(name=f"competes_{sfx}")
+    key0 = Signal(name=f"key0_{sfx}")
+    key = Signal(4, name=f"key_{sfx}")
+    order = Signal(W, name=f"order_{sfx}")
+    m.d.comb += [
+        burst.eq(peak_ok),
+        conf.eq(peak_ok & level_ok),
+        elig.eq(~mod_lt(vt_next, tag, T)),
+        fin.eq(tag + head.cost),
+        # A three-operand form (now - ts - limit, one chain) measured
+        # 500 LUT4s more on ECP5 for no gain: keep subtract + compare.
+        old.eq((now_next - head.ts)[:p.ts_bits] >= limit_next),
+        urg.eq(conf & starve_on_next & old),
+        comp.eq(valid & (fcfs_next | burst)),
+        # Class 0 (urgent, or every head in FCFS mode) orders by timestamp.
+        key0.eq(fcfs_next | urg),
+        # Timestamp or finish tag, shifted to a common width W so that the
+        # W-bit modular comparison equals the T- or TS_BITS-bit one (the low
+        # bits are zero on both sides); keys are only compared by order when
+        # equal, so both sides then hold the same kind (spec §11).
+        order.eq(Mux(key0, head.ts << (W - p.ts_bits), fin << (W - T))),
+    ]
+    # Selection key: class, eligibility and "competes" folded into one
+    # 4-bit number so that a pair compares one small key plus one order
+    # bit. 0 = urgent (or FCFS mode: oldest first), then 2*class +
+    # ineligible for classes 1..5 (2..11), 15 = does not compete.
+    with m.If(~comp):
+        m.d.comb += key.eq(15)
+    with m.Elif(key0):
+        m.d.comb += key.eq(0)
+    with m.Elif(conf):
+        m.d.comb += key.eq(Cat(~elig, priority_next + 1))
+    with m.Else():
+        m.d.comb += key.eq(Cat(~elig, C(5, 3)))
+    return comp, key, order, conf
+
+
+def _ge(big, small):
+    """``big >= small`` for unsigned values where ``small`` is the narrower:
+    a carry chain over the low bits and an OR of ``big``'s high bits."""
+    k = len(small)
+    if len(big) <= k:
+        return big >= small
+    return (big[k:] != 0) | (big[:k] >= small)
 
 
 def _lt_logic(a, b):

@@ -154,6 +154,13 @@ class RegisterFile(FabricComponent):
         ``EPOCH_CYCLES``.
     cfg_snapshot : ``Out(1)``
         1 during the cycle after a ``CTRL`` write with bit 1 set.
+    cfg_fcfs_bypass_next, cfg_starve_limit_next : ``Out(1)``, ``Out(24)``
+        The values ``cfg_fcfs_bypass`` and ``cfg_starve_limit`` take at the next
+        clock edge (the registers' inputs).
+    cfg_priority_next : ``Out(2).array(tenants)``
+        The value each tenant's active ``priority`` takes at the next edge. The
+        channels precompute next cycle's selection keys (spec §11) and need the
+        configuration they will be compared under.
 
     The outputs are the registers themselves, and Amaranth names a register
     that drives an output after the port; hence the ``cfg_`` prefix on the
@@ -173,6 +180,9 @@ class RegisterFile(FabricComponent):
             "cfg_starve_limit": Out(params.starve_bits),
             "cfg_epoch_cycles": Out(params.epoch_bits),
             "cfg_snapshot":     Out(1),
+            "cfg_fcfs_bypass_next":  Out(1),
+            "cfg_starve_limit_next": Out(params.starve_bits),
+            "cfg_priority_next":     Out(params.priority_bits).array(params.tenants),
         })
 
     def elaborate(self, platform):
@@ -209,20 +219,27 @@ class RegisterFile(FabricComponent):
         for i in range(p.tenants):
             m.d.comb += self.cfg_tenant[i].eq(active[i])
 
+        # Registers whose next value the channels read (see cfg_*_next) are
+        # written through a combinational "next" signal.
+        fcfs_next = self.cfg_fcfs_bypass_next
+        starve_next = self.cfg_starve_limit_next
+        prio_next = self.cfg_priority_next
+        m.d.comb += [fcfs_next.eq(cfg_fcfs_bypass), starve_next.eq(cfg_starve_limit)]
+        m.d.comb += [prio_next[i].eq(active[i].priority) for i in range(p.tenants)]
+        m.d.sync += [cfg_fcfs_bypass.eq(fcfs_next), cfg_starve_limit.eq(starve_next)]
+
         # Writes.
         m.d.sync += cfg_snapshot.eq(0)
         with m.If(bus.w_stb):
             with m.Switch(bus.w_addr):
                 with m.Case(CTRL):
                     new = merged(cfg_fcfs_bypass)
-                    m.d.sync += [
-                        cfg_fcfs_bypass.eq(new[0]),
-                        cfg_snapshot.eq(new[1] & bus.w_strb[0]),
-                    ]
+                    m.d.comb += fcfs_next.eq(new[0])
+                    m.d.sync += cfg_snapshot.eq(new[1] & bus.w_strb[0])
                 with m.Case(EPOCH_CYCLES):
                     m.d.sync += cfg_epoch_cycles.eq(merged(cfg_epoch_cycles))
                 with m.Case(STARVE_LIMIT):
-                    m.d.sync += cfg_starve_limit.eq(merged(cfg_starve_limit)[:p.starve_bits])
+                    m.d.comb += starve_next.eq(merged(cfg_starve_limit)[:p.starve_bits])
                 for i in range(p.tenants):
                     base = TENANT_BASE + TENANT_STRIDE * i
                     for offset, fields in TENANT_REGS.items():
@@ -232,6 +249,7 @@ class RegisterFile(FabricComponent):
                                 _write_lanes(m, field, lsb, bus)
                     with m.Case(base + COMMIT):
                         m.d.sync += active[i].eq(staged[i])
+                        m.d.comb += prio_next[i].eq(staged[i].priority)
 
         # Reads (combinational in r_addr, which the AXI slave registers).
         with m.Switch(bus.r_addr):

@@ -47,6 +47,11 @@ class HeadQueue(wiring.Component):
         The queue is not empty (``r_data`` is valid).
     r_data : Out(shape)
         Head entry, driven directly by a register.
+    pop_data : Out(shape)
+        The head entry after a pop in this cycle (the oldest ring entry, or
+        ``w_data`` when the ring is empty); valid when ``level >= 2`` or
+        ``w_en``. The channel precomputes the next cycle's selection key from
+        it (spec §11).
     level : Out(range(depth + 1))
         Number of entries.
     """
@@ -63,6 +68,7 @@ class HeadQueue(wiring.Component):
             "r_en":   In(1),
             "r_rdy":  Out(1),
             "r_data": Out(shape),
+            "pop_data": Out(shape),
             "level":  Out(range(depth + 1)),
         })
 
@@ -117,6 +123,8 @@ class HeadQueue(wiring.Component):
                 m.d.comb += on_pop.eq(rd_port.data)
             with m.If(self.r_en & ((count >= 2) | self.w_en)):
                 m.d.sync += rd.eq(rd + 1)
+
+        m.d.comb += self.pop_data.eq(on_pop)
 
         # Without a pop the head keeps its value unless the queue is empty,
         # when it takes w_data = on_pop: one two-way mux per bit and a clock

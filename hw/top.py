@@ -114,7 +114,8 @@ class KvFabric(FabricComponent):
             m.d.comb += [
                 self.queue_full[c].eq(ch.queue_full),
                 ch.fcfs_bypass.eq(regs.cfg_fcfs_bypass),
-                ch.starve_limit.eq(regs.cfg_starve_limit),
+                ch.fcfs_bypass_next.eq(regs.cfg_fcfs_bypass_next),
+                ch.starve_limit_next.eq(regs.cfg_starve_limit_next),
                 ch.now.eq(now),
                 tel.dropped[c].eq(ch.dropped),
                 tel.grants[c].valid.eq(ch.grant.valid & ch.grant.ready),
@@ -127,6 +128,7 @@ class KvFabric(FabricComponent):
                 m.d.comb += [
                     ch.tenant_cfg[i].eq(regs.cfg_tenant[i]),
                     ch.burst_level[i].eq(burst_level[i]),
+                    ch.priority_next[i].eq(regs.cfg_priority_next[i]),
                     tel.occupancy[c][i].eq(ch.occupancy[i]),
                 ]
 

@@ -35,6 +35,7 @@ class Traffic:
     p_ready: float = 0.7         # probability grant.ready is 1
     p_commit: float = 0.004      # probability of a configuration change per cycle
     p_fcfs_toggle: float = 0.0   # probability fcfs_bypass flips per cycle
+    p_starve_change: float = 0.0  # probability starve_limit is redrawn per cycle
     avoid_full: bool = True      # like the replay driver: prefer tenants with room
     now_offset: int = 0          # start of the timestamp counter (to test its wrap)
     small_bytes: int = 0         # if nonzero, most requests are at most this size
@@ -96,20 +97,30 @@ def random_request(rng, params, traffic, full):
     return Request(tenant, nbytes, rng.randrange(1 << params.id_width))
 
 
+def set_next_config(ctx, dut, config):
+    """The configuration of the next cycle, which the channel precomputes
+    selection keys under (the register file's ``cfg_*_next`` outputs)."""
+    for i, t in enumerate(config.tenants):
+        ctx.set(dut.priority_next[i], t.priority)
+    ctx.set(dut.fcfs_bypass_next, config.fcfs_bypass)
+    ctx.set(dut.starve_limit_next, config.starve_limit)
+
+
 def set_config(ctx, dut, config):
+    """The configuration of the current cycle (and, until told otherwise, the next)."""
+    set_next_config(ctx, dut, config)
     for i, t in enumerate(config.tenants):
         cfg = dut.tenant_cfg[i]
         ctx.set(cfg.rate, t.rate)
         ctx.set(cfg.capacity, t.capacity)
         ctx.set(cfg.peak_rate, t.peak_rate)
         ctx.set(cfg.inv_weight, t.inv_weight)
-        ctx.set(cfg.priority, t.priority)
+        ctx.set(cfg.priority, t.priority)  # unused by the channel: see priority_next
         ctx.set(cfg.enable, t.enable)
         ctx.set(cfg.slo_cycles, t.slo_cycles)
         # Spec §6.3: the committed level after a burst grant.
         ctx.set(dut.burst_level[i], min(t.rate, t.capacity))
     ctx.set(dut.fcfs_bypass, config.fcfs_bypass)
-    ctx.set(dut.starve_limit, config.starve_limit)
 
 
 def check_state(ctx, dut, model, cycle):
@@ -173,16 +184,21 @@ def run_random(params, traffic, seed):
                 pending = None
             elif pending is not None:
                 stats["stalls"] += 1
-            await ctx.tick()
 
-            # A configuration commit between cycles (takes effect in both at once).
+            # A configuration commit in this cycle takes effect in both from
+            # the next cycle; the channel sees it coming (priority_next, ...).
             if rng.random() < traffic.p_commit:
                 i = rng.randrange(params.tenants)
                 tenants = list(config.tenants)
                 tenants[i] = random_tenant(rng, params, traffic)
                 config = FabricConfig(tenants, config.fcfs_bypass, config.starve_limit)
+            if rng.random() < traffic.p_starve_change:
+                config = FabricConfig(config.tenants, config.fcfs_bypass,
+                                      rng.choice(traffic.starve))
             if rng.random() < traffic.p_fcfs_toggle:
                 config = FabricConfig(config.tenants, 1 - config.fcfs_bypass, config.starve_limit)
+            set_next_config(ctx, dut, config)
+            await ctx.tick()
             model.config = config
             set_config(ctx, dut, config)
 
@@ -209,8 +225,8 @@ CASES = {
     # the urgency threshold all the time, so an off-by-one in the age (or in
     # its precomputation, spec §11) changes winners.
     "starvation_edge": (FabricParams(tenants=4),
-                        Traffic(cycles=2000, p_req=0.8, p_ready=0.6, starve=(1, 3, 8, 20, 60),
-                                full_buckets=True), 7),
+                        Traffic(cycles=2000, p_req=0.8, p_ready=0.6, starve=(0, 1, 3, 8, 20, 60),
+                                full_buckets=True, p_starve_change=0.02, p_commit=0.01), 7),
     "small_wrap": (FabricParams(tenants=3, queue_depth=2, max_request_bytes=256, id_width=4,
                                 tag_bits=12),
                    Traffic(cycles=3000, p_req=0.8, p_ready=0.9, now_offset=(1 << 24) - 1500,

@@ -339,6 +339,9 @@ class _ConfigHarness(wiring.Component):
             "starve_limit": Out(24),
             "epoch_cycles": Out(32),
             "snapshot":     Out(1),
+            "fcfs_bypass_next":  Out(1),
+            "starve_limit_next": Out(24),
+            "priority_next":     Out(2).array(params.tenants),
         })
 
     def elaborate(self, platform):
@@ -352,9 +355,14 @@ class _ConfigHarness(wiring.Component):
             self.starve_limit.eq(regs.cfg_starve_limit),
             self.epoch_cycles.eq(regs.cfg_epoch_cycles),
             self.snapshot.eq(regs.cfg_snapshot),
+            self.fcfs_bypass_next.eq(regs.cfg_fcfs_bypass_next),
+            self.starve_limit_next.eq(regs.cfg_starve_limit_next),
         ]
         for i in range(self._params.tenants):
-            m.d.comb += self.cfg_tenant[i].eq(regs.cfg_tenant[i])
+            m.d.comb += [
+                self.cfg_tenant[i].eq(regs.cfg_tenant[i]),
+                self.priority_next[i].eq(regs.cfg_priority_next[i]),
+            ]
         return m
 
 
@@ -374,7 +382,9 @@ def test_register_file_commit_atomic(seed):
     cycle t changes the outputs at t+1, all fields of the tenant in the same
     cycle, and staged values are never visible before their COMMIT, neither on
     the outputs nor in reads. ``snapshot`` is 1 exactly in the cycle after a
-    CTRL write with bit 1 set.
+    CTRL write with bit 1 set. The ``cfg_*_next`` outputs (the channels
+    precompute selection keys under them, spec §11) equal in cycle t what the
+    mirror says is active at t+1.
     """
     params = FabricParams(tenants=3, channels=1)
     rng = seeded(seed, 1)
@@ -415,6 +425,11 @@ def test_register_file_commit_atomic(seed):
                 stats["commits"] += w.addr % 0x20 == COMMIT and w.addr >= 0x100
                 snapshot_due = mirror.write(w.addr, w.data, w.strb)
                 stats["snapshots"] += snapshot_due
+            nxt = mirror.config
+            got = (ctx.get(dut.fcfs_bypass_next), ctx.get(dut.starve_limit_next),
+                   [ctx.get(dut.priority_next[i]) for i in range(params.tenants)])
+            want = (nxt.fcfs_bypass, nxt.starve_limit, [t.priority for t in nxt.tenants])
+            assert got == want, f"cycle {cycle}: next-cycle configuration"
             await ctx.tick()
             if axil.idle():
                 break
