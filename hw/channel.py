@@ -21,7 +21,7 @@ Timing structure
 Registers: per-tenant ``dyn_level``/``dyn_peak``/``dyn_tag``, the queue heads
 (``q_*``: a head register in front of a LUT-RAM ring), the per-tenant
 selection keys (``key_*``: competes, class/eligibility key, order value,
-conform of the current head) and the grant register. Per cycle, in parallel:
+conform and finish tag of the current head) and the grant register. Per cycle, in parallel:
 
 * per pair of tenants (all pairs, no tree): "higher index strictly precedes
   lower index" from the registered keys and order values;
@@ -227,8 +227,9 @@ class ChannelArbiter(wiring.Component):
             k_order = Signal(W, name=f"key_order_{i}")
             k_conf = Signal(name=f"key_conform_{i}")
             need = Signal(p.peak_bits, name=f"need_{i}")
-            s_fin = Signal(T, name=f"finish_{i}")
-            m.d.comb += [need.eq(head.bytes << p.frac), s_fin.eq(tag + head.cost)]
+            # The head's finish tag, tag + cost, precomputed like the key.
+            s_fin = Signal(T, name=f"key_finish_{i}")
+            m.d.comb += need.eq(head.bytes << p.frac)
 
             # Next-state candidates, all from registers, in parallel with selection.
             # level - need is only used when the head conforms (level >= need),
@@ -364,7 +365,7 @@ class ChannelArbiter(wiring.Component):
             ]
             # The precomputed key of the head this tenant has next cycle.
             nxt = Mux(pop, Cat(*key_next_win[i]), Cat(*key_next_keep[i]))
-            m.d.sync += Cat(competes[i], key[i], order[i], conform[i]).eq(nxt)
+            m.d.sync += Cat(competes[i], key[i], order[i], conform[i], finish[i]).eq(nxt)
             with m.If(fab_win):
                 m.d.sync += [
                     self.dyn_level[i].eq(lvl_win[i]),
@@ -455,7 +456,8 @@ def _next_key(m, p, sfx, *, valid, head, level_ok, peak_ok, tag, vt_next, now_ne
     ``valid``: the tenant has a head next cycle; ``head``: that head;
     ``level_ok``/``peak_ok``: next cycle's committed/peak level covers it;
     ``tag``: next cycle's start tag. Returns the register inputs
-    ``(competes, key, order, conform)`` in the order of the ``key_*`` registers.
+    ``(competes, key, order, conform, finish)`` in the order of the ``key_*``
+    registers.
     """
     T, W = p.tag_bits, max(p.tag_bits, p.ts_bits)
     burst = Signal(name=f"burst_ok_{sfx}")
@@ -498,7 +500,7 @@ def _next_key(m, p, sfx, *, valid, head, level_ok, peak_ok, tag, vt_next, now_ne
         m.d.comb += key.eq(Cat(~elig, priority_next + 1))
     with m.Else():
         m.d.comb += key.eq(Cat(~elig, C(5, 3)))
-    return comp, key, order, conf
+    return comp, key, order, conf, fin
 
 
 def _ge(big, small):
