@@ -94,6 +94,9 @@ class ChannelArbiter(wiring.Component):
         Each tenant's ``priority`` in the next cycle, for the same reason.
     now : In(ts_bits)
         Fabric-wide timestamp, ``t mod 2^TS_BITS``.
+    now_next : In(ts_bits)
+        ``(t + 1) mod 2^TS_BITS``, from a register of its own in the top so
+        that the precomputed ages start from a register.
     dropped : Out(1)
         Pulse: an invalid request is accepted in this cycle.
     occupancy : Out(range(D + 1)).array(N)
@@ -121,6 +124,7 @@ class ChannelArbiter(wiring.Component):
             "fcfs_bypass":  In(1),
             "fcfs_bypass_next":  In(1),
             "starve_limit_next": In(p.starve_bits),
+            "now_next":     In(p.ts_bits),
             "priority_next": In(p.priority_bits).array(n),
             "now":          In(p.ts_bits),
             "dropped":      Out(1),
@@ -195,14 +199,30 @@ class ChannelArbiter(wiring.Component):
         # V at t+1 (spec §6.4), from registers only: the register's input, and
         # the virtual time the precomputed eligibility is taken against.
         v_sum = Signal(T, name="vt_sum")
+        vt_take_min = Signal(name="vt_take_min")
         vt_next = Signal(T, name="vt_next")
         m.d.comb += [
             v_sum.eq(vt + served),
-            vt_next.eq(Mux(vmin_valid & mod_lt(v_sum, vmin, T), vmin, v_sum)),
+            vt_take_min.eq(vmin_valid & mod_lt(v_sum, vmin, T)),
+            vt_next.eq(Mux(vt_take_min, vmin, v_sum)),
         ]
         m.d.sync += vt.eq(vt_next)
-        now_next = Signal(p.ts_bits, name="now_next")
-        m.d.comb += now_next.eq(self.now + 1)
+
+        def le_vt_next(x, name):
+            # tag_le(x, V at t+1) as a choice between two comparisons made in
+            # parallel with V's own (exact: a mux of comparisons).
+            le = Signal(name=name)
+            m.d.comb += le.eq(Mux(vt_take_min, ~mod_lt(vmin, x, T), ~mod_lt(v_sum, x, T)))
+            return le
+
+        # The clamp bounds of spec §6.4 and their eligibility, per channel.
+        vt_lo = Signal(T, name="vt_minus_lag")
+        vt_hi = Signal(T, name="vt_plus_lag")
+        m.d.comb += [vt_lo.eq(vt - p.lag_window), vt_hi.eq(vt + p.lag_window)]
+        elig_vt = le_vt_next(vt, "eligible_at_vt")
+        elig_vt_lo = le_vt_next(vt_lo, "eligible_at_vt_minus_lag")
+        elig_vt_hi = le_vt_next(vt_hi, "eligible_at_vt_plus_lag")
+        now_next = self.now_next
         fcfs_next = self.fcfs_bypass_next
         limit_next = self.starve_limit_next
         starve_on_next = Signal(name="starve_on_next")
@@ -263,16 +283,24 @@ class ChannelArbiter(wiring.Component):
 
             # Tag clamps (spec §6.4): empty queue -> max(tag, V),
             # backlogged -> max(tag, V - LAG_WINDOW); then min(., V + LAG_WINDOW).
+            # Written as parallel comparisons of tag with fixed bounds: a
+            # raised tag (the floor) never exceeds the ceiling, because the
+            # floor is V or V - LAG_WINDOW and the ceiling V + LAG_WINDOW,
+            # less than the half range above it.
+            below = Signal(name=f"tag_below_floor_{i}")
+            above = Signal(name=f"tag_above_ceiling_{i}")
             floor_ = Signal(T, name=f"tag_floor_{i}")
-            ceiling = Signal(T, name=f"tag_ceiling_{i}")
-            raised = Signal(T, name=f"tag_raised_{i}")
             ti = Signal(T, name=f"tag_idle_{i}")
             m.d.comb += [
-                floor_.eq(Mux(q.r_rdy, vt - p.lag_window, vt)),
-                ceiling.eq(vt + p.lag_window),
-                raised.eq(Mux(mod_lt(tag, floor_, T), floor_, tag)),
-                ti.eq(Mux(mod_lt(ceiling, raised, T), ceiling, raised)),
+                below.eq(Mux(q.r_rdy, mod_lt(tag, vt_lo, T), mod_lt(tag, vt, T))),
+                above.eq(~below & mod_lt(vt_hi, tag, T)),
+                floor_.eq(Mux(q.r_rdy, vt_lo, vt)),
+                ti.eq(Mux(below, floor_, Mux(above, vt_hi, tag))),
             ]
+            elig_tag = le_vt_next(tag, f"eligible_tag_{i}")
+            elig_ti = Signal(name=f"eligible_tag_idle_{i}")
+            m.d.comb += elig_ti.eq(Mux(below, Mux(q.r_rdy, elig_vt_lo, elig_vt),
+                                       Mux(above, elig_vt_hi, elig_tag)))
 
             # The key of the next cycle's head, for both outcomes of this
             # cycle's selection. Bucket tests use min(a, cap) >= n <=> a >= n
@@ -281,36 +309,50 @@ class ChannelArbiter(wiring.Component):
             m.d.comb += keep_head.eq(Mux(q.r_rdy, head, q.w_data))
             keep_need = Signal(p.peak_bits, name=f"keep_need_{i}")
             m.d.comb += keep_need.eq(keep_head.bytes << p.frac)
+            # Finish tag of the kept head: the clamp's choice made after the
+            # additions (V + cost shifted by LAG_WINDOW for the bounds).
+            keep_fin = Signal(T, name=f"keep_finish_{i}")
+            v_cost = Signal(T, name=f"keep_vt_cost_{i}")
+            t_cost = Signal(T, name=f"keep_tag_cost_{i}")
+            m.d.comb += [
+                v_cost.eq(vt + keep_head.cost),
+                t_cost.eq(tag + keep_head.cost),
+                keep_fin.eq(Mux(below, Mux(q.r_rdy, v_cost - p.lag_window, v_cost),
+                                Mux(above, v_cost + p.lag_window, t_cost))),
+            ]
             keep = _next_key(
                 m, p, f"keep_{i}",
                 valid=q.r_rdy | q.w_en, head=keep_head,
                 level_ok=_ge(s_li, keep_need) & _ge(cap, keep_need),
                 peak_ok=_ge(s_pi, keep_need),
-                tag=ti, vt_next=vt_next, now_next=now_next,
+                eligible=elig_ti, finish=keep_fin, now_next=now_next,
                 fcfs_next=fcfs_next, limit_next=limit_next, starve_on_next=starve_on_next,
                 priority_next=self.priority_next[i])
 
+            # After a pop: the committed bucket is debited only by a
+            # guaranteed fabric-mode grant (level + rate - need >= 0 then),
+            # spent by a burst one, the peak bucket debited by any fabric-mode
+            # grant (peak + peak_rate - need >= 0 then), nothing in FCFS mode.
             pop_head = q.pop_data
             pop_need = Signal(p.peak_bits, name=f"pop_need_{i}")
             m.d.comb += pop_need.eq(pop_head.bytes << p.frac)
-            # Debits of a win: the committed bucket only on a guaranteed
-            # fabric-mode grant, the peak bucket on any fabric-mode grant.
-            lvl_debit = Signal(p.peak_bits + 1, name=f"pop_lvl_debit_{i}")
-            pk_debit = Signal(p.peak_bits + 1, name=f"pop_pk_debit_{i}")
-            m.d.comb += [
-                lvl_debit.eq(Mux(~fcfs & k_conf, need, 0) + pop_need),
-                pk_debit.eq(Mux(fcfs, 0, need) + pop_need),
-            ]
+            pop_cap_ok = _ge(cap, pop_need)
+            pop_level_ok = Mux(fcfs, _ge(s_li, pop_need) & pop_cap_ok,
+                               Mux(k_conf, _ge(s_lw_g, pop_need) & pop_cap_ok,
+                                   _ge(self.burst_level[i], pop_need)))
+            pop_peak_ok = Mux(fcfs, _ge(s_pi, pop_need), _ge(s_pw, pop_need))
             pop_tag = Signal(T, name=f"pop_tag_{i}")
-            m.d.comb += pop_tag.eq(Mux(fcfs, ti, s_fin))
+            pop_fin = Signal(T, name=f"pop_finish_{i}")
+            elig_fin = le_vt_next(s_fin, f"eligible_finish_{i}")
+            m.d.comb += [
+                pop_tag.eq(Mux(fcfs, ti, s_fin)),
+                pop_fin.eq(pop_tag + pop_head.cost),
+            ]
             won = _next_key(
                 m, p, f"pop_{i}",
                 valid=(q.level >= 2) | q.w_en, head=pop_head,
-                level_ok=Mux(fcfs | k_conf,
-                             _ge(s_li, lvl_debit) & _ge(cap, pop_need),
-                             _ge(self.burst_level[i], pop_need)),
-                peak_ok=_ge(s_pi, pk_debit),
-                tag=pop_tag, vt_next=vt_next, now_next=now_next,
+                level_ok=pop_level_ok, peak_ok=pop_peak_ok,
+                eligible=Mux(fcfs, elig_ti, elig_fin), finish=pop_fin, now_next=now_next,
                 fcfs_next=fcfs_next, limit_next=limit_next, starve_on_next=starve_on_next,
                 priority_next=self.priority_next[i])
 
@@ -449,21 +491,19 @@ class ChannelArbiter(wiring.Component):
         return m
 
 
-def _next_key(m, p, sfx, *, valid, head, level_ok, peak_ok, tag, vt_next, now_next,
+def _next_key(m, p, sfx, *, valid, head, level_ok, peak_ok, eligible, finish, now_next,
               fcfs_next, limit_next, starve_on_next, priority_next):
     """Selection key of a head in the next cycle (spec §6.2, evaluated one cycle early).
 
     ``valid``: the tenant has a head next cycle; ``head``: that head;
     ``level_ok``/``peak_ok``: next cycle's committed/peak level covers it;
-    ``tag``: next cycle's start tag. Returns the register inputs
-    ``(competes, key, order, conform, finish)`` in the order of the ``key_*``
-    registers.
+    ``eligible``: next cycle's start tag is at most next cycle's V;
+    ``finish``: next cycle's start tag plus the head's cost. Returns the
+    register inputs ``(competes, key, order, conform, finish)`` in the order
+    of the ``key_*`` registers.
     """
     T, W = p.tag_bits, max(p.tag_bits, p.ts_bits)
-    burst = Signal(name=f"burst_ok_{sfx}")
     conf = Signal(name=f"conform_{sfx}")
-    elig = Signal(name=f"eligible_{sfx}")
-    fin = Signal(T, name=f"finish_{sfx}")
     old = Signal(name=f"old_{sfx}")
     urg = Signal(name=f"urgent_{sfx}")
     comp = Signal(name=f"competes_{sfx}")
@@ -471,22 +511,19 @@ def _next_key(m, p, sfx, *, valid, head, level_ok, peak_ok, tag, vt_next, now_ne
     key = Signal(4, name=f"key_{sfx}")
     order = Signal(W, name=f"order_{sfx}")
     m.d.comb += [
-        burst.eq(peak_ok),
         conf.eq(peak_ok & level_ok),
-        elig.eq(~mod_lt(vt_next, tag, T)),
-        fin.eq(tag + head.cost),
         # A three-operand form (now - ts - limit, one chain) measured
         # 500 LUT4s more on ECP5 for no gain: keep subtract + compare.
         old.eq((now_next - head.ts)[:p.ts_bits] >= limit_next),
         urg.eq(conf & starve_on_next & old),
-        comp.eq(valid & (fcfs_next | burst)),
+        comp.eq(valid & (fcfs_next | peak_ok)),
         # Class 0 (urgent, or every head in FCFS mode) orders by timestamp.
         key0.eq(fcfs_next | urg),
         # Timestamp or finish tag, shifted to a common width W so that the
         # W-bit modular comparison equals the T- or TS_BITS-bit one (the low
         # bits are zero on both sides); keys are only compared by order when
         # equal, so both sides then hold the same kind (spec §11).
-        order.eq(Mux(key0, head.ts << (W - p.ts_bits), fin << (W - T))),
+        order.eq(Mux(key0, head.ts << (W - p.ts_bits), finish << (W - T))),
     ]
     # Selection key: class, eligibility and "competes" folded into one
     # 4-bit number so that a pair compares one small key plus one order
@@ -497,10 +534,10 @@ def _next_key(m, p, sfx, *, valid, head, level_ok, peak_ok, tag, vt_next, now_ne
     with m.Elif(key0):
         m.d.comb += key.eq(0)
     with m.Elif(conf):
-        m.d.comb += key.eq(Cat(~elig, priority_next + 1))
+        m.d.comb += key.eq(Cat(~eligible, priority_next + 1))
     with m.Else():
-        m.d.comb += key.eq(Cat(~elig, C(5, 3)))
-    return comp, key, order, conf, fin
+        m.d.comb += key.eq(Cat(~eligible, C(5, 3)))
+    return comp, key, order, conf, finish
 
 
 def _ge(big, small):

@@ -92,6 +92,10 @@ class KvFabric(FabricComponent):
         now = Signal(p.ts_bits)
         m.d.sync += now.eq(now + 1)
         m.d.comb += self.now.eq(now)
+        # now + 1 as a register of its own: the channels precompute next
+        # cycle's ages from it (spec §11).
+        now_next = Signal(p.ts_bits, init=1)
+        m.d.sync += now_next.eq(now_next + 1)
 
         m.d.comb += [
             tel.now.eq(now),
@@ -117,6 +121,7 @@ class KvFabric(FabricComponent):
                 ch.fcfs_bypass_next.eq(regs.cfg_fcfs_bypass_next),
                 ch.starve_limit_next.eq(regs.cfg_starve_limit_next),
                 ch.now.eq(now),
+                ch.now_next.eq(now_next),
                 tel.dropped[c].eq(ch.dropped),
                 tel.grants[c].valid.eq(ch.grant.valid & ch.grant.ready),
                 tel.grants[c].tenant.eq(ch.grant.payload.tenant),

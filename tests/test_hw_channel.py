@@ -164,6 +164,7 @@ def run_random(params, traffic, seed):
                 pending = random_request(rng, params, traffic, model.queue_full())
             grant_ready = int(rng.random() < traffic.p_ready)
             ctx.set(dut.now, now)
+            ctx.set(dut.now_next, (now + 1) % (1 << params.ts_bits))
             ctx.set(dut.grant.ready, grant_ready)
             ctx.set(dut.req.valid, pending is not None)
             if pending is not None:
@@ -231,6 +232,13 @@ CASES = {
                                 tag_bits=12),
                    Traffic(cycles=3000, p_req=0.8, p_ready=0.9, now_offset=(1 << 24) - 1500,
                            max_inv_weight=256, small_bytes=256), 4),
+    # Narrow tags and weights far from the rates: tenants served by priority
+    # while ineligible run ahead of V until the clamp to V + LAG_WINDOW
+    # (spec §6.4, §6.5) acts; max_cost = 128 stays below LAG_WINDOW / 3.
+    "tag_ceiling": (FabricParams(tenants=3, queue_depth=2, max_request_bytes=256, id_width=4,
+                                 tag_bits=12),
+                    Traffic(cycles=3000, p_req=0.9, p_ready=0.9, max_inv_weight=4096,
+                            small_bytes=256, p_commit=0.002), 8),
     "one_tenant": (FabricParams(tenants=1, queue_depth=1, max_request_bytes=32, id_width=1),
                    Traffic(cycles=1500), 5),
     # T = 32: the half range is out of reach, so the full inv_weight range is safe.
@@ -266,10 +274,12 @@ def test_latency_idle_channel():
         ctx.set(dut.grant.ready, 1)
         for cycle in range(400):  # fill the buckets
             ctx.set(dut.now, cycle)
+            ctx.set(dut.now_next, cycle + 1)
             await ctx.tick()
         a = 400
         for cycle in range(a, a + 6):
             ctx.set(dut.now, cycle)
+            ctx.set(dut.now_next, cycle + 1)
             ctx.set(dut.req.valid, cycle == a)
             ctx.set(dut.req.payload.tenant, 5)
             ctx.set(dut.req.payload.bytes, 4096)
