@@ -85,7 +85,7 @@ class ChannelArbiter(wiring.Component):
         level after a burst grant (spec §6.3). It depends on the configuration
         only, so the top computes it once for all channels.
     fcfs_bypass : In(1)
-    fcfs_bypass_next, starve_limit_next : In(1), In(24)
+    fcfs_bypass_next, starve_limit_next : In(1), In(23)
         The values ``fcfs_bypass`` and ``starve_limit`` have in the next cycle
         (the configuration registers' inputs): selection keys are computed
         one cycle ahead (spec §11). A ``starve_limit`` of 0 disables the
@@ -222,11 +222,16 @@ class ChannelArbiter(wiring.Component):
         elig_vt = le_vt_next(vt, "eligible_at_vt")
         elig_vt_lo = le_vt_next(vt_lo, "eligible_at_vt_minus_lag")
         elig_vt_hi = le_vt_next(vt_hi, "eligible_at_vt_plus_lag")
-        now_next = self.now_next
         fcfs_next = self.fcfs_bypass_next
         limit_next = self.starve_limit_next
         starve_on_next = Signal(name="starve_on_next")
-        m.d.comb += starve_on_next.eq(limit_next != 0)
+        # A head is old at t+1 when ts_le(ts, now - starve_limit) (spec
+        # §6.2): one subtraction per channel, one comparison per head.
+        deadline_next = Signal(p.ts_bits, name="starve_deadline_next")
+        m.d.comb += [
+            starve_on_next.eq(limit_next != 0),
+            deadline_next.eq(self.now_next - limit_next),
+        ]
 
         # ---------------------------------------------------------- per tenant
         # Selection keys are registers (spec §11): ``key_*`` hold the key,
@@ -325,8 +330,8 @@ class ChannelArbiter(wiring.Component):
                 valid=q.r_rdy | q.w_en, head=keep_head,
                 level_ok=_ge(s_li, keep_need) & _ge(cap, keep_need),
                 peak_ok=_ge(s_pi, keep_need),
-                eligible=elig_ti, finish=keep_fin, now_next=now_next,
-                fcfs_next=fcfs_next, limit_next=limit_next, starve_on_next=starve_on_next,
+                eligible=elig_ti, finish=keep_fin, deadline_next=deadline_next,
+                fcfs_next=fcfs_next, starve_on_next=starve_on_next,
                 priority_next=self.priority_next[i])
 
             # After a pop: the committed bucket is debited only by a
@@ -352,8 +357,8 @@ class ChannelArbiter(wiring.Component):
                 m, p, f"pop_{i}",
                 valid=(q.level >= 2) | q.w_en, head=pop_head,
                 level_ok=pop_level_ok, peak_ok=pop_peak_ok,
-                eligible=Mux(fcfs, elig_ti, elig_fin), finish=pop_fin, now_next=now_next,
-                fcfs_next=fcfs_next, limit_next=limit_next, starve_on_next=starve_on_next,
+                eligible=Mux(fcfs, elig_ti, elig_fin), finish=pop_fin, deadline_next=deadline_next,
+                fcfs_next=fcfs_next, starve_on_next=starve_on_next,
                 priority_next=self.priority_next[i])
 
             hv.append(q.r_rdy)
@@ -491,14 +496,15 @@ class ChannelArbiter(wiring.Component):
         return m
 
 
-def _next_key(m, p, sfx, *, valid, head, level_ok, peak_ok, eligible, finish, now_next,
-              fcfs_next, limit_next, starve_on_next, priority_next):
+def _next_key(m, p, sfx, *, valid, head, level_ok, peak_ok, eligible, finish, deadline_next,
+              fcfs_next, starve_on_next, priority_next):
     """Selection key of a head in the next cycle (spec §6.2, evaluated one cycle early).
 
     ``valid``: the tenant has a head next cycle; ``head``: that head;
     ``level_ok``/``peak_ok``: next cycle's committed/peak level covers it;
     ``eligible``: next cycle's start tag is at most next cycle's V;
-    ``finish``: next cycle's start tag plus the head's cost. Returns the
+    ``finish``: next cycle's start tag plus the head's cost;
+    ``deadline_next``: next cycle's ``now - starve_limit``. Returns the
     register inputs ``(competes, key, order, conform, finish)`` in the order
     of the ``key_*`` registers.
     """
@@ -512,9 +518,7 @@ def _next_key(m, p, sfx, *, valid, head, level_ok, peak_ok, eligible, finish, no
     order = Signal(W, name=f"order_{sfx}")
     m.d.comb += [
         conf.eq(peak_ok & level_ok),
-        # A three-operand form (now - ts - limit, one chain) measured
-        # 500 LUT4s more on ECP5 for no gain: keep subtract + compare.
-        old.eq((now_next - head.ts)[:p.ts_bits] >= limit_next),
+        old.eq(~mod_lt(deadline_next, head.ts, p.ts_bits)),
         urg.eq(conf & starve_on_next & old),
         comp.eq(valid & (fcfs_next | peak_ok)),
         # Class 0 (urgent, or every head in FCFS mode) orders by timestamp.

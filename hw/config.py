@@ -148,13 +148,13 @@ class RegisterFile(FabricComponent):
         Active per-tenant configuration, shared by every channel.
     cfg_fcfs_bypass : ``Out(1)``
         ``CTRL[0]``.
-    cfg_starve_limit : ``Out(24)``
+    cfg_starve_limit : ``Out(23)``
         ``STARVE_LIMIT``.
     cfg_epoch_cycles : ``Out(32)``
         ``EPOCH_CYCLES``.
     cfg_snapshot : ``Out(1)``
         1 during the cycle after a ``CTRL`` write with bit 1 set.
-    cfg_fcfs_bypass_next, cfg_starve_limit_next : ``Out(1)``, ``Out(24)``
+    cfg_fcfs_bypass_next, cfg_starve_limit_next : ``Out(1)``, ``Out(23)``
         The values ``cfg_fcfs_bypass`` and ``cfg_starve_limit`` take at the next
         clock edge (the registers' inputs).
     cfg_priority_next : ``Out(2).array(tenants)``

@@ -78,7 +78,7 @@ class FabricParams:
     inv_weight_bits = 16
     priority_bits = 2
     slo_bits = 24
-    starve_bits = 24
+    starve_bits = 23
     epoch_bits = 32
 
     @property

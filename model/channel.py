@@ -144,9 +144,12 @@ class ChannelModel:
         peak_ok = self.peak[i] >= need
         conform = peak_ok and self.level[i] >= need
         if conform:
-            age = (now - head.ts) & ((1 << p.ts_bits) - 1)
+            # old: ts_le(ts, now - starve_limit), i.e. age >= starve_limit
+            # while the age is below half the timestamp range (spec §6.2).
             limit = self.config.starve_limit
-            cls = 0 if (limit != 0 and age >= limit) else 1 + cfg.priority
+            deadline = (now - limit) & ((1 << p.ts_bits) - 1)
+            old = not mod_lt(deadline, head.ts, p.ts_bits)
+            cls = 0 if (limit != 0 and old) else 1 + cfg.priority
         elif peak_ok:
             cls = 5
         else:

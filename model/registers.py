@@ -18,7 +18,7 @@ TENANT_FIELD_BITS = {
     "enable": 1,
     "slo_cycles": 24,
 }
-STARVE_LIMIT_BITS = 24
+STARVE_LIMIT_BITS = 23
 EPOCH_CYCLES_BITS = 32
 
 

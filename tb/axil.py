@@ -108,7 +108,7 @@ class RegisterMirror:
         elif addr == EPOCH_CYCLES:
             self.config = replace(cfg, epoch_cycles=((cfg.epoch_cycles & ~mask) | (data & mask)) & 0xFFFFFFFF)
         elif addr == STARVE_LIMIT:
-            self.config = replace(cfg, starve_limit=((cfg.starve_limit & ~mask) | (data & mask)) & 0xFFFFFF)
+            self.config = replace(cfg, starve_limit=((cfg.starve_limit & ~mask) | (data & mask)) & 0x7FFFFF)
         elif TENANT_BASE <= addr < TENANT_BASE + TENANT_STRIDE * n:
             i, off = divmod(addr - TENANT_BASE, TENANT_STRIDE)
             if off == COMMIT:

@@ -93,7 +93,7 @@ class Mirror:
         elif addr == EPOCH_CYCLES:
             self.config = replace(cfg, epoch_cycles=merge(cfg.epoch_cycles) & 0xFFFF_FFFF)
         elif addr == STARVE_LIMIT:
-            self.config = replace(cfg, starve_limit=merge(cfg.starve_limit) & 0xFF_FFFF)
+            self.config = replace(cfg, starve_limit=merge(cfg.starve_limit) & 0x7F_FFFF)
         elif 0x0100 <= addr < tenant_reg(self.params.tenants, 0):
             i, offset = divmod(addr - 0x0100, 0x20)
             if offset == COMMIT:
@@ -336,11 +336,11 @@ class _ConfigHarness(wiring.Component):
             "s_axil":       In(AXI4LiteSignature(addr_width=16, data_width=32)),
             "cfg_tenant":   Out(tenant_config_layout(params)).array(params.tenants),
             "fcfs_bypass":  Out(1),
-            "starve_limit": Out(24),
+            "starve_limit": Out(23),
             "epoch_cycles": Out(32),
             "snapshot":     Out(1),
             "fcfs_bypass_next":  Out(1),
-            "starve_limit_next": Out(24),
+            "starve_limit_next": Out(23),
             "priority_next":     Out(2).array(params.tenants),
         })
 
@@ -458,7 +458,7 @@ def test_register_file_read_map():
         ("r", tenant_reg(1, COMMIT), 0),  # write-only
         ("w", ID, 0), ("r", ID, ID_VALUE),  # read-only
         ("w", CTRL, 0xFFFF_FFFF), ("r", CTRL, 1),  # snapshot bit reads 0
-        ("w", STARVE_LIMIT, 0xFFFF_FFFF), ("r", STARVE_LIMIT, 0xFF_FFFF),
+        ("w", STARVE_LIMIT, 0xFFFF_FFFF), ("r", STARVE_LIMIT, 0x7F_FFFF),
         ("w", tenant_reg(2, 0x00), 5), ("w", tenant_reg(2, COMMIT), 0),  # tenant >= N
         ("r", tenant_reg(2, 0x00), 0),
         ("r", tenant_reg(1, 0x05), 0), ("r", 0x0001, 0), ("r", 0x001C, 0), ("r", 0xFFFC, 0),
