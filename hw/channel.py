@@ -96,7 +96,7 @@ class ChannelArbiter(wiring.Component):
         Fabric-wide timestamp, ``t mod 2^TS_BITS``.
     now_next : In(ts_bits)
         ``(t + 1) mod 2^TS_BITS``, from a register of its own in the top so
-        that the precomputed ages start from a register.
+        that next cycle's starvation deadline (spec §6.2) starts from a register.
     dropped : Out(1)
         Pulse: an invalid request is accepted in this cycle.
     occupancy : Out(range(D + 1)).array(N)

@@ -93,7 +93,7 @@ class KvFabric(FabricComponent):
         m.d.sync += now.eq(now + 1)
         m.d.comb += self.now.eq(now)
         # now + 1 as a register of its own: the channels precompute next
-        # cycle's ages from it (spec §11).
+        # cycle's starvation deadline from it (spec §6.2, §11).
         now_next = Signal(p.ts_bits, init=1)
         m.d.sync += now_next.eq(now_next + 1)
 
