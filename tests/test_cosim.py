@@ -44,6 +44,16 @@ def test_cosim(sim, scenario, seed, request):
     run_cosim(SCENARIOS[scenario], sim, scenario, node_dir(request.node.nodeid), seed=seed)
 
 
+@pytest.mark.parametrize("sim", sims_from_env())
+def test_cosim_full_fabric(sim, seed, request):
+    """The default 8 tenants x 8 channels build, random traffic with
+    reconfiguration and reset, every cycle checked (the Verilator build takes
+    about 3 minutes on 2 loaded cores since tb/runner.py compiles start-up
+    code at -O0)."""
+    run_cosim(FabricParams(), sim, "random_long", node_dir(request.node.nodeid), seed=seed,
+              cycles=3000)
+
+
 @pytest.mark.soak
 @pytest.mark.parametrize("sim", sims_from_env())
 def test_cosim_soak(sim, seed, request):
