@@ -71,6 +71,12 @@ def test_default_fabric():
     assert dyn_fields(report) == {f: (tc, bits * tc) for f, bits in expected.items()}
     assert dyn["bits"] == sum(expected.values()) * tc == params.dyn_bits * tc
 
+    # The registered selection keys are exactly spec §11's fields: competes,
+    # the 4-bit class key, the order value (max(T, TS_BITS) bits), conform
+    # and the finish tag.
+    key_bits = 1 + 4 + max(params.tag_bits, params.ts_bits) + 1 + params.tag_bits
+    assert report["categories"]["key"]["bits"] == key_bits * tc, report["categories"]["key"]
+
     # No flip-flop carries names of two categories, and synthesis neither
     # removed nor narrowed a dynamic register (the count would hide RTL state).
     assert report["conflicts"] == {}
@@ -104,6 +110,8 @@ def test_count_follows_the_parameters(tenants, channels, tag_bits):
     ("req__0__valid", None),                 # "q_" inside a word is no prefix
     ("seq_no", None),
     ("channel_2.vt", None),
+    ("channel_3.key_order_5", "key"),
+    ("monkey_bars", None),                   # "key_" inside a word is no prefix
 ])
 def test_classify_name(name, category):
     assert classify_name(name) == category
