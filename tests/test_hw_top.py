@@ -1,3 +1,4 @@
+# amaranth: UnusedElaboratable=no
 """Fabric top level: AXI4-Lite slave, register file, telemetry and KvFabric (Amaranth simulator).
 
 Expected values come from the spec, never from the RTL: the register map is
