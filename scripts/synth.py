@@ -13,12 +13,16 @@ Targets
     ``ecp5_1ch`` the same for the one-channel netlist (below): the
                  arbitration loop is per channel, so its Fmax and critical
                  path are the fabric's even when eight channels do not fit.
+    ``ecp5_4ch`` (not run by default: about 45 min of place and route) the
+                 same for a four-channel netlist, the largest that fits the
+                 ECP5-85 since the selection keys are registers (spec §11).
     ``ice40``    ``synth_ice40`` then ``nextpnr-ice40 --up5k`` (or ``--hx8k``),
                  on the one-channel netlist.  A design that does not fit is
                  reported as such, with its utilisation, not as a failure.
 
 ``ecp5_1ch`` and ``ice40`` build ``build/kvfabric_1ch.v`` (``scripts.gen_verilog
---channels 1``) unless ``--verilog-1ch`` or ``--verilog`` names a netlist.
+--channels 1``) unless ``--verilog-1ch`` or ``--verilog`` names a netlist;
+``ecp5_4ch`` builds ``build/kvfabric_4ch.v`` unless ``--verilog`` names one.
     ``generic``  ``synth -flatten``, ``abc -g AND,NAND,OR,NOR,XOR,XNOR,MUX`` and
                  ``ltp -noff``: logic depth in two-input gates, an ASIC-ish
                  proxy independent of any FPGA.
@@ -56,11 +60,12 @@ from .yosys_util import (MARK_REGISTERS, ROOT, Netlist, ToolError, ToolTimeout, 
 
 __all__ = ["TARGETS", "DEFAULT_TARGETS", "main"]
 
-TARGETS = ("ecp5", "ecp5_1ch", "ice40", "generic", "breakdown")
+TARGETS = ("ecp5", "ecp5_1ch", "ecp5_4ch", "ice40", "generic", "breakdown")
 #: What ``make synth`` runs; ``breakdown`` is on request.
 DEFAULT_TARGETS = ("ecp5", "ecp5_1ch", "ice40", "generic")
 #: Targets built from the one-channel netlist unless --verilog is given.
-ONE_CHANNEL_TARGETS = ("ecp5_1ch", "ice40")
+#: Targets that place a fabric of fewer channels, and how many.
+CHANNEL_SUBSET_TARGETS = {"ecp5_1ch": 1, "ice40": 1, "ecp5_4ch": 4}
 ICE40_DEVICES = {"up5k": ("--up5k", "sg48"), "hx8k": ("--hx8k", "ct256")}
 
 
@@ -541,27 +546,30 @@ def run_generic(target, opts, verilog, workdir):
 # --------------------------------------------------------------------------
 # Driver
 
-def one_channel_verilog(target, opts):
-    """``build/kvfabric_1ch.v``, generated once per run with ``scripts.gen_verilog --channels 1``."""
-    out = "build/kvfabric_1ch.v"
-    if not getattr(opts, "generated_1ch", False):
-        args = [sys.executable, "-m", "scripts.gen_verilog", "--channels", "1", "--out", out]
-        log(target, f"generating the one-channel netlist: {_cmd(args)}")
+def subset_verilog(target, opts, channels):
+    """``build/kvfabric_<channels>ch.v``, generated once per run with
+    ``scripts.gen_verilog --channels <channels>``."""
+    out = f"build/kvfabric_{channels}ch.v"
+    generated = opts.__dict__.setdefault("generated_subsets", set())
+    if channels not in generated:
+        args = [sys.executable, "-m", "scripts.gen_verilog", "--channels", str(channels), "--out", out]
+        log(target, f"generating the {channels}-channel netlist: {_cmd(args)}")
         proc = subprocess.run(args, cwd=ROOT, capture_output=True, text=True)
         if proc.returncode != 0:
             raise ToolError(f"`{' '.join(args[1:])}` failed: {proc.stderr.strip()[-500:]}")
-        opts.generated_1ch = True
+        generated.add(channels)
     return out
 
 
 def run_target(target, opts):
     verilog = opts.verilog
     tenants, channels = opts.tenants, opts.channels
-    if target in ONE_CHANNEL_TARGETS:
-        if opts.verilog_1ch:
+    subset = CHANNEL_SUBSET_TARGETS.get(target)
+    if subset is not None:
+        if subset == 1 and opts.verilog_1ch:
             verilog = opts.verilog_1ch
         elif not opts.verilog_given:
-            verilog = one_channel_verilog(target, opts)
+            verilog = subset_verilog(target, opts, subset)
     if not (ROOT / rel(verilog)).exists():
         raise ToolError(f"{verilog} does not exist: run `make verilog` first")
     verilog = rel(verilog)
