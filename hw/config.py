@@ -6,13 +6,16 @@ fields into its **active** registers at once, so a channel never sees half of a
 new contract.
 
 Commit timing, exactly (spec §9): the register bus write strobe of a COMMIT
-write is asserted in cycle t, the cycle of the write handshake (the later of
-the AXI AW and W handshakes, see :mod:`hw.axil`); the active registers are
-written at the end of cycle t and every channel uses the new values from cycle
-t+1. The same holds for ``CTRL.fcfs_bypass``, ``EPOCH_CYCLES`` and
-``STARVE_LIMIT``, which are not staged. A ``CTRL`` write with bit 1 set in
-cycle t makes ``cfg_snapshot`` 1 during cycle t+1, the cycle in which telemetry
-takes the snapshot (spec §10).
+write is asserted in cycle h, the cycle of the write handshake (the later of
+the AXI AW and W handshakes, see :mod:`hw.axil`). The register file decodes it
+and registers the decoded write (``cfg_wr_*``): the write *takes effect* in
+cycle t = h+1, when the active registers are written, and every channel uses
+the new values from cycle t+1. The same holds for ``CTRL.fcfs_bypass``,
+``EPOCH_CYCLES`` and ``STARVE_LIMIT``, which are not staged. A ``CTRL`` write
+with bit 1 set taking effect in cycle t makes ``cfg_snapshot`` 1 during cycle
+t+1, the cycle in which telemetry takes the snapshot (spec §10). The decode
+stage keeps the address comparison off the channels' paths: their next
+configuration (``cfg_*_next``) is a choice between registers.
 
 Writes honour the AXI byte strobes: bytes whose strobe is 0 keep their old
 (staged) value. ``COMMIT`` commits on any write, whatever its strobes; the
@@ -190,11 +193,30 @@ class RegisterFile(FabricComponent):
         p, bus = self.params, self.bus
         layout = tenant_config_layout(p)
 
-        w_mask = _byte_mask(bus.w_strb)
+        # Decode stage (spec §9): a write on the register bus in cycle t is
+        # decoded and registered; it takes effect in t+1. The channels read
+        # the next configuration (cfg_*_next) from these registers, so no
+        # address decode lies on their paths.
+        wr_ctrl = Signal(name="cfg_wr_ctrl")
+        wr_epoch = Signal(name="cfg_wr_epoch")
+        wr_starve = Signal(name="cfg_wr_starve")
+        wr_commit = Signal(p.tenants, name="cfg_wr_commit")
+        wr_data = Signal(DATA_WIDTH, name="cfg_wr_data")
+        wr_strb = Signal(len(bus.w_strb), name="cfg_wr_strb")
+        m.d.sync += [
+            wr_ctrl.eq(bus.w_stb & (bus.w_addr == CTRL)),
+            wr_epoch.eq(bus.w_stb & (bus.w_addr == EPOCH_CYCLES)),
+            wr_starve.eq(bus.w_stb & (bus.w_addr == STARVE_LIMIT)),
+            wr_commit.eq(Cat(bus.w_stb & (bus.w_addr == TENANT_BASE + TENANT_STRIDE * i + COMMIT)
+                             for i in range(p.tenants))),
+            wr_data.eq(bus.w_data),
+            wr_strb.eq(bus.w_strb),
+        ]
+        w_mask = _byte_mask(wr_strb)
 
         def merged(old):
-            # The word a write leaves in a register whose current value is `old`.
-            return (old & ~w_mask) | (bus.w_data & w_mask)
+            # The word the decoded write leaves in a register whose value is `old`.
+            return (old & ~w_mask) | (wr_data & w_mask)
 
         def word(value, fields):
             # A register's 32-bit read value, from the fields it holds.
@@ -228,18 +250,25 @@ class RegisterFile(FabricComponent):
         m.d.comb += [prio_next[i].eq(active[i].priority) for i in range(p.tenants)]
         m.d.sync += [cfg_fcfs_bypass.eq(fcfs_next), cfg_starve_limit.eq(starve_next)]
 
-        # Writes.
-        m.d.sync += cfg_snapshot.eq(0)
+        # Writes that take effect (cycle t+1 of a bus write in t).
+        new_ctrl = merged(cfg_fcfs_bypass)
+        m.d.sync += cfg_snapshot.eq(wr_ctrl & new_ctrl[1] & wr_strb[0])
+        with m.If(wr_ctrl):
+            m.d.comb += fcfs_next.eq(new_ctrl[0])
+        with m.If(wr_epoch):
+            m.d.sync += cfg_epoch_cycles.eq(merged(cfg_epoch_cycles))
+        with m.If(wr_starve):
+            m.d.comb += starve_next.eq(merged(cfg_starve_limit)[:p.starve_bits])
+        for i in range(p.tenants):
+            with m.If(wr_commit[i]):
+                m.d.sync += active[i].eq(staged[i])
+                m.d.comb += prio_next[i].eq(staged[i].priority)
+
+        # Staging registers are written in the bus cycle itself: they are
+        # never visible, and the next write (and so any COMMIT that copies
+        # them) comes at least two cycles later (hw.axil).
         with m.If(bus.w_stb):
             with m.Switch(bus.w_addr):
-                with m.Case(CTRL):
-                    new = merged(cfg_fcfs_bypass)
-                    m.d.comb += fcfs_next.eq(new[0])
-                    m.d.sync += cfg_snapshot.eq(new[1] & bus.w_strb[0])
-                with m.Case(EPOCH_CYCLES):
-                    m.d.sync += cfg_epoch_cycles.eq(merged(cfg_epoch_cycles))
-                with m.Case(STARVE_LIMIT):
-                    m.d.comb += starve_next.eq(merged(cfg_starve_limit)[:p.starve_bits])
                 for i in range(p.tenants):
                     base = TENANT_BASE + TENANT_STRIDE * i
                     for offset, fields in TENANT_REGS.items():
@@ -247,9 +276,6 @@ class RegisterFile(FabricComponent):
                             for name, lsb in fields:
                                 field = getattr(staged[i], name)
                                 _write_lanes(m, field, lsb, bus)
-                    with m.Case(base + COMMIT):
-                        m.d.sync += active[i].eq(staged[i])
-                        m.d.comb += prio_next[i].eq(staged[i].priority)
 
         # Reads (combinational in r_addr, which the AXI slave registers).
         with m.Switch(bus.r_addr):

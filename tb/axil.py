@@ -81,12 +81,11 @@ def _bytemask(strb: int) -> int:
 class RegisterMirror:
     """What spec §9 says a register write does, applied to a :class:`FabricConfig`.
 
-    ``write(addr, data, strb)`` is called for the cycle t of the write
-    handshake; the caller applies :attr:`config` to the model from cycle t+1
-    (spec §9: the COMMIT copy and the unstaged registers take effect the cycle
-    after the write handshake) and passes :attr:`snapshot_request` (a ``CTRL``
-    write with bit 1) to the model's step of cycle t, whose snapshot then
-    happens in cycle t+1 (spec §10).
+    ``write(addr, data, strb)`` is called for the cycle t in which the write
+    takes effect, the cycle after its handshake (spec §9); the caller applies
+    :attr:`config` to the model from cycle t+1 and passes the returned
+    snapshot request (a ``CTRL`` write with bit 1) to the model's step of
+    cycle t, whose snapshot then happens in cycle t+1 (spec §10).
     """
 
     def __init__(self, params):

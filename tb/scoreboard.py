@@ -11,8 +11,9 @@ just before the rising edge that ends it):
    and occupancy, and the channel's ``vt``, ``served``, ``vmin``,
    ``vmin_valid`` and ``dropped``;
 2. step the model with the sampled inputs (request valid/payload, grant
-   ready) and the AXI writes whose handshake completed in cycle t, which
-   change the active configuration from t+1 (spec §9) — the model never sees
+   ready) and the AXI writes whose handshake completed in cycle t-1, which
+   take effect in t and change the active configuration from t+1 (spec §9)
+   — the model never sees
    the test's intentions, only what crossed the DUT's ports;
 3. account for requests: an accepted valid request must be granted exactly
    once, with its tenant and bytes.
@@ -71,6 +72,7 @@ class Scoreboard:
         self.outstanding: list[dict] = [dict() for _ in range(self.params.channels)]
         self._aw = None
         self._w = None
+        self._write_in_decode = None  # handshake completed last cycle (spec §9)
         self._reads: list[list] = []  # [addr, AR cycle, expected value or None]
 
     def flush(self) -> list:
@@ -194,9 +196,12 @@ class Scoreboard:
             self._aw = s.aw
         if s.w is not None:
             self._w = s.w
-        write = None
+        # It takes effect in the next cycle (spec §9: the register file's
+        # decode stage).
+        write = self._write_in_decode
+        self._write_in_decode = None
         if self._aw is not None and self._w is not None:
-            write = (self._aw[0], self._w[0], self._w[1])
+            self._write_in_decode = (self._aw[0], self._w[0], self._w[1])
             self._aw = self._w = None
         snap = False
         if write is not None:

@@ -380,10 +380,11 @@ def test_register_file_commit_atomic(seed):
 
     The active configuration must equal the mirror's every cycle: a COMMIT (or
     a CTRL / EPOCH_CYCLES / STARVE_LIMIT write) whose handshake completes in
-    cycle t changes the outputs at t+1, all fields of the tenant in the same
-    cycle, and staged values are never visible before their COMMIT, neither on
-    the outputs nor in reads. ``snapshot`` is 1 exactly in the cycle after a
-    CTRL write with bit 1 set. The ``cfg_*_next`` outputs (the channels
+    cycle h takes effect in h+1 and changes the outputs at h+2, all fields of
+    the tenant in the same cycle, and staged values are never visible before
+    their COMMIT, neither on the outputs nor in reads. ``snapshot`` is 1
+    exactly in the cycle after a CTRL write with bit 1 takes effect. The
+    ``cfg_*_next`` outputs (the channels
     precompute selection keys under them, spec §11) equal in cycle t what the
     mirror says is active at t+1.
     """
@@ -412,6 +413,7 @@ def test_register_file_commit_atomic(seed):
 
     async def testbench(ctx):
         snapshot_due = False
+        in_decode = None  # a write whose handshake completed last cycle
         for cycle in range(3000):
             assert _get_active(ctx, dut, params) == mirror.config, f"cycle {cycle}"
             assert ctx.get(dut.snapshot) == snapshot_due, f"cycle {cycle}"
@@ -421,18 +423,19 @@ def test_register_file_commit_atomic(seed):
                 r.expected = mirror.read(r.addr, tel)
             w = axil.sample(ctx, cycle)
             snapshot_due = False
-            if w is not None:
-                stats["orders"].add((w.aw_at > w.w_at) - (w.aw_at < w.w_at))
-                stats["commits"] += w.addr % 0x20 == COMMIT and w.addr >= 0x100
-                snapshot_due = mirror.write(w.addr, w.data, w.strb)
+            if in_decode is not None:
+                stats["orders"].add((in_decode.aw_at > in_decode.w_at) - (in_decode.aw_at < in_decode.w_at))
+                stats["commits"] += in_decode.addr % 0x20 == COMMIT and in_decode.addr >= 0x100
+                snapshot_due = mirror.write(in_decode.addr, in_decode.data, in_decode.strb)
                 stats["snapshots"] += snapshot_due
+            in_decode = w
             nxt = mirror.config
             got = (ctx.get(dut.fcfs_bypass_next), ctx.get(dut.starve_limit_next),
                    [ctx.get(dut.priority_next[i]) for i in range(params.tenants)])
             want = (nxt.fcfs_bypass, nxt.starve_limit, [t.priority for t in nxt.tenants])
             assert got == want, f"cycle {cycle}: next-cycle configuration"
             await ctx.tick()
-            if axil.idle():
+            if axil.idle() and in_decode is None:
                 break
         else:
             raise AssertionError("AXI transactions did not finish")
@@ -652,8 +655,9 @@ class FabricBench:
 
     Each cycle :meth:`cycle` compares the DUT's registered outputs (grants,
     ``queue_full``, ``now``) and ``req.ready`` with the model, drives the
-    inputs, and applies a register write performed in the cycle to the model
-    from the next one (spec §9). AXI reads are checked against the value the
+    inputs, and applies a register write whose handshake completed in the
+    previous cycle, which takes effect in this one, to the model from the next
+    one (spec §9). AXI reads are checked against the value the
     register holds in the cycle the slave samples it.
     """
 
@@ -665,6 +669,7 @@ class FabricBench:
         self.mirror = Mirror(params)
         self.axil = AxilManager(self.dut.s_axil, rng, p_ready=0.8)
         self.pending = [None] * params.channels
+        self.write_in_decode = None
         self.now = 0
         self.stats = {"grants": [0, 0, 0], "dropped": 0, "accepted": 0}
 
@@ -710,8 +715,9 @@ class FabricBench:
                 assert ctx.get(dut.req[c].ready) == ch.req_ready(req.tenant, req.bytes), where
             ready.append(self.rng.random() < self.p_ready)
             ctx.set(dut.grant[c].ready, ready[-1])
-        w = self.axil.sample(ctx, cycle)
-        snapshot = self.mirror.write(w.addr, w.data, w.strb) if w is not None else False
+        w, d = self.axil.sample(ctx, cycle), self.write_in_decode
+        self.write_in_decode = w
+        snapshot = self.mirror.write(d.addr, d.data, d.strb) if d is not None else False
         results = model.step(self.pending, ready, snapshot_request=snapshot)
         model.set_config(self.mirror.config)
         for c, result in enumerate(results):
@@ -788,7 +794,8 @@ def test_fabric_vs_model(name, seed):
 
 
 def test_fabric_commit_takes_effect_next_cycle():
-    """Spec §9 end to end: a COMMIT enabling tenant 0, handshake in cycle t.
+    """Spec §9 end to end: a COMMIT enabling tenant 0, handshake in cycle h,
+    taking effect in the next cycle t = h+1.
 
     Channel 0 offers a tenant-0 request every cycle, a new id each time it is
     accepted. Requests accepted up to t meet a disabled tenant: dropped and
@@ -832,8 +839,8 @@ def test_fabric_commit_takes_effect_next_cycle():
             await ctx.tick()
 
     run_sim(dut, testbench)
-    t = log["commit"]
-    assert t is not None
+    assert log["commit"] is not None
+    t = log["commit"] + 1
     dropped = [ident for cycle, ident in log["accepted"] if cycle <= t]
     queued = [ident for cycle, ident in log["accepted"] if cycle > t]
     assert len(dropped) == t + 1  # invalid requests are always ready
