@@ -156,7 +156,7 @@ class RegisterFile(FabricComponent):
     cfg_epoch_cycles : ``Out(32)``
         ``EPOCH_CYCLES``.
     cfg_snapshot : ``Out(1)``
-        1 during the cycle after a ``CTRL`` write with bit 1 set.
+        1 during the cycle after a ``CTRL`` write with bit 1 set takes effect.
     cfg_fcfs_bypass_next, cfg_starve_limit_next : ``Out(1)``, ``Out(23)``
         The values ``cfg_fcfs_bypass`` and ``cfg_starve_limit`` take at the next
         clock edge (the registers' inputs).

@@ -13,8 +13,8 @@ just before the rising edge that ends it):
 2. step the model with the sampled inputs (request valid/payload, grant
    ready) and the AXI writes whose handshake completed in cycle t-1, which
    take effect in t and change the active configuration from t+1 (spec §9)
-   — the model never sees
-   the test's intentions, only what crossed the DUT's ports;
+   — the model never sees the test's intentions, only what crossed the
+   DUT's ports;
 3. account for requests: an accepted valid request must be granted exactly
    once, with its tenant and bytes.
 
