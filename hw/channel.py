@@ -18,10 +18,11 @@ tag (two one-cycle delays that keep V out of the selection loop).
 
 Timing structure
 ----------------
-Registers: per-tenant ``dyn_level``/``dyn_peak``/``dyn_tag``, the queue heads
-(``q_*``: a head register in front of a LUT-RAM ring), the per-tenant
-selection keys (``key_*``: competes, class/eligibility key, order value,
-conform and finish tag of the current head) and the grant register. Per cycle, in parallel:
+Registers: per-tenant ``dyn_level``/``dyn_peak``/``dyn_tag``, the queues
+(``q_*``: the head and the entry behind it in registers, the rest in a LUT-RAM
+ring), the per-tenant selection keys (``key_*``: competes, class/eligibility
+key, order value, conform and finish tag of the current head) and the grant
+register. Per cycle, in parallel:
 
 * per pair of tenants (all pairs, no tree): "higher index strictly precedes
   lower index" from the registered keys and order values;
@@ -291,14 +292,16 @@ class ChannelArbiter(wiring.Component):
             # Written as parallel comparisons of tag with fixed bounds: a
             # raised tag (the floor) never exceeds the ceiling, because the
             # floor is V or V - LAG_WINDOW and the ceiling V + LAG_WINDOW,
-            # less than the half range above it.
+            # less than the half range above it. All three comparisons come
+            # from one subtraction (_lag_position).
             below = Signal(name=f"tag_below_floor_{i}")
             above = Signal(name=f"tag_above_ceiling_{i}")
             floor_ = Signal(T, name=f"tag_floor_{i}")
             ti = Signal(T, name=f"tag_idle_{i}")
+            lt_vt, lt_vt_lo, gt_vt_hi = _lag_position(m, tag, vt, T, f"tag_{i}")
             m.d.comb += [
-                below.eq(Mux(q.r_rdy, mod_lt(tag, vt_lo, T), mod_lt(tag, vt, T))),
-                above.eq(~below & mod_lt(vt_hi, tag, T)),
+                below.eq(Mux(q.r_rdy, lt_vt_lo, lt_vt)),
+                above.eq(~below & gt_vt_hi),
                 floor_.eq(Mux(q.r_rdy, vt_lo, vt)),
                 ti.eq(Mux(below, floor_, Mux(above, vt_hi, tag))),
             ]
@@ -542,6 +545,37 @@ def _next_key(m, p, sfx, *, valid, head, level_ok, peak_ok, eligible, finish, de
     with m.Else():
         m.d.comb += key.eq(Cat(~eligible, C(5, 3)))
     return comp, key, order, conf, finish
+
+
+def _lag_position(m, tag, vt, bits, sfx):
+    """``tag_lt(tag, V)``, ``tag_lt(tag, V - W)`` and ``tag_lt(V + W, tag)``
+    for ``W = LAG_WINDOW = 2^(bits-3)`` (spec §6.4's clamp bounds), from one
+    subtraction.
+
+    With ``d = (tag - V) mod 2^bits``: ``tag_lt(tag, V)`` is d's top bit;
+    ``tag - (V - W) = d + W`` only adds to d's top three bits ``t``, so its
+    top bit is a function of ``t``; ``(V + W) - tag = W - d`` is ``-d`` with
+    ``W`` added, and the top three bits of ``-d`` are ``-t`` when d's low
+    bits are zero (``tag`` and ``V`` agree below bit ``bits - 3``) and
+    ``~t`` otherwise. The two small functions cost a LUT each instead of a
+    comparator each.
+    """
+    low = bits - 3
+    diff = Signal(bits, name=f"{sfx}_minus_vt")
+    top = Signal(3, name=f"{sfx}_minus_vt_top")
+    low_equal = Signal(name=f"{sfx}_low_equals_vt")
+    neg_top = Signal(3, name=f"{sfx}_vt_minus_top")
+    lt_v, lt_lo, gt_hi = (Signal(name=f"{sfx}_{n}") for n in ("lt_vt", "lt_vt_lo", "gt_vt_hi"))
+    m.d.comb += [
+        diff.eq(tag - vt),
+        top.eq(diff[low:]),
+        low_equal.eq(tag[:low] == vt[:low]),
+        neg_top.eq(Mux(low_equal, -top, ~top)),
+        lt_v.eq(diff[bits - 1]),
+        lt_lo.eq((top + 1)[2]),
+        gt_hi.eq((neg_top + 1)[2]),
+    ]
+    return lt_v, lt_lo, gt_hi
 
 
 def _ge(big, small):
