@@ -376,10 +376,10 @@ def _run_yosys(target, script_lines, workdir, progress):
     return args, seconds
 
 
-def _run_nextpnr(target, tool, args, workdir, progress, timeout=None):
+def _run_nextpnr(target, tool, args, log_path, progress, timeout=None):
     args = [tool_path(tool)] + args
     log(target, f"{tool}: {_cmd(args)}")
-    seconds = run_tool(args, f"{workdir}/nextpnr.log", progress=progress.nextpnr,
+    seconds = run_tool(args, log_path, progress=progress.nextpnr,
                        tick=progress.tick, label=tool, timeout=timeout)
     log(target, f"place and route done in {_fmt_elapsed(seconds)}")
     return args, seconds
@@ -418,60 +418,97 @@ def run_fpga(target, opts, verilog, workdir):
         counts = {"luts": _count(cells, "SB_LUT4"), "ffs": _count(cells, "SB_DFF"),
                   "carry": _count(cells, "SB_CARRY"), "bram": _count(cells, "SB_RAM40_4K"),
                   "dsp": _count(cells, "SB_MAC16"), "spram": _count(cells, "SB_SPRAM256KA")}
-    report_path = f"{workdir}/report.json"
-    (ROOT / report_path).unlink(missing_ok=True)
-    pnr_args += ["--freq", str(freq), "--json", netlist, "--report", report_path,
-                 "--timing-allow-fail", "--seed", str(opts.seed), *opts.pnr_args]
     entry = {"device": device, "target_mhz": freq, **counts, "yosys_cells": cells,
              "harness": harness, "commands": [_cmd(yargs)]}
-    try:
-        pargs, psec = _run_nextpnr(target, pnr_tool, pnr_args, workdir, progress,
-                                   timeout=opts.pnr_timeout * 60 if opts.pnr_timeout else None)
-    except ToolTimeout as exc:
-        # Routing that does not converge is a result too: keep the placement estimate.
-        entry["commands"].append(_cmd([tool_path(pnr_tool)] + pnr_args))
-        entry["status"] = "route_timeout"
-        entry["message"] = (f"nextpnr stopped after {opts.pnr_timeout:g} min"
-                            + (" while routing" if "Routing" in progress.last or "|" in progress.last
-                               else "") + f"; last: {_one_cell(progress.last[:80])}")
-        entry["fmax_placed_mhz"] = progress.fmax_lines[0] if progress.fmax_lines else None
-        entry["utilisation"] = _with_percent(utilisation_from_log(f"{workdir}/nextpnr.log"))
-        entry["runtime_s"] = {"yosys": round(ysec, 1), "nextpnr": opts.pnr_timeout * 60}
-        log(target, f"{exc}; post-placement Fmax estimate {entry['fmax_placed_mhz']} MHz")
-        return entry
-    except ToolError:
-        util = utilisation_from_log(f"{workdir}/nextpnr.log")
-        over = {k: v for k, v in util.items() if v["used"] > v["available"]}
-        entry["commands"].append(_cmd([tool_path(pnr_tool)] + pnr_args))
-        entry["utilisation"] = _with_percent(util)
-        entry["runtime_s"] = {"yosys": round(ysec, 1)}
-        if over:
-            entry["status"] = "does_not_fit"
-            entry["message"] = ", ".join(f"{k} {v['used']}/{v['available']} "
-                                         f"({100 * v['used'] // v['available']}%)"
-                                         for k, v in over.items())
+    runs = {}
+    for seed in opts.seeds:
+        # One seed keeps the plain file names; several get one report and log each.
+        sfx = f"_seed{seed}" if len(opts.seeds) > 1 else ""
+        run = _pnr_once(target, opts, pnr_tool, pnr_args + ["--freq", str(freq), "--json", netlist],
+                        seed, workdir, sfx)
+        entry["commands"].append(run["command"])
+        if run["status"] == "does_not_fit":
+            # Packing, before any seed matters: one run says it.
+            entry.update(status="does_not_fit", message=run["message"],
+                         utilisation=run["utilisation"], runtime_s={"yosys": round(ysec, 1)})
             log(target, f"does not fit: {entry['message']}")
             return entry
-        raise
-    with open(ROOT / report_path) as f:
-        report = json.load(f)
-    fmax = [v["achieved"] for v in report.get("fmax", {}).values()]
-    entry["commands"].append(_cmd(pargs))
-    entry["status"] = "ok"
-    entry["fmax_mhz"] = round(min(fmax), 2) if fmax else None
-    entry["fmax_placed_mhz"] = progress.fmax_lines[0] if progress.fmax_lines else None
-    entry["meets_target"] = bool(fmax) and min(fmax) >= freq
-    entry["utilisation"] = _with_percent(report.get("utilization", {}))
+        runs[seed] = run
+    routed = {seed: r for seed, r in runs.items() if r["status"] == "ok"}
+    entry["seeds"] = list(opts.seeds)
+    entry["runtime_s"] = {"yosys": round(ysec, 1),
+                          "nextpnr": round(sum(r["seconds"] for r in runs.values()), 1)}
+    if len(opts.seeds) > 1:
+        entry["fmax_by_seed"] = {str(seed): r.get("fmax_mhz") for seed, r in runs.items()}
+        entry["fmax_placed_by_seed"] = {str(seed): r.get("fmax_placed_mhz")
+                                        for seed, r in runs.items()}
+    if not routed:
+        first = runs[opts.seeds[0]]
+        entry.update(status="route_timeout", message=first["message"],
+                     fmax_placed_mhz=first.get("fmax_placed_mhz"),
+                     utilisation=first["utilisation"])
+        return entry
+    # The reported run is the median seed by Fmax (the lower of the two
+    # middle ones for an even count): seed noise is a few to ten percent.
+    ranked = sorted(routed, key=lambda seed: routed[seed]["fmax_mhz"])
+    median_seed = ranked[(len(ranked) - 1) // 2]
+    run = routed[median_seed]
+    entry.update(status="ok", fmax_mhz=run["fmax_mhz"], fmax_placed_mhz=run["fmax_placed_mhz"],
+                 meets_target=run["fmax_mhz"] >= freq, utilisation=run["utilisation"])
+    if len(opts.seeds) > 1:
+        entry["reported_seed"] = median_seed
+        if len(routed) < len(runs):
+            entry["message"] = (f"{len(runs) - len(routed)} of {len(runs)} seeds did not "
+                                f"finish routing in {opts.pnr_timeout:g} min")
     rename = make_renamer(harness)
     net = Netlist(netlist, synth_top)
-    entry["critical_path"] = critical_path(report, net, rename)
-    entry["runtime_s"] = {"yosys": round(ysec, 1), "nextpnr": round(psec, 1)}
+    entry["critical_path"] = critical_path(run["report"], net, rename)
     if family == "ecp5":
         paths, info = netlist_paths.rank_paths(net, netlist_paths.ECP5, top_n=opts.top_paths,
                                                rename=rename)
         entry["top_paths"] = paths
         entry["top_paths_model"] = info
     return entry
+
+
+def _pnr_once(target, opts, tool, args, seed, workdir, sfx):
+    """One nextpnr run: ``status`` ok, does_not_fit or route_timeout, with its numbers."""
+    progress = Progress(target)
+    report_path = f"{workdir}/report{sfx}.json"
+    log_path = f"{workdir}/nextpnr{sfx}.log"
+    (ROOT / report_path).unlink(missing_ok=True)
+    args = args + ["--report", report_path, "--timing-allow-fail", "--seed", str(seed),
+                   *opts.pnr_args]
+    command = _cmd([tool_path(tool)] + args)
+    try:
+        _, seconds = _run_nextpnr(target, tool, args, log_path, progress,
+                                  timeout=opts.pnr_timeout * 60 if opts.pnr_timeout else None)
+    except ToolTimeout as exc:
+        # Routing that does not converge is a result too: keep the placement estimate.
+        placed = progress.fmax_lines[0] if progress.fmax_lines else None
+        log(target, f"{exc}; post-placement Fmax estimate {placed} MHz")
+        return {"status": "route_timeout", "command": command, "fmax_placed_mhz": placed,
+                "seconds": opts.pnr_timeout * 60,
+                "utilisation": _with_percent(utilisation_from_log(log_path)),
+                "message": (f"nextpnr stopped after {opts.pnr_timeout:g} min"
+                            + (" while routing" if "Routing" in progress.last or "|" in progress.last
+                               else "") + f"; last: {_one_cell(progress.last[:80])}")}
+    except ToolError:
+        util = utilisation_from_log(log_path)
+        over = {k: v for k, v in util.items() if v["used"] > v["available"]}
+        if not over:
+            raise
+        return {"status": "does_not_fit", "command": command, "utilisation": _with_percent(util),
+                "message": ", ".join(f"{k} {v['used']}/{v['available']} "
+                                     f"({100 * v['used'] // v['available']}%)"
+                                     for k, v in over.items())}
+    with open(ROOT / report_path) as f:
+        report = json.load(f)
+    fmax = [v["achieved"] for v in report.get("fmax", {}).values()]
+    return {"status": "ok", "command": command, "seconds": seconds, "report": report,
+            "fmax_mhz": round(min(fmax), 2) if fmax else None,
+            "fmax_placed_mhz": progress.fmax_lines[0] if progress.fmax_lines else None,
+            "utilisation": _with_percent(report.get("utilization", {}))}
 
 
 def run_breakdown(target, opts, verilog, workdir):
@@ -622,6 +659,10 @@ def format_markdown(results):
         fmax = "—"
         if r.get("fmax_mhz") is not None:
             fmax = f"{r['fmax_mhz']:.1f} ({r['target_mhz']})"
+            spread = [v for v in r.get("fmax_by_seed", {}).values() if v is not None]
+            if len(spread) > 1:
+                fmax = (f"{r['fmax_mhz']:.1f}, median of {len(spread)} seeds "
+                        f"{min(spread):.1f}–{max(spread):.1f} ({r['target_mhz']})")
         elif r.get("fmax_placed_mhz") is not None:
             fmax = f"≈{r['fmax_placed_mhz']:.1f} placed, unrouted ({r['target_mhz']})"
         harness = r.get("harness") or {}
@@ -649,6 +690,10 @@ def format_markdown(results):
                 f"{k} {v['used']}/{v['available']} ({v['percent']}%)"
                 for k, v in r["utilisation"].items()) + ".")
             lines.append("")
+        if r.get("fmax_by_seed"):
+            lines += ["Fmax by nextpnr seed (MHz; `—` did not finish routing): " + ", ".join(
+                f"{seed}: {_num(v, '{:.1f}')}" for seed, v in r["fmax_by_seed"].items())
+                + f". Paths below are seed {r.get('reported_seed')}'s, the median.", ""]
         cp = r.get("critical_path")
         if cp:
             lines += [f"Critical path (nextpnr, routed): **{cp['start']} → {cp['end']}.{cp['end_port']}**, "
@@ -693,6 +738,17 @@ def format_markdown(results):
     return "\n".join(lines) + "\n"
 
 
+def _seed_list(text):
+    """``--seeds``: distinct integers separated by commas."""
+    try:
+        seeds = [int(part) for part in text.split(",") if part.strip()]
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"seeds must be integers separated by commas, not {text!r}")
+    if not seeds or len(set(seeds)) != len(seeds):
+        raise argparse.ArgumentTypeError(f"seeds must be distinct and at least one, not {text!r}")
+    return seeds
+
+
 def main(argv=None):
     parser = argparse.ArgumentParser(prog="python -m scripts.synth",
                                      description=__doc__.split("\n\n")[0],
@@ -717,6 +773,9 @@ def main(argv=None):
     parser.add_argument("--no-harness", dest="harness", action="store_false",
                         help="place and route the top module's ports as pins")
     parser.add_argument("--seed", type=int, default=1, help="nextpnr seed (default: %(default)s)")
+    parser.add_argument("--seeds", type=_seed_list, metavar="N,N,...",
+                        help="place and route once per seed (after one synthesis) and report "
+                             "the median run by Fmax, with every seed's Fmax; overrides --seed")
     parser.add_argument("--pnr-arg", dest="pnr_args", action="append", default=[], metavar="ARG",
                         help="extra nextpnr argument, repeatable (e.g. --pnr-arg=--placer-heap-beta "
                              "--pnr-arg=0.6)")
@@ -733,6 +792,7 @@ def main(argv=None):
     parser.add_argument("--json", default="reports/synth.json", help="default: %(default)s")
     parser.add_argument("--md", default="reports/synth.md", help="default: %(default)s")
     opts = parser.parse_args(argv)
+    opts.seeds = opts.seeds or [opts.seed]
     opts.verilog_given = opts.verilog is not None
     opts.generated_subsets = set()  # channel counts generated by this run
     opts.revision = opts.revision or source_revision()

@@ -3,6 +3,7 @@
 Yosys only: place and route never runs in the tests (docs/synthesis.md).
 """
 
+import argparse
 import json
 import tempfile
 from types import SimpleNamespace
@@ -109,3 +110,19 @@ def test_critical_path_summary():
     assert (cp["start"], cp["end"], cp["end_port"]) == ("a", "b", "DI")
     assert (cp["delay_ns"], cp["logic_ns"], cp["routing_ns"]) == (2.3, 0.4, 1.5)
     assert (cp["logic_levels"], cp["carry_steps"]) == (1, 0)
+
+
+def test_seed_list_parses_and_rejects():
+    assert synth._seed_list("3,1, 2") == [3, 1, 2]
+    for bad in ("", "1,x", "2,2"):
+        with pytest.raises(argparse.ArgumentTypeError, match="seeds"):
+            synth._seed_list(bad)
+
+
+def test_report_shows_every_seed():
+    entry = {"target": "ecp5_1ch", "status": "ok", "target_mhz": 100.0, "fmax_mhz": 70.1,
+             "fmax_by_seed": {"1": 74.2, "2": 66.4, "3": 70.1}, "reported_seed": 3,
+             "design": {"tenants": 8, "channels": 1}}
+    md = synth.format_markdown({"ecp5_1ch": entry})
+    assert "70.1, median of 3 seeds 66.4–74.2 (100.0)" in md
+    assert "1: 74.2, 2: 66.4, 3: 70.1. Paths below are seed 3's" in md
