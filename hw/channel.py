@@ -358,7 +358,7 @@ class ChannelArbiter(wiring.Component):
             ]
             won = _next_key(
                 m, p, f"pop_{i}",
-                valid=(q.level >= 2) | q.w_en, head=pop_head,
+                valid=q.has_next | q.w_en, head=pop_head,
                 level_ok=pop_level_ok, peak_ok=pop_peak_ok,
                 eligible=Mux(fcfs, elig_ti, elig_fin), finish=pop_fin, deadline_next=deadline_next,
                 fcfs_next=fcfs_next, starve_on_next=starve_on_next,

@@ -52,9 +52,11 @@ class HeadQueue(wiring.Component):
         Head entry, driven directly by a register.
     pop_data : Out(shape)
         The head entry after a pop in this cycle (the second entry, or
-        ``w_data`` when there is none); valid when ``level >= 2`` or
+        ``w_data`` when there is none); valid when ``has_next`` or
         ``w_en``. The channel precomputes the next cycle's selection key from
         it (spec §11).
+    has_next : Out(1)
+        ``level >= 2``, from a register.
     level : Out(range(depth + 1))
         Number of entries.
     """
@@ -72,6 +74,7 @@ class HeadQueue(wiring.Component):
             "r_rdy":  Out(1),
             "r_data": Out(shape),
             "pop_data": Out(shape),
+            "has_next": Out(1),
             "level":  Out(range(depth + 1)),
         })
 
@@ -89,10 +92,17 @@ class HeadQueue(wiring.Component):
         # reset-over-enable flip-flops cost a LUT4 and a PFUMX per bit).
         head = Signal(self._shape, name=f"{pre}_head", reset_less=True)
         count = Signal(range(depth + 1), name=f"{pre}_count")
+        # count != 0, count >= 2 and count >= 3 in registers of their own:
+        # a per-bit multiplexer whose select is decoded from count becomes a
+        # LUT5 (two LUT4s and a PFUMX on ECP5) instead of a LUT3.
+        nonempty = Signal(name=f"{pre}_nonempty")
+        two = Signal(name=f"{pre}_two")
+        ring_busy = Signal(name=f"{pre}_ring_busy")
 
         m.d.comb += [
             self.r_data.eq(head),
-            self.r_rdy.eq(count != 0),
+            self.r_rdy.eq(nonempty),
+            self.has_next.eq(two),
             self.level.eq(count),
         ]
 
@@ -102,7 +112,7 @@ class HeadQueue(wiring.Component):
 
         if depth > 1:
             second = Signal(self._shape, name=f"{pre}_next", reset_less=True)
-            with m.If(count >= 2):
+            with m.If(two):
                 m.d.comb += on_pop.eq(second)
             # The second entry after this cycle, when it changes: the third
             # entry (the ring's oldest) or w_data.
@@ -121,21 +131,21 @@ class HeadQueue(wiring.Component):
                 m.d.comb += [
                     wr_port.addr.eq(wr),
                     wr_port.data.eq(self.w_data),
-                    wr_port.en.eq(self.w_en & (count >= 2)),
+                    wr_port.en.eq(self.w_en & two),
                     rd_port.addr.eq(rd),
                 ]
                 # A push while the queue holds two or more entries always
                 # lands in the ring; if it also becomes the second entry
                 # (count == 2 with a pop) the read pointer skips it.
-                with m.If(self.w_en & (count >= 2)):
+                with m.If(self.w_en & two):
                     m.d.sync += wr.eq(wr + 1)
-                with m.If(count >= 3):
+                with m.If(ring_busy):
                     m.d.comb += second_in.eq(rd_port.data)
-                with m.If(self.r_en & ((count >= 3) | ((count == 2) & self.w_en))):
+                with m.If(self.r_en & (ring_busy | (two & self.w_en))):
                     m.d.sync += rd.eq(rd + 1)
             # Pop: the third entry (or the push) moves up. Push onto a queue
             # of one entry without a pop: the push is the second entry.
-            with m.If((self.r_en & (count >= 2)) | (self.w_en & (count == 1) & ~self.r_en)):
+            with m.If((self.r_en & two) | (self.w_en & nonempty & ~two & ~self.r_en)):
                 m.d.sync += second.eq(second_in)
 
         m.d.comb += self.pop_data.eq(on_pop)
@@ -143,12 +153,15 @@ class HeadQueue(wiring.Component):
         # Without a pop the head keeps its value unless the queue is empty,
         # when it takes w_data = on_pop: one two-way mux per bit and a clock
         # enable.
-        with m.If(self.r_en | (count == 0)):
+        with m.If(self.r_en | ~nonempty):
             m.d.sync += head.eq(on_pop)
 
-        # Compare before subtracting: count - 1 would be signed.
+        # Compare before subtracting: count - 1 would be signed. The flags
+        # follow count (count + 1 >= k is count >= k - 1, and so on).
         with m.If(self.w_en & ~self.r_en):
-            m.d.sync += count.eq(count + 1)
+            m.d.sync += [count.eq(count + 1), nonempty.eq(1), two.eq(count >= 1),
+                         ring_busy.eq(count >= 2)]
         with m.Elif(self.r_en & ~self.w_en):
-            m.d.sync += count.eq(count - 1)
+            m.d.sync += [count.eq(count - 1), nonempty.eq(count >= 2), two.eq(count >= 3),
+                         ring_busy.eq(count >= 4)]
         return m
