@@ -219,7 +219,7 @@ class ChannelArbiter(wiring.Component):
         # The clamp bounds of spec §6.4 and their eligibility, per channel.
         vt_lo = Signal(T, name="vt_minus_lag")
         vt_hi = Signal(T, name="vt_plus_lag")
-        m.d.comb += [vt_lo.eq(vt - p.lag_window), vt_hi.eq(vt + p.lag_window)]
+        m.d.comb += [vt_lo.eq(_shift_lag(vt, -1)), vt_hi.eq(_shift_lag(vt, 1))]
         elig_vt = le_vt_next(vt, "eligible_at_vt")
         elig_vt_lo = le_vt_next(vt_lo, "eligible_at_vt_minus_lag")
         elig_vt_hi = le_vt_next(vt_hi, "eligible_at_vt_plus_lag")
@@ -325,8 +325,8 @@ class ChannelArbiter(wiring.Component):
             m.d.comb += [
                 v_cost.eq(vt + keep_head.cost),
                 t_cost.eq(tag + keep_head.cost),
-                keep_fin.eq(Mux(below, Mux(q.r_rdy, v_cost - p.lag_window, v_cost),
-                                Mux(above, v_cost + p.lag_window, t_cost))),
+                keep_fin.eq(Mux(below, Mux(q.r_rdy, _shift_lag(v_cost, -1), v_cost),
+                                Mux(above, _shift_lag(v_cost, 1), t_cost))),
             ]
             keep = _next_key(
                 m, p, f"keep_{i}",
@@ -545,6 +545,15 @@ def _next_key(m, p, sfx, *, valid, head, level_ok, peak_ok, eligible, finish, de
     with m.Else():
         m.d.comb += key.eq(Cat(~eligible, C(5, 3)))
     return comp, key, order, conf, finish
+
+
+def _shift_lag(x, sign):
+    """``(x ± LAG_WINDOW) mod 2^T`` with ``LAG_WINDOW = 2^(T-3)``: only the
+    top three bits change, so the low bits are wired through (a T-bit adder
+    would cost a carry chain, and synthesis would not see that the clamp's
+    candidates share their low bits)."""
+    low = len(x) - 3
+    return Cat(x[:low], (x[low:] + sign)[:3])
 
 
 def _lag_position(m, tag, vt, bits, sfx):
