@@ -18,11 +18,11 @@ tag (two one-cycle delays that keep V out of the selection loop).
 
 Timing structure
 ----------------
-Registers: per-tenant ``dyn_level``/``dyn_peak``/``dyn_tag``, the queues
-(``q_*``: the head and the entry behind it in registers, the rest in a LUT-RAM
-ring), the per-tenant selection keys (``key_*``: competes, class/eligibility
-key, order value, conform and finish tag of the current head) and the grant
-register. Per cycle, in parallel:
+Registers: per-tenant ``dyn_level``/``dyn_peak``/``dyn_tag``, the queue heads
+(``q_*``: a head register in front of a LUT-RAM ring), the per-tenant
+selection keys (``key_*``: competes, class/eligibility key, order value,
+conform and finish tag of the current head) and the grant register. Per cycle,
+in parallel:
 
 * per pair of tenants (all pairs, no tree): "higher index strictly precedes
   lower index" from the registered keys and order values;
@@ -358,7 +358,7 @@ class ChannelArbiter(wiring.Component):
             ]
             won = _next_key(
                 m, p, f"pop_{i}",
-                valid=q.has_next | q.w_en, head=pop_head,
+                valid=(q.level >= 2) | q.w_en, head=pop_head,
                 level_ok=pop_level_ok, peak_ok=pop_peak_ok,
                 eligible=Mux(fcfs, elig_ti, elig_fin), finish=pop_fin, deadline_next=deadline_next,
                 fcfs_next=fcfs_next, starve_on_next=starve_on_next,

@@ -1,18 +1,15 @@
-"""Per-tenant queue: two head registers in front of a small distributed-RAM ring.
+"""Per-tenant queue: a head register in front of a small distributed-RAM ring.
 
 The head that the selection logic compares comes straight from a register
-(``q_head``), and so does the entry behind it (``q_next``), which becomes the
-head when the head is popped: the channel precomputes that entry's selection
-key every cycle (spec §11), so neither a read-pointer multiplexer nor a RAM
-read sits on a path into the selection keys. Entries behind those two live in
-a ring buffer (``q_ring``) with one synchronous write port and one
-asynchronous read port: on FPGAs it maps to LUT RAM (ECP5 ``DPR16X4``, 4 bits
-per cell), which costs a fraction of the flip-flops and read multiplexers of a
-register file (issue #6 measured the register form at about 570 LUT4s per
-queue on ECP5); its read only feeds ``q_next``. A push while the queue holds
-two or more entries always writes the ring, independently of the pop; the pop
-strobe (derived from the arbitration winner, the latest signal of the cycle)
-only enables the head registers' loads and steps the read pointer and the
+(``q_head``), so no read-pointer mux sits in the selection loop (spec §11).
+Entries behind the head live in a ``depth``-entry ring buffer (``q_ring``) with
+one synchronous write port and one asynchronous read port: on FPGAs it maps to
+LUT RAM (ECP5 ``DPR16X4``, 4 bits per cell), which costs a fraction of the
+flip-flops and read multiplexers of a register file (issue #6 measured the
+register form at about 570 LUT4s per queue on ECP5). A push while the queue is
+non-empty always writes the ring, independently of the pop; the pop strobe
+(derived from the arbitration winner, the latest signal of the cycle) only
+selects the head register's next value and steps the read pointer and the
 count.
 """
 
@@ -25,7 +22,7 @@ __all__ = ["HeadQueue"]
 
 
 class HeadQueue(wiring.Component):
-    """Synchronous FIFO of ``depth`` entries whose first two entries are registers.
+    """Synchronous FIFO of ``depth`` entries whose head is a register.
 
     Parameters
     ----------
@@ -51,12 +48,10 @@ class HeadQueue(wiring.Component):
     r_data : Out(shape)
         Head entry, driven directly by a register.
     pop_data : Out(shape)
-        The head entry after a pop in this cycle (the second entry, or
-        ``w_data`` when there is none); valid when ``has_next`` or
+        The head entry after a pop in this cycle (the oldest ring entry, or
+        ``w_data`` when the ring is empty); valid when ``level >= 2`` or
         ``w_en``. The channel precomputes the next cycle's selection key from
         it (spec §11).
-    has_next : Out(1)
-        ``level >= 2``, from a register.
     level : Out(range(depth + 1))
         Number of entries.
     """
@@ -74,7 +69,6 @@ class HeadQueue(wiring.Component):
             "r_rdy":  Out(1),
             "r_data": Out(shape),
             "pop_data": Out(shape),
-            "has_next": Out(1),
             "level":  Out(range(depth + 1)),
         })
 
@@ -86,82 +80,61 @@ class HeadQueue(wiring.Component):
         m = Module()
         depth = self._depth
         pre = self._prefix
-        # The entry registers need no reset (r_rdy and level say which are
-        # valid): without one, synthesis maps their load condition onto the
-        # flip-flops' clock enable instead of a multiplexer per bit (ECP5:
-        # reset-over-enable flip-flops cost a LUT4 and a PFUMX per bit).
+        # The head's payload needs no reset (r_rdy is 0 while count is 0):
+        # without one, synthesis maps its load condition onto the flip-flops'
+        # clock enable instead of a multiplexer per bit (ECP5: reset-over-enable
+        # flip-flops cost a LUT4 and a PFUMX per bit).
         head = Signal(self._shape, name=f"{pre}_head", reset_less=True)
         count = Signal(range(depth + 1), name=f"{pre}_count")
-        # count != 0, count >= 2 and count >= 3 in registers of their own:
-        # a per-bit multiplexer whose select is decoded from count becomes a
-        # LUT5 (two LUT4s and a PFUMX on ECP5) instead of a LUT3.
-        nonempty = Signal(name=f"{pre}_nonempty")
-        two = Signal(name=f"{pre}_two")
-        ring_busy = Signal(name=f"{pre}_ring_busy")
 
         m.d.comb += [
             self.r_data.eq(head),
-            self.r_rdy.eq(nonempty),
-            self.has_next.eq(two),
+            self.r_rdy.eq(count != 0),
             self.level.eq(count),
         ]
 
-        # The head after a pop: the second entry, or w_data when there is none.
+        # The head after a pop: the ring's oldest entry, or w_data when the
+        # ring is empty.
         on_pop = Signal.like(head, name=f"{pre}_head_on_pop")
         m.d.comb += on_pop.eq(self.w_data)
 
         if depth > 1:
-            second = Signal(self._shape, name=f"{pre}_next", reset_less=True)
-            with m.If(two):
-                m.d.comb += on_pop.eq(second)
-            # The second entry after this cycle, when it changes: the third
-            # entry (the ring's oldest) or w_data.
-            second_in = Signal.like(second, name=f"{pre}_next_in")
-            m.d.comb += second_in.eq(self.w_data)
-            if depth > 2:
-                # The ring holds entries 3..count. Its depth is ``depth`` (a
-                # power of two, spec §1) rather than depth - 2 so that the
-                # pointers wrap by themselves; LUT RAM cells are 16 deep anyway.
-                ring = Memory(shape=self._shape, depth=depth, init=[])
-                m.submodules[f"{pre}_ring"] = ring
-                wr_port = ring.write_port()
-                rd_port = ring.read_port(domain="comb")
-                rd = Signal(range(depth), name=f"{pre}_rd")
-                wr = Signal(range(depth), name=f"{pre}_wr")
-                m.d.comb += [
-                    wr_port.addr.eq(wr),
-                    wr_port.data.eq(self.w_data),
-                    wr_port.en.eq(self.w_en & two),
-                    rd_port.addr.eq(rd),
-                ]
-                # A push while the queue holds two or more entries always
-                # lands in the ring; if it also becomes the second entry
-                # (count == 2 with a pop) the read pointer skips it.
-                with m.If(self.w_en & two):
-                    m.d.sync += wr.eq(wr + 1)
-                with m.If(ring_busy):
-                    m.d.comb += second_in.eq(rd_port.data)
-                with m.If(self.r_en & (ring_busy | (two & self.w_en))):
-                    m.d.sync += rd.eq(rd + 1)
-            # Pop: the third entry (or the push) moves up. Push onto a queue
-            # of one entry without a pop: the push is the second entry.
-            with m.If((self.r_en & two) | (self.w_en & nonempty & ~two & ~self.r_en)):
-                m.d.sync += second.eq(second_in)
+            # The ring holds entries 1..count-1. Its depth is ``depth`` (a
+            # power of two, spec §1) rather than depth - 1 so that the
+            # pointers wrap by themselves; LUT RAM cells are 16 deep anyway.
+            ring = Memory(shape=self._shape, depth=depth, init=[])
+            m.submodules[f"{pre}_ring"] = ring
+            wr_port = ring.write_port()
+            rd_port = ring.read_port(domain="comb")
+            rd = Signal(range(depth), name=f"{pre}_rd")
+            wr = Signal(range(depth), name=f"{pre}_wr")
+            m.d.comb += [
+                wr_port.addr.eq(wr),
+                wr_port.data.eq(self.w_data),
+                wr_port.en.eq(self.w_en & (count != 0)),
+                rd_port.addr.eq(rd),
+            ]
+            # A push while the queue is non-empty always lands in the ring; if
+            # it also becomes the head (count == 1 with a pop) the read pointer
+            # skips it.
+            with m.If(self.w_en & (count != 0)):
+                m.d.sync += wr.eq(wr + 1)
+            with m.If(count >= 2):
+                m.d.comb += on_pop.eq(rd_port.data)
+            with m.If(self.r_en & ((count >= 2) | self.w_en)):
+                m.d.sync += rd.eq(rd + 1)
 
         m.d.comb += self.pop_data.eq(on_pop)
 
         # Without a pop the head keeps its value unless the queue is empty,
         # when it takes w_data = on_pop: one two-way mux per bit and a clock
         # enable.
-        with m.If(self.r_en | ~nonempty):
+        with m.If(self.r_en | (count == 0)):
             m.d.sync += head.eq(on_pop)
 
-        # Compare before subtracting: count - 1 would be signed. The flags
-        # follow count (count + 1 >= k is count >= k - 1, and so on).
+        # Compare before subtracting: count - 1 would be signed.
         with m.If(self.w_en & ~self.r_en):
-            m.d.sync += [count.eq(count + 1), nonempty.eq(1), two.eq(count >= 1),
-                         ring_busy.eq(count >= 2)]
+            m.d.sync += count.eq(count + 1)
         with m.Elif(self.r_en & ~self.w_en):
-            m.d.sync += [count.eq(count - 1), nonempty.eq(count >= 2), two.eq(count >= 3),
-                         ring_busy.eq(count >= 4)]
+            m.d.sync += count.eq(count - 1)
         return m

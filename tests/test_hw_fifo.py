@@ -2,7 +2,7 @@
 
 Random pushes and pops at every depth the parameters allow. Checks the head,
 the head after a pop (``pop_data``, from which the channel precomputes the next
-cycle's key), ``r_rdy``, ``has_next`` and ``level``. The seed is random, printed, and
+cycle's key), ``r_rdy`` and ``level``. The seed is random, printed, and
 taken from ``KVFABRIC_SEED`` when set (the ``seed`` fixture).
 """
 
@@ -27,7 +27,6 @@ def test_head_queue_matches_deque(depth, seed):
             where = f"cycle {cycle}, reference {list(ref)}"
             assert ctx.get(dut.level) == len(ref), where
             assert ctx.get(dut.r_rdy) == (len(ref) > 0), where
-            assert ctx.get(dut.has_next) == (len(ref) >= 2), where
             if ref:
                 assert ctx.get(dut.r_data) == ref[0], where
             # Bias towards a full queue half of the time, an empty one otherwise.
