@@ -450,11 +450,12 @@ def run_fpga(target, opts, verilog, workdir):
         return entry
     # The reported run is the median seed by Fmax (the lower of the two
     # middle ones for an even count): seed noise is a few to ten percent.
-    ranked = sorted(routed, key=lambda seed: routed[seed]["fmax_mhz"])
+    ranked = sorted(routed, key=lambda seed: routed[seed]["fmax_mhz"] or 0.0)
     median_seed = ranked[(len(ranked) - 1) // 2]
     run = routed[median_seed]
     entry.update(status="ok", fmax_mhz=run["fmax_mhz"], fmax_placed_mhz=run["fmax_placed_mhz"],
-                 meets_target=run["fmax_mhz"] >= freq, utilisation=run["utilisation"])
+                 meets_target=bool(run["fmax_mhz"]) and run["fmax_mhz"] >= freq,
+                 utilisation=run["utilisation"])
     if len(opts.seeds) > 1:
         entry["reported_seed"] = median_seed
         if len(routed) < len(runs):
