@@ -1,6 +1,6 @@
 """HeadQueue against a Python deque, every cycle (Amaranth simulator).
 
-Random pushes and pops at every depth the parameters allow. Checks the head,
+Random pushes and pops at depths 1 to 16. Checks the head,
 the head after a pop (``pop_data``, from which the channel precomputes the next
 cycle's key), ``r_rdy`` and ``level``. The seed is random, printed, and
 taken from ``KVFABRIC_SEED`` when set (the ``seed`` fixture).
