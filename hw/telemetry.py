@@ -32,7 +32,7 @@ from amaranth.lib.wiring import In, Out
 from .config import (ADDR_WIDTH, DATA_WIDTH, EPOCH_COUNT, TEL_TENANT_BASE, TEL_TENANT_STRIDE,
                      TEL_TENANT_REGS, DROPPED_BASE, FabricComponent)
 from .layouts import Kind, tenant_config_layout
-from .params import check_params
+from kvfabric.spec import check_params
 
 
 __all__ = ["BYTES_BITS", "COUNT_BITS", "grant_event_layout", "Telemetry"]

@@ -27,7 +27,7 @@ from .axil import AXI4LiteSignature, AXI4LiteSlave
 from .channel import ChannelArbiter
 from .config import ADDR_WIDTH, DATA_WIDTH, FabricComponent, RegisterFile
 from .layouts import grant_signature, request_signature
-from .params import check_params
+from kvfabric.spec import check_params
 from .telemetry import Telemetry
 
 

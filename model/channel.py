@@ -11,10 +11,9 @@ from __future__ import annotations
 from collections import deque
 from dataclasses import dataclass
 
-from .registers import FabricConfig
+from kvfabric.spec import BURST, FCFS, GUARANTEED, KIND_NAMES
 
-GUARANTEED, BURST, FCFS = 0, 1, 2
-KIND_NAMES = {GUARANTEED: "guaranteed", BURST: "burst", FCFS: "fcfs"}
+from .registers import FabricConfig
 NO_CLASS = 6  # a head that does not compete
 
 

@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from fractions import Fraction
 from pathlib import Path
 
-from hw.params import FabricParams
+from kvfabric.spec import FabricParams
 
 from .registers import EPOCH_CYCLES_BITS, STARVE_LIMIT_BITS, FabricConfig, TenantConfig
 

@@ -1,25 +1,14 @@
 """Register-level configuration of the arbiter (spec §5, §9).
 
 These are the values the hardware holds, already in fixed point; the contract
-compiler (:mod:`model.contract`) produces them from GB/s and milliseconds.
+compiler (:mod:`kvfabric.model.contract`) produces them from GB/s and milliseconds.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
 
-# Field widths of the per-tenant configuration registers (spec §3, §9).
-TENANT_FIELD_BITS = {
-    "rate": 16,
-    "capacity": 28,
-    "peak_rate": 16,
-    "inv_weight": 16,
-    "priority": 2,
-    "enable": 1,
-    "slo_cycles": 24,
-}
-STARVE_LIMIT_BITS = 23
-EPOCH_CYCLES_BITS = 32
+from kvfabric.spec import EPOCH_CYCLES_BITS, STARVE_LIMIT_BITS, TENANT_FIELD_BITS
 
 
 def check_field(name: str, value: int, bits: int, where: str = "") -> int:

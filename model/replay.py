@@ -11,11 +11,21 @@ from collections import deque
 from dataclasses import dataclass
 from fractions import Fraction
 
-import numpy as np
-
 from .channel import KIND_NAMES, ChannelModel, Request
 from .fabric import FabricModel
 from .trace import LogRow, TraceRow
+
+
+def percentile(ordered: list[int], p: int) -> float | None:
+    """The ``p``-th percentile of sorted values by the inverted CDF (a value that occurs).
+
+    The smallest value with at least ``p`` % of the values at or below it, in
+    integer arithmetic; ``None`` for no values.
+    """
+    if not ordered:
+        return None
+    rank = max(1, -(-p * len(ordered) // 100))  # ceil(p * n / 100), at least the first
+    return float(ordered[rank - 1])
 
 
 class ReplayError(RuntimeError):
@@ -256,7 +266,7 @@ def summarize(log: list[LogRow], compiled) -> list[dict]:
     tenants = sorted({r.tenant for r in log})
     for t in tenants:
         mine = [r for r in granted if r.tenant == t]
-        waits = np.array([r.grant_cycle - r.arrival_cycle for r in mine], dtype=np.int64)
+        waits = sorted(r.grant_cycle - r.arrival_cycle for r in mine)
         nbytes = sum(r.bytes for r in mine)
         contract = compiled.tenant_by_id(t) if compiled is not None else None
         gbps = nbytes * float(compiled.clock_mhz) / 1000 / span if compiled is not None else None
@@ -270,8 +280,8 @@ def summarize(log: list[LogRow], compiled) -> list[dict]:
             "gbps": gbps,
             "guaranteed_gbps": float(contract.guaranteed_gbps) if contract else None,
             "burst_grants": sum(1 for r in mine if r.kind == "burst"),
-            "wait_p50": float(np.percentile(waits, 50, method="inverted_cdf")) if len(waits) else None,
-            "wait_p99": float(np.percentile(waits, 99, method="inverted_cdf")) if len(waits) else None,
-            "wait_max": int(waits.max()) if len(waits) else None,
+            "wait_p50": percentile(waits, 50),
+            "wait_p99": percentile(waits, 99),
+            "wait_max": waits[-1] if waits else None,
         })
     return out

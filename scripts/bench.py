@@ -15,13 +15,13 @@ import random
 import time
 from pathlib import Path
 
-from hw.params import FabricParams
-from model.channel import ChannelModel, Request
-from model.contract import load_contract
-from model.fabric import FabricModel
-from model.registers import FabricConfig, TenantConfig
-from model.replay import replay_model
-from model.scenario import essay_trace
+from kvfabric.spec import FabricParams
+from kvfabric.model.channel import ChannelModel, Request
+from kvfabric.model.contract import load_contract
+from kvfabric.model.fabric import FabricModel
+from kvfabric.model.registers import FabricConfig, TenantConfig
+from kvfabric.model.replay import replay_model
+from kvfabric.model.scenario import essay_trace
 
 
 def _saturated_config(p: FabricParams) -> FabricConfig:
@@ -78,7 +78,7 @@ def bench_replay(decode_cycles: int) -> dict:
 def bench_cosim(cycles: int) -> list[dict]:
     """Checked co-simulation (scripts/bench_cosim.py) of the regression's
     4-tenant x 2-channel build and of the default 8 x 8 fabric."""
-    from scripts.bench_cosim import bench  # cocotb + simulators
+    from kvfabric.scripts.bench_cosim import bench  # cocotb + simulators
     out = []
     for params in (FabricParams(tenants=4, channels=2), FabricParams()):
         shape = f"{params.tenants} tenants x {params.channels} channels"
@@ -92,14 +92,14 @@ def bench_cosim(cycles: int) -> list[dict]:
 
 def bench_system(labels=("FR-FCFS", "Fabric")) -> list[dict]:
     """The HBM3 command-level system model on the essay's setup A (``--quick`` scale)."""
-    from sim.experiments import _build, plan  # the experiment runner's own construction
-    from sim.hbm3 import HBM3_6400
-    from sim.scenarios import Scale
+    from kvfabric.sim.experiments import build_run, plan  # the experiment runner's own construction
+    from kvfabric.sim.hbm3 import HBM3_6400
+    from kvfabric.sim.scenarios import Scale
 
     out = []
     specs = {s["label"]: s for s in plan(quick=True) if s["group"] == "A"}
     for label in labels:
-        system, horizon, _, _ = _build(specs[label], Scale())
+        system, horizon, _, _ = build_run(specs[label], Scale())
         t0 = time.perf_counter()
         system.run(horizon)
         dt = time.perf_counter() - t0

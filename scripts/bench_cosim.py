@@ -1,6 +1,6 @@
 """Co-simulation speed: checked cycles per second on each simulator.
 
-    python -m scripts.bench_cosim [--cycles 20000] [--sims icarus,verilator] [--seed 1]
+    python -m kvfabric.scripts.bench_cosim [--cycles 20000] [--sims icarus,verilator] [--seed 1]
 
 Runs the random soak scenario (``tb/tests/cosim_tests.py::random_long``: random
 traffic, reconfiguration, FCFS phases and resets, with the lockstep scoreboard
@@ -23,9 +23,9 @@ import time
 import xml.etree.ElementTree as ET
 from pathlib import Path
 
-from hw.params import FabricParams
-from tb.design import build_for, run_cosim
-from tb.runner import BUILD_ROOT, PROJECT_ROOT, SIMS
+from kvfabric.spec import FabricParams
+from kvfabric.tb.design import build_for, run_cosim
+from kvfabric.tb.runner import BUILD_ROOT, SIMS
 
 CLOCK_NS = 10  # tb/env.py's clock period
 
@@ -59,7 +59,7 @@ def main(argv=None) -> int:
     ap.add_argument("--cycles", type=int, default=20000, help="cycles per simulator (default 20000)")
     ap.add_argument("--sims", default=",".join(SIMS), help="comma-separated simulators")
     ap.add_argument("--seed", type=int, default=1)
-    ap.add_argument("--out", default=str(PROJECT_ROOT / "reports" / "bench_cosim.json"))
+    ap.add_argument("--out", default="reports/bench_cosim.json")
     args = ap.parse_args(argv)
     params = FabricParams(tenants=4, channels=2)
     rows = []

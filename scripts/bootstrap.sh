@@ -16,7 +16,7 @@ fi
 if [ ! -f "$STAMP" ] || [ pyproject.toml -nt "$STAMP" ]; then
     echo "[bootstrap] installing Python packages into .venv (pinned in pyproject.toml)"
     .venv/bin/python -m pip install -q --upgrade pip
-    .venv/bin/python -m pip install -q -e '.[synth]'
+    .venv/bin/python -m pip install -q -e '.[dev]'
     touch "$STAMP"
 fi
 

@@ -2,7 +2,7 @@
 
 Usage::
 
-    python -m scripts.state_budget [--verilog build/kvfabric.v] [--top kvfabric]
+    python -m kvfabric.scripts.state_budget [--verilog build/kvfabric.v] [--top kvfabric]
                                    [--tenants N --channels N] [--json reports/state_budget.json]
 
 The count is taken from the netlist Yosys builds, not from the source: the
@@ -332,7 +332,7 @@ def format_table(report) -> str:
 
 
 def main(argv=None):
-    parser = argparse.ArgumentParser(prog="python -m scripts.state_budget",
+    parser = argparse.ArgumentParser(prog="python -m kvfabric.scripts.state_budget",
                                      description=__doc__.split("\n\n")[0])
     parser.add_argument("--verilog", default="build/kvfabric.v",
                         help="generated Verilog (default: %(default)s; `make verilog` writes it)")

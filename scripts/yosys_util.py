@@ -185,7 +185,7 @@ def source_revision():
     head = git("rev-parse", "--short=12", "HEAD")
     if head is None:
         return "unknown"
-    dirty = git("status", "--porcelain", "--", "hw", "scripts/gen_verilog.py")
+    dirty = git("status", "--porcelain", "--", "hw", "kvfabric/spec.py")
     return head + ("+dirty" if dirty else "")
 
 
@@ -201,10 +201,10 @@ def design_params(verilog_path, tenants=None, channels=None):
 
     Amaranth's Verilog has no parameters, so the values come from, in order:
     the arguments; ``tenants=N``/``channels=N`` in the comment lines at the top
-    of the file (scripts.gen_verilog may write them); the module names
+    of the file (a generator may write them); the module names
     Amaranth gives the instances (``kvfabric.channel_<c>`` and
     ``kvfabric.channel_0.q_fifo_<t>``); the defaults of
-    :class:`hw.params.FabricParams`.
+    :class:`kvfabric.spec.FabricParams`.
     """
     given = {"tenants": tenants, "channels": channels}
     text = Path(verilog_path).read_text(errors="replace")
@@ -232,7 +232,7 @@ def design_params(verilog_path, tenants=None, channels=None):
                 sources.append(f"{key} from {source}")
                 break
         else:
-            from hw.params import FabricParams
+            from kvfabric.spec import FabricParams
             values[key] = getattr(FabricParams(), key)
             sources.append(f"{key} assumed (FabricParams default)")
     return values["tenants"], values["channels"], ", ".join(sources)

@@ -2,7 +2,7 @@
 
 Usage::
 
-    python -m sim.experiments [--quick] [--jobs N] [--out reports]
+    python -m kvfabric.sim.experiments [--quick] [--jobs N] [--out reports]
 
 Runs the configurations in :func:`plan` on ``--jobs`` processes (a
 progress bar counts finished runs), then writes ``<out>/experiments.md`` and
@@ -78,7 +78,7 @@ def plan(quick=False):
     return specs
 
 
-def _build(spec, scale):
+def build_run(spec, scale):
     """(system, horizon, extract) for one spec."""
     kind, params = spec["kind"], dict(spec["params"])
     if kind in ("setup_a", "setup_b"):
@@ -112,7 +112,7 @@ def run_spec(spec, compression=25):
     """Run one spec; return ``(id, result dict)`` of plain numbers and lists."""
     scale = Scale(compression)
     t0 = time.process_time()
-    system, horizon, extract, description = _build(spec, scale)
+    system, horizon, extract, description = build_run(spec, scale)
     system.run(horizon)
     result = summarize(system, horizon)
     result.update(extract(system))
@@ -179,7 +179,7 @@ def _cost(spec):
 
 
 def main(argv=None):
-    ap = argparse.ArgumentParser(prog="python -m sim.experiments", description=__doc__.split("\n")[0])
+    ap = argparse.ArgumentParser(prog="python -m kvfabric.sim.experiments", description=__doc__.split("\n")[0])
     ap.add_argument("--quick", action="store_true", help="short smoke run (about a minute)")
     ap.add_argument("--jobs", type=int, default=min(2, os.cpu_count() or 1),
                     help="worker processes (default: 2)")

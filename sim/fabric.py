@@ -21,9 +21,9 @@ memory clock; one grant per fabric clock of a 128-byte transaction at
 from dataclasses import replace
 from fractions import Fraction
 
-from model.channel import Request as FabricRequest
-from model.channel import BURST, ChannelModel
-from model.contract import compile_contract
+from kvfabric.model.channel import Request as FabricRequest
+from kvfabric.model.channel import BURST, ChannelModel
+from kvfabric.model.contract import compile_contract
 
 from .dram import NEVER
 from .policies import Policy

@@ -1,7 +1,7 @@
 """HBM3 timing preset and organisation, in integer memory-clock cycles.
 
-The preset is the public JEDEC-class HBM3 6400 MT/s set from
-``/work/shared/HBM3.md`` (tCK = 0.625 ns, 1.6 GHz).  Figures that the source
+The preset is the public JEDEC-class HBM3 6400 MT/s set (JEDEC JESD238
+HBM3; tCK = 0.625 ns, 1.6 GHz).  Figures that the source
 gives in clock cycles are taken as they are; figures given in time (refresh
 interval, refresh cycle time, and every workload or CXL delay elsewhere in
 ``sim``) go through :func:`ns_to_cycles`, which always rounds *up* so that a

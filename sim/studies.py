@@ -13,7 +13,7 @@
 from dataclasses import replace
 from fractions import Fraction
 
-from model.contract import ContractError, compile_contract
+from kvfabric.model.contract import ContractError, compile_contract
 
 from .dram import NEVER
 from .fabric import FabricPolicy, contract_doc

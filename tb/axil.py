@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from model.registers import TENANT_FIELD_BITS, FabricConfig, TenantConfig
+from kvfabric.model.registers import TENANT_FIELD_BITS, FabricConfig, TenantConfig
 
 __all__ = [
     "ID", "VERSION", "PARAMS", "CTRL", "EPOCH_CYCLES", "STARVE_LIMIT", "EPOCH_COUNT",

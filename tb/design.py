@@ -1,7 +1,7 @@
 """The design under test: generated Verilog per parameter set, and how the
 test bench hands parameters and configurations to the simulator process.
 
-The Verilog comes from the project's generator (``scripts.gen_verilog``), so
+The Verilog comes from the project's generator (:mod:`kvfabric.hw.verilog`), so
 the co-simulation tests exactly what ``make verilog`` ships.  It is written
 once per parameter set under ``build/cocotb/verilog/`` (content-addressed by
 the runner, so a changed RTL gets a fresh simulator build).
@@ -17,10 +17,10 @@ import os
 import re
 from pathlib import Path
 
-from hw.params import FabricParams
-from model.registers import FabricConfig, TenantConfig
+from kvfabric.spec import FabricParams
+from kvfabric.model.registers import FabricConfig, TenantConfig
 
-from .runner import BUILD_ROOT, PROJECT_ROOT, Build, build
+from .runner import BUILD_ROOT, Build, build
 
 __all__ = [
     "params_key", "verilog_for", "toplevel_of", "build_for",
@@ -35,11 +35,8 @@ def params_key(params: FabricParams) -> str:
 
 
 def _generate(params: FabricParams) -> str:
-    from scripts.gen_verilog import generate
-    text = generate(params)
-    if isinstance(text, (bytes, bytearray)):
-        text = text.decode()
-    return text
+    from kvfabric.hw.verilog import generate  # Amaranth is needed only here
+    return generate(params)
 
 
 def _rtl_hash() -> str:
@@ -47,7 +44,10 @@ def _rtl_hash() -> str:
     generator and the Amaranth version."""
     import amaranth
     h = hashlib.sha1(amaranth.__version__.encode())
-    for path in sorted([*(PROJECT_ROOT / "hw").glob("*.py"), PROJECT_ROOT / "scripts" / "gen_verilog.py"]):
+    import kvfabric.hw
+    import kvfabric.spec
+    sources = [*Path(kvfabric.hw.__file__).parent.glob("*.py"), Path(kvfabric.spec.__file__)]
+    for path in sorted(sources):
         h.update(path.name.encode())
         h.update(path.read_bytes())
     return h.hexdigest()[:12]
@@ -116,7 +116,7 @@ def config_from_json(text: str) -> FabricConfig:
 
 def run_cosim(params: FabricParams, sim: str, scenario: str, test_dir, *, seed: int,
               cycles: int | None = None, waves: bool | None = None,
-              module: str = "tb.tests.cosim_tests"):
+              module: str = "kvfabric.tb.tests.cosim_tests"):
     """Run cocotb scenario ``scenario`` (all its parametrized variants) of ``module``
     on the generated Verilog of ``params`` under ``sim``, in ``test_dir``.
 

@@ -16,7 +16,7 @@ from __future__ import annotations
 import random
 from fractions import Fraction
 
-from model.replay import MemorySide
+from kvfabric.model.replay import MemorySide
 
 __all__ = ["MemoryModel"]
 

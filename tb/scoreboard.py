@@ -30,8 +30,10 @@ from __future__ import annotations
 
 import logging
 
-from model.channel import Request
-from model.fabric import FabricModel
+from kvfabric.model.channel import Request
+from kvfabric.model.fabric import FabricModel
+
+from kvfabric import spec
 
 from .axil import (DROPPED_BASE, EPOCH_COUNT, TEL_BASE, TEL_REGS, TEL_STRIDE,
                    RegisterMirror)
@@ -39,7 +41,8 @@ from .monitor import Sample
 
 __all__ = ["Mismatch", "Scoreboard"]
 
-KIND_NAMES = {0: "guaranteed", 1: "burst", 2: "fcfs", 3: "invalid(3)"}
+#: The spec's kinds, and the one 2-bit value the RTL must never emit.
+KIND_NAMES = {**spec.KIND_NAMES, 3: "invalid(3)"}
 
 
 class Mismatch(AssertionError):

@@ -33,15 +33,17 @@ from pathlib import Path
 
 from vcdvcd import VCDVCD
 
-from model.replay import replay_model
-from model.trace import LogRow, TraceRow, read_trace
+from kvfabric.model.replay import replay_model
+from kvfabric.model.trace import LogRow, TraceRow, read_trace
+
+from kvfabric.spec import KIND_NAMES
 
 from .monitor import Layouts
 from .axil import MARK_ADDR, MARK_DATA, MARK_GAP
 
 __all__ = ["VcdError", "sample_ports", "grant_log_from_vcd", "lockstep_vcd", "check_vcd"]
 
-KINDS = {0: "guaranteed", 1: "burst", 2: "fcfs"}
+KINDS = KIND_NAMES
 
 
 class VcdError(ValueError):

@@ -1,7 +1,7 @@
 """Shared pytest configuration: reproducible seeds and the soak option."""
 
 import os
-import random
+import zlib
 
 import pytest
 
@@ -28,9 +28,19 @@ def pytest_collection_modifyitems(config, items):
         items[:] = keep
 
 
+def node_seed(nodeid: str) -> int:
+    """The seed of one test node: ``KVFABRIC_SEED`` when set (for the whole
+    suite), else a fixed function of the node's id, so every run of CI draws
+    the same cases and a failure reproduces without any variable."""
+    override = os.environ.get("KVFABRIC_SEED", "").strip()
+    if override:
+        return int(override)
+    return zlib.crc32(nodeid.encode())
+
+
 @pytest.fixture
 def seed(request):
-    """A random seed, printed, and taken from KVFABRIC_SEED when set."""
-    value = int(os.environ.get("KVFABRIC_SEED", random.randrange(1 << 32)))
-    print(f"\n[{request.node.name}] seed={value} (reproduce with KVFABRIC_SEED={value})")
+    """This node's seed (:func:`node_seed`), printed so a failure names it."""
+    value = node_seed(request.node.nodeid)
+    print(f"\n[{request.node.nodeid}] seed={value} (run every test with another: KVFABRIC_SEED=<n>)")
     return value

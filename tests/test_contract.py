@@ -5,7 +5,7 @@ from fractions import Fraction
 
 import pytest
 
-from model.contract import ContractError, admit, compile_contract, load_contract
+from kvfabric.model.contract import ContractError, admit, compile_contract, load_contract
 
 BASE = {
     "fabric": {"clock_mhz": 1000, "channels": 8, "channel_gbps": 400, "admission_limit": 0.85},

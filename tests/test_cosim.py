@@ -11,9 +11,9 @@ field, expected, actual and the seed.
 
 import pytest
 
-from hw.params import FabricParams
-from tb.design import run_cosim
-from tb.runner import node_dir, sims_from_env
+from kvfabric.spec import FabricParams
+from kvfabric.tb.design import run_cosim
+from kvfabric.tb.runner import node_dir, sims_from_env
 
 pytestmark = pytest.mark.cosim
 

@@ -11,13 +11,13 @@ from dataclasses import replace
 
 import pytest
 
-from model.cli import main as kvfabric
-from model.contract import load_contract
-from model.replay import replay_model
-from model.scenario import essay_trace
-from model.trace import TraceRow, read_log, write_trace
-from tb.runner import sims_from_env
-from tb.vcd_check import check_vcd, grant_log_from_vcd
+from kvfabric.cli import main as kvfabric
+from kvfabric.model.contract import load_contract
+from kvfabric.model.replay import replay_model
+from kvfabric.model.scenario import essay_trace
+from kvfabric.model.trace import TraceRow, read_log, write_trace
+from kvfabric.tb.runner import sims_from_env
+from kvfabric.tb.vcd_check import check_vcd, grant_log_from_vcd
 
 pytestmark = pytest.mark.cosim
 
@@ -135,9 +135,9 @@ def test_model_engine_reference(tmp_path):
 def test_vcd_check_of_a_cosim_dump(sim, seed, tmp_path, request):
     """A ``WAVES=1`` dump of a co-simulation test (AXI programming, reads, resets in
     mid-burst) passes the port-level lockstep check; a corrupted grant is caught."""
-    from tb.design import run_cosim
-    from tb.runner import node_dir
-    from tb.vcd_check import lockstep_vcd, sample_ports
+    from kvfabric.tb.design import run_cosim
+    from kvfabric.tb.runner import node_dir
+    from kvfabric.tb.vcd_check import lockstep_vcd, sample_ports
 
     compiled = load_contract_text(tmp_path, CONTRACT)
     d = node_dir(request.node.nodeid)

@@ -12,10 +12,10 @@ from dataclasses import dataclass
 import pytest
 from amaranth.sim import Simulator
 
-from hw.channel import ChannelArbiter
-from hw.params import FabricParams
-from model.channel import ChannelModel, Request
-from model.registers import FabricConfig, TenantConfig
+from kvfabric.hw.channel import ChannelArbiter
+from kvfabric.spec import FabricParams
+from kvfabric.model.channel import ChannelModel, Request
+from kvfabric.model.registers import FabricConfig, TenantConfig
 
 
 def _seed(default):

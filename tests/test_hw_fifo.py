@@ -12,7 +12,7 @@ from collections import deque
 import pytest
 from amaranth.sim import Simulator
 
-from hw.fifo import HeadQueue
+from kvfabric.hw.fifo import HeadQueue
 
 
 @pytest.mark.parametrize("depth", [1, 2, 4, 8, 16])

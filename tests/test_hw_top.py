@@ -21,16 +21,16 @@ from amaranth.lib import wiring
 from amaranth.lib.wiring import In, Out
 from amaranth.sim import Simulator
 
-from hw.axil import AXI4LiteSignature, AXI4LiteSlave, RegisterBusSignature
-from hw.config import RegisterFile
-from hw.layouts import Kind, tenant_config_layout
-from hw.params import FabricParams
-from hw.telemetry import Telemetry
-from hw.top import KvFabric
-from model.channel import BURST, FCFS, GUARANTEED, Grant, Request
-from model.fabric import FabricModel
-from model.registers import FabricConfig, TenantConfig
-from model.telemetry import Telemetry as TelemetryModel
+from kvfabric.hw.axil import AXI4LiteSignature, AXI4LiteSlave, RegisterBusSignature
+from kvfabric.hw.config import RegisterFile
+from kvfabric.hw.layouts import Kind, tenant_config_layout
+from kvfabric.spec import FabricParams
+from kvfabric.hw.telemetry import Telemetry
+from kvfabric.hw.top import KvFabric
+from kvfabric.model.channel import BURST, FCFS, GUARANTEED, Grant, Request
+from kvfabric.model.fabric import FabricModel
+from kvfabric.model.registers import FabricConfig, TenantConfig
+from kvfabric.model.telemetry import Telemetry as TelemetryModel
 
 
 # --- register map, transcribed from spec §9 -------------------------------------------

@@ -8,10 +8,10 @@ served against a bound computed here from the spec's formulas.
 import random
 from fractions import Fraction
 
-from hw.params import FabricParams
-from model.channel import BURST, GUARANTEED
-from model.harness import Backlogged, ClosedLoop, Greedy, Paced
-from model.registers import FabricConfig, TenantConfig
+from kvfabric.spec import FabricParams
+from kvfabric.model.channel import BURST, GUARANTEED
+from kvfabric.model.harness import Backlogged, ClosedLoop, Greedy, Paced
+from kvfabric.model.registers import FabricConfig, TenantConfig
 
 ONE = 8  # 1 << FRAC
 MAX16 = (1 << 16) - 1

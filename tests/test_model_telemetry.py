@@ -2,10 +2,10 @@
 
 import random
 
-from hw.params import FabricParams
-from model.channel import BURST, Request
-from model.fabric import FabricModel
-from model.registers import FabricConfig, TenantConfig
+from kvfabric.spec import FabricParams
+from kvfabric.model.channel import BURST, Request
+from kvfabric.model.fabric import FabricModel
+from kvfabric.model.registers import FabricConfig, TenantConfig
 
 
 def test_counters_pipeline_and_snapshots(seed):

@@ -6,10 +6,10 @@ import random
 
 import pytest
 
-from hw.params import FabricParams
-from model.channel import ChannelModel, QueueEntry
-from model.contract import ContractError, compile_contract
-from model.registers import FabricConfig, TenantConfig
+from kvfabric.spec import FabricParams
+from kvfabric.model.channel import ChannelModel, QueueEntry
+from kvfabric.model.contract import ContractError, compile_contract
+from kvfabric.model.registers import FabricConfig, TenantConfig
 
 P = FabricParams(tenants=2, channels=1)
 HALF = 1 << (P.ts_bits - 1)

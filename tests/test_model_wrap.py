@@ -4,9 +4,9 @@ channel with tags too wide to ever wrap (spec §6.5)."""
 import random
 from types import SimpleNamespace
 
-from hw.params import FabricParams
-from model.channel import ChannelModel, Request
-from model.registers import FabricConfig, TenantConfig
+from kvfabric.spec import FabricParams
+from kvfabric.model.channel import ChannelModel, Request
+from kvfabric.model.registers import FabricConfig, TenantConfig
 
 PARAM_NAMES = ["tenants", "channels", "queue_depth", "max_request_bytes", "id_width", "tag_bits",
                "tenant_bits", "frac", "level_bits", "bytes_bits", "peak_bits", "pcap", "tag_shift",

@@ -7,10 +7,10 @@ from fractions import Fraction
 
 import pytest
 
-from hw.params import FabricParams
-from model.contract import compile_contract
-from model.replay import MemorySide, ReplayError, replay_lockstep, replay_model
-from model.trace import TraceError, TraceRow, parse_trace, read_log
+from kvfabric.spec import FabricParams
+from kvfabric.model.contract import compile_contract
+from kvfabric.model.replay import MemorySide, ReplayError, replay_lockstep, replay_model
+from kvfabric.model.trace import TraceError, TraceRow, parse_trace, read_log
 
 CONTRACT = {
     "fabric": {"clock_mhz": 1000, "channels": 4, "channel_gbps": 64, "admission_limit": 0.85},
@@ -143,7 +143,7 @@ latency_slo_us = 1
     lines = ["cycle,channel,tenant,bytes"] + [f"{i // 3},{i % 2},{i % 2},256" for i in range(200)]
     (tmp_path / "t.csv").write_text("\n".join(lines) + "\n")
     out = tmp_path / "g.csv"
-    run = subprocess.run([sys.executable, "-m", "model.cli", "replay", "--config", str(tmp_path / "c.toml"),
+    run = subprocess.run([sys.executable, "-m", "kvfabric.cli", "replay", "--config", str(tmp_path / "c.toml"),
                           "--trace", str(tmp_path / "t.csv"), "--out", str(out)],
                          capture_output=True, text=True)
     assert run.returncode == 0, run.stderr
@@ -152,7 +152,7 @@ latency_slo_us = 1
     assert "wait p99" in run.stdout
     # A malformed row: exit code 2 and the line number, nothing written over the old log.
     (tmp_path / "bad.csv").write_text("cycle,channel,tenant,bytes\n0,0,0,64\n0,0,zero,64\n")
-    run = subprocess.run([sys.executable, "-m", "model.cli", "replay", "--config", str(tmp_path / "c.toml"),
+    run = subprocess.run([sys.executable, "-m", "kvfabric.cli", "replay", "--config", str(tmp_path / "c.toml"),
                           "--trace", str(tmp_path / "bad.csv"), "--out", str(out)],
                          capture_output=True, text=True)
     assert run.returncode == 2

@@ -11,13 +11,13 @@ from fractions import Fraction
 
 import pytest
 
-from sim.dram import CONFLICT, HIT, MISS, Channel, Request
-from sim.mapping import AddressMap
-from sim.hbm3 import (HBM3_6400, HBM3_GEOMETRY, bytes_per_cycle_to_gbps, ns_to_cycles,
+from kvfabric.sim.dram import CONFLICT, HIT, MISS, Channel, Request
+from kvfabric.sim.mapping import AddressMap
+from kvfabric.sim.hbm3 import (HBM3_6400, HBM3_GEOMETRY, bytes_per_cycle_to_gbps, ns_to_cycles,
                       peak_bytes_per_cycle)
-from sim.policies import FcfsPolicy, FrFcfsPolicy
-from sim.system import System
-from sim.tenants import GreedyTenant
+from kvfabric.sim.policies import FcfsPolicy, FrFcfsPolicy
+from kvfabric.sim.system import System
+from kvfabric.sim.tenants import GreedyTenant
 
 T = HBM3_6400
 G = HBM3_GEOMETRY
@@ -166,10 +166,8 @@ def test_one_bank_group_is_capped_by_tccd_l():
 
 
 @pytest.mark.parametrize("scheduler", ["frfcfs", "fcfs"])
-def test_random_single_accesses_are_capped_by_tfaw(scheduler):
+def test_random_single_accesses_are_capped_by_tfaw(scheduler, seed):
     """One access per activation: four activations per tFAW per pseudo-channel."""
-    seed = int(os.environ.get("SIM_SEED", random.randrange(1 << 30)))
-    print(f"seed={seed}")
     rng = random.Random(seed)
     limit = Fraction(4 * G.pseudo_channels * G.access_bytes, T.tFAW)
     assert abs(bytes_per_cycle_to_gbps(limit) - Fraction(1707, 100)) < Fraction(1, 100)
@@ -266,9 +264,7 @@ def check_command_log(log, timing=T, geometry=G):
 
 
 @pytest.mark.parametrize("policy", [FrFcfsPolicy, FcfsPolicy])
-def test_random_traffic_obeys_every_timing_rule(policy):
-    seed = int(os.environ.get("SIM_SEED", random.randrange(1 << 30)))
-    print(f"seed={seed}")
+def test_random_traffic_obeys_every_timing_rule(policy, seed):
     rng = random.Random(seed)
     tenants = [
         GreedyTenant(0, window=12, pattern="random", block=rng.choice([1, 2, 4]), write_share=3,
@@ -288,9 +284,7 @@ def test_random_traffic_obeys_every_timing_rule(policy):
     assert served == sum(stats.accesses)
 
 
-def test_fcfs_serves_each_bank_in_arrival_order():
-    seed = int(os.environ.get("SIM_SEED", random.randrange(1 << 30)))
-    print(f"seed={seed}")
+def test_fcfs_serves_each_bank_in_arrival_order(seed):
     tenants = [GreedyTenant(i, window=8, pattern="random", block=2, write_share=4, seed=seed)
                for i in range(2)]
     system = System(tenants, FcfsPolicy())

@@ -4,9 +4,9 @@ from fractions import Fraction
 
 import pytest
 
-from sim.experiments import plan, run_spec
-from sim.report import derive, write_report
-from sim.scenarios import Scale, setup_a, setup_b
+from kvfabric.sim.experiments import plan, run_spec
+from kvfabric.sim.report import derive, write_report
+from kvfabric.sim.scenarios import Scale, setup_a, setup_b
 
 
 def test_plan_has_unique_ids_and_every_kind():

@@ -6,26 +6,20 @@ from fractions import Fraction
 
 import pytest
 
-from model.channel import ChannelModel
-from sim.dram import NEVER
-from sim.fabric import FabricPolicy, contract_doc
-from sim.hbm3 import HBM3_GEOMETRY as G
-from sim.hbm3 import ns_to_cycles
-from sim.mapping import AddressMap
-from sim.policies import FcfsPolicy, FrFcfsPolicy, StaticPartitionPolicy, ThrottlePolicy
-from sim.scenarios import CHANNEL_GBPS, FABRIC_MHZ
-from sim.system import CxlLink, System
-from sim.tenants import DecodeTenant, GreedyTenant, PrefillTenant
-
-
-def _seed():
-    seed = int(os.environ.get("SIM_SEED", random.randrange(1 << 30)))
-    print(f"seed={seed}")
-    return seed
+from kvfabric.model.channel import ChannelModel
+from kvfabric.sim.dram import NEVER
+from kvfabric.sim.fabric import FabricPolicy, contract_doc
+from kvfabric.sim.hbm3 import HBM3_GEOMETRY as G
+from kvfabric.sim.hbm3 import ns_to_cycles
+from kvfabric.sim.mapping import AddressMap
+from kvfabric.sim.policies import FcfsPolicy, FrFcfsPolicy, StaticPartitionPolicy, ThrottlePolicy
+from kvfabric.sim.scenarios import CHANNEL_GBPS, FABRIC_MHZ
+from kvfabric.sim.system import CxlLink, System
+from kvfabric.sim.tenants import DecodeTenant, GreedyTenant, PrefillTenant
 
 
 # -- address mapping -------------------------------------------------------------
-def test_coloring_gives_disjoint_bank_sets_spanning_every_bank_group():
+def test_coloring_gives_disjoint_bank_sets_spanning_every_bank_group(seed):
     amap = AddressMap(4, coloring=True)
     sets = [set(amap.banks_of(t)) for t in range(4)]
     assert all(len(s) == G.banks // 4 for s in sets)
@@ -33,7 +27,7 @@ def test_coloring_gives_disjoint_bank_sets_spanning_every_bank_group():
     for s in sets:
         groups = {G.split_bank_id(b)[2] for b in s}
         assert groups == set(range(G.bank_groups))
-    rng = random.Random(_seed())
+    rng = random.Random(seed)
     for t in range(4):
         for _ in range(500):
             bank, row = amap.locate(t, rng.randrange(amap.capacity(t)))
@@ -56,8 +50,8 @@ def test_stream_alternates_pseudo_channels_and_stays_in_a_row():
 
 
 # -- tenants ------------------------------------------------------------------------
-def test_decode_step_latency_is_time_to_last_read_and_loop_is_closed():
-    tenant = DecodeTenant(0, step_bytes=4096, think=2000, seed=_seed())
+def test_decode_step_latency_is_time_to_last_read_and_loop_is_closed(seed):
+    tenant = DecodeTenant(0, step_bytes=4096, think=2000, seed=seed)
     system = System([tenant], FrFcfsPolicy())
     finished = []
     complete = tenant.complete
@@ -94,9 +88,9 @@ def test_prefill_moves_exactly_its_bytes_within_its_window():
     assert peak == 20
 
 
-def test_cxl_reads_pay_the_link_latency_and_skip_hbm():
+def test_cxl_reads_pay_the_link_latency_and_skip_hbm(seed):
     latency = ns_to_cycles(320)
-    tenant = DecodeTenant(0, step_bytes=1024, think=1000, cxl_fraction=1.0, seed=_seed())
+    tenant = DecodeTenant(0, step_bytes=1024, think=1000, cxl_fraction=1.0, seed=seed)
     system = System([tenant], FrFcfsPolicy(), cxl=CxlLink(latency=latency, cycles_per_access=3))
     system.run(20_000)
     assert tenant.steps and system.channel.stats.accesses[0] == 0
@@ -105,8 +99,8 @@ def test_cxl_reads_pay_the_link_latency_and_skip_hbm():
 
 
 # -- policies -------------------------------------------------------------------------
-def test_fcfs_front_end_admits_in_arrival_order():
-    tenants = [GreedyTenant(i, window=40, pattern="random", seed=_seed()) for i in range(3)]
+def test_fcfs_front_end_admits_in_arrival_order(seed):
+    tenants = [GreedyTenant(i, window=40, pattern="random", seed=seed) for i in range(3)]
     system = System(tenants, FcfsPolicy())
     admitted = []
     enqueue = system.enqueue
@@ -163,9 +157,9 @@ def _tenant(i, **kw):
     return t
 
 
-def test_fabric_drives_the_golden_model_and_loses_nothing():
+def test_fabric_drives_the_golden_model_and_loses_nothing(seed):
     tenants = [GreedyTenant(0, window=64, pattern="stream"),
-               GreedyTenant(1, window=16, pattern="random", seed=_seed())]
+               GreedyTenant(1, window=16, pattern="random", seed=seed)]
     policy = FabricPolicy(_contract([_tenant(0), _tenant(1)]))
     system = System(tenants, policy)
     system.run(20_000)
@@ -179,9 +173,9 @@ def test_fabric_drives_the_golden_model_and_loses_nothing():
     assert all(g > 0 for g in policy.grants)
 
 
-def test_fabric_equal_weights_split_a_saturated_channel_evenly():
+def test_fabric_equal_weights_split_a_saturated_channel_evenly(seed):
     tenants = [GreedyTenant(0, window=300, pattern="stream"),
-               GreedyTenant(1, window=40, pattern="random", block=2, seed=_seed())]
+               GreedyTenant(1, window=40, pattern="random", block=2, seed=seed)]
     system = System(tenants, FabricPolicy(_contract([_tenant(0), _tenant(1)])))
     system.run(60_000)
     b = system.channel.stats.bytes

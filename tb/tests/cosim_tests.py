@@ -20,13 +20,13 @@ from pathlib import Path
 
 import cocotb
 
-from model.contract import compile_contract
-from model.registers import FabricConfig, TenantConfig
-from model.scenario import essay_trace
-from tb.design import params_from_json
-from tb.env import TB, seed_from_env
+from kvfabric.model.contract import compile_contract
+from kvfabric.model.registers import FabricConfig, TenantConfig
+from kvfabric.model.scenario import essay_trace
+from kvfabric.tb.design import params_from_json
+from kvfabric.examples import example_path
+from kvfabric.tb.env import TB, seed_from_env
 
-ROOT = Path(__file__).resolve().parents[2]
 
 
 def _params():
@@ -145,7 +145,7 @@ async def random_long(dut):
 # ---------------------------------------------------------------------------------------------
 def _essay_contract(p):
     """examples/essay.toml scaled to this build's tenants and channels."""
-    doc = tomllib.loads((ROOT / "examples" / "essay.toml").read_text())
+    doc = tomllib.loads(example_path("essay.toml").read_text())
     # Same per-channel contract as the essay's 8 channels: scale the totals.
     scale = p.channels / doc["fabric"]["channels"]
     for t in doc["tenant"]:
@@ -373,7 +373,7 @@ async def reprogram_under_traffic(dut):
     await tb.program(cfg)
     span = _cycles(2400)
     random_traffic(tb, rng, count=span // 3, start=tb.cycle, span=span, invalid=0.05)
-    from tb import axil as regs
+    from kvfabric.tb import axil as regs
     end = tb.cycle + span
     while tb.cycle < end:
         await tb.run(rng.randrange(20, 200))

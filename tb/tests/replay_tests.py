@@ -32,12 +32,12 @@ from cocotb.clock import Clock
 from cocotb.triggers import ClockCycles, FallingEdge, ReadOnly, Timer
 from cocotbext.axi import AxiLiteBus, AxiLiteMaster
 
-from model.channel import KIND_NAMES
-from model.replay import MemorySide, UpstreamDriver, stall_limit
-from model.trace import LogRow, TraceRow, write_log
-from tb import axil as regs
-from tb.design import config_from_json, params_from_json
-from tb.monitor import AxiPorts, ChannelPorts
+from kvfabric.model.channel import KIND_NAMES
+from kvfabric.model.replay import MemorySide, UpstreamDriver, stall_limit
+from kvfabric.model.trace import LogRow, TraceRow, write_log
+from kvfabric.tb import axil as regs
+from kvfabric.tb.design import config_from_json, params_from_json
+from kvfabric.tb.monitor import AxiPorts, ChannelPorts
 
 MARK_ADDR, MARK_DATA, MARK_GAP = regs.MARK_ADDR, regs.MARK_DATA, regs.MARK_GAP
 

@@ -1,12 +1,40 @@
-"""Fabric parameters and the derived constants of spec §1.
+"""The neutral definitions of docs/spec.md that every implementation shares.
 
-This module is deliberately pure Python (no Amaranth import) so that the golden
-model in ``model/`` can share it with the RTL.
+Parameters and their derived constants (spec §1), the fixed widths of the
+formats and configuration registers (§3, §5, §9) and the grant kinds (§2).
+Pure Python with no imports beyond the standard library, so that the golden
+model (``kvfabric.model``), the RTL (``kvfabric.hw``), the testbench
+(``kvfabric.tb``) and the tests read the same numbers without depending on
+one another.
 """
 
 from dataclasses import dataclass
 
-__all__ = ["FabricParams", "check_params"]
+__all__ = [
+    "FabricParams", "check_params",
+    "GUARANTEED", "BURST", "FCFS", "KIND_NAMES",
+    "TENANT_FIELD_BITS", "STARVE_LIMIT_BITS", "EPOCH_CYCLES_BITS",
+]
+
+#: Grant kinds (spec §2, §6.2): the value of the grant payload's 2-bit ``kind``.
+GUARANTEED, BURST, FCFS = 0, 1, 2
+#: Their names in grant logs and reports.
+KIND_NAMES = {GUARANTEED: "guaranteed", BURST: "burst", FCFS: "fcfs"}
+
+#: Widths of the per-tenant configuration registers (spec §3, §5, §9).
+TENANT_FIELD_BITS = {
+    "rate": 16,
+    "capacity": 28,
+    "peak_rate": 16,
+    "inv_weight": 16,
+    "priority": 2,
+    "enable": 1,
+    "slo_cycles": 24,
+}
+#: Width of the fabric's ``STARVE_LIMIT`` register (spec §9).
+STARVE_LIMIT_BITS = 23
+#: Width of the fabric's ``EPOCH_CYCLES`` register (spec §9).
+EPOCH_CYCLES_BITS = 32
 
 
 def _check_int(name, value, lo, hi, *, pow2=False):
@@ -72,14 +100,14 @@ class FabricParams:
     #: Width of the per-channel ``served`` register.
     served_bits = 16
     #: Widths of the configuration fields (spec §3, §5).
-    rate_bits = 16
-    capacity_bits = 28
-    peak_rate_bits = 16
-    inv_weight_bits = 16
-    priority_bits = 2
-    slo_bits = 24
-    starve_bits = 23
-    epoch_bits = 32
+    rate_bits = TENANT_FIELD_BITS["rate"]
+    capacity_bits = TENANT_FIELD_BITS["capacity"]
+    peak_rate_bits = TENANT_FIELD_BITS["peak_rate"]
+    inv_weight_bits = TENANT_FIELD_BITS["inv_weight"]
+    priority_bits = TENANT_FIELD_BITS["priority"]
+    slo_bits = TENANT_FIELD_BITS["slo_cycles"]
+    starve_bits = STARVE_LIMIT_BITS
+    epoch_bits = EPOCH_CYCLES_BITS
 
     @property
     def frac(self):

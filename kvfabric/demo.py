@@ -1,4 +1,4 @@
-"""``make demo``: the essay's prefill-vs-decode scenario, FCFS versus the fabric.
+"""``kvfabric demo`` (``make demo``): the essay's prefill-vs-decode scenario, FCFS versus the fabric.
 
 Replays the same trace through the golden model twice — with the FCFS bypass
 (the baseline HBM controller) and with the fabric's token buckets and WF2Q+ —
@@ -7,34 +7,29 @@ and prints per-tenant bandwidth share and p50/p99 wait.
 
 from __future__ import annotations
 
-import argparse
+import os
 import time
 from dataclasses import replace
 
-from .cli import SUMMARY_COLUMNS, format_table
-from .contract import load_contract
-from .replay import replay_model, summarize
-from .scenario import essay_trace
-from .trace import write_log, write_trace
+from kvfabric.examples import example_path
+from kvfabric.model.contract import load_contract
+from kvfabric.model.replay import replay_model, summarize
+from kvfabric.model.scenario import essay_trace
+from kvfabric.model.trace import write_log, write_trace
+from kvfabric.tables import SUMMARY_COLUMNS, format_table
 
-DEFAULT_CONFIG = "examples/essay.toml"
+__all__ = ["run_demo"]
 
 
-def main(argv=None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__)
-    ap.add_argument("--config", default=DEFAULT_CONFIG)
-    ap.add_argument("--cycles", type=int, default=40000, help="decode traffic duration in cycles")
-    ap.add_argument("--out-dir", default="build/demo")
-    args = ap.parse_args(argv)
-
-    compiled = load_contract(args.config)
-    rows = essay_trace(compiled.params.channels, cycles=args.cycles)
-    import os
-    os.makedirs(args.out_dir, exist_ok=True)
-    write_trace(f"{args.out_dir}/essay_trace.csv", rows)
+def run_demo(config=None, cycles: int = 40000, out_dir: str = "build/demo") -> int:
+    """Replay the essay's trace with FCFS and with the fabric; print both summaries."""
+    compiled = load_contract(config or example_path("essay.toml"))
+    rows = essay_trace(compiled.params.channels, cycles=cycles)
+    os.makedirs(out_dir, exist_ok=True)
+    write_trace(f"{out_dir}/essay_trace.csv", rows)
     print(f"kvfabric demo: {len(rows)} requests, 1 prefill + 3 decode tenants, "
           f"{compiled.params.channels} channels at {float(compiled.clock_mhz):g} MHz, "
-          f"{float(compiled.bytes_per_cycle):g} B/cycle/channel (trace: {args.out_dir}/essay_trace.csv)\n")
+          f"{float(compiled.bytes_per_cycle):g} B/cycle/channel (trace: {out_dir}/essay_trace.csv)\n")
     p99 = {}
     for mode, fcfs in (("FCFS (baseline controller)", 1), ("kvfabric (token bucket + WF2Q+)", 0)):
         config = replace(compiled.config, fcfs_bypass=fcfs)
@@ -42,10 +37,10 @@ def main(argv=None) -> int:
         result = replay_model(compiled.params, config, rows, compiled.bytes_per_cycle)
         dt = time.perf_counter() - t0
         name = "fcfs" if fcfs else "fabric"
-        write_log(f"{args.out_dir}/grants_{name}.csv", result.log)
+        write_log(f"{out_dir}/grants_{name}.csv", result.log)
         summary = summarize(result.log, compiled)
         print(f"== {mode}: {result.cycles} cycles simulated in {dt:.1f} s "
-              f"(grant log: {args.out_dir}/grants_{name}.csv)")
+              f"(grant log: {out_dir}/grants_{name}.csv)")
         print(format_table(summary, SUMMARY_COLUMNS))
         print()
         p99[name] = max(s["wait_p99"] for s in summary if s["tenant"] != 0)
@@ -54,6 +49,3 @@ def main(argv=None) -> int:
     print("waits are in cycles from the trace's arrival cycle to the grant transfer.")
     return 0
 
-
-if __name__ == "__main__":
-    raise SystemExit(main())

@@ -4,7 +4,7 @@ import dataclasses
 
 import pytest
 
-from hw.params import FabricParams
+from kvfabric.spec import FabricParams
 
 
 def test_defaults_derived():

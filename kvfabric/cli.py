@@ -1,0 +1,141 @@
+"""The ``kvfabric`` command: one subcommand per job.
+
+    kvfabric demo                         the essay's scenario, FCFS versus the fabric
+    kvfabric compile --config C.toml      contract -> register values
+    kvfabric replay --config C.toml --trace T.csv --out grants.csv [--engine E]
+    kvfabric vcd-check --vcd dump.vcd --config C.toml
+    kvfabric verilog --out build/kvfabric.v [--tenants N --channels C ...]
+
+Errors in user input (contracts, traces, parameters) print one line naming the
+file, line or field and exit with status 2.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+
+from kvfabric.engines import ENGINES, replay
+from kvfabric.model.contract import ContractError, load_contract, register_table
+from kvfabric.model.replay import ReplayError, summarize
+from kvfabric.model.trace import TraceError, read_trace, write_log
+from kvfabric.spec import FabricParams
+from kvfabric.tables import SUMMARY_COLUMNS, format_table
+
+__all__ = ["main", "build_parser"]
+
+
+def cmd_demo(args) -> int:
+    from kvfabric.demo import run_demo
+    return run_demo(config=args.config, cycles=args.cycles, out_dir=args.out_dir)
+
+
+def cmd_compile(args) -> int:
+    compiled = load_contract(args.config)
+    rows = register_table(compiled)
+    if args.json:
+        print(json.dumps(rows, indent=2))
+    else:
+        print(format_table(rows, [
+            ("id", "id", "d"), ("name", "name", "s"), ("priority", "prio", "d"),
+            ("rate", "RATE", "d"), ("rate_gbps", "GB/s", ".3f"), ("peak_rate", "PEAK_RATE", "d"),
+            ("peak_gbps", "GB/s", ".3f"), ("capacity", "CAPACITY", "d"),
+            ("inv_weight", "INV_WEIGHT", "d"), ("slo_cycles", "SLO_CYCLES", "d")]))
+        print(f"starve_limit={compiled.config.starve_limit} epoch_cycles={compiled.config.epoch_cycles} "
+              f"bytes/cycle/channel={float(compiled.bytes_per_cycle):g}")
+    return 0
+
+
+def cmd_replay(args) -> int:
+    compiled = load_contract(args.config)
+    rows = read_trace(args.trace, compiled.params)
+    log = replay(args.engine, compiled.params, compiled.config, rows, compiled.bytes_per_cycle,
+                 waves=args.waves)
+    write_log(args.out, log)
+    print(f"{len(log)} requests replayed with engine {args.engine}; grant log written to {args.out}")
+    print(format_table(summarize(log, compiled), SUMMARY_COLUMNS))
+    return 0
+
+
+def cmd_vcd_check(args) -> int:
+    from kvfabric.tb.vcd_check import check_vcd  # vcdvcd-based reader of the top level's ports
+    compiled = load_contract(args.config)
+    mismatches = check_vcd(args.vcd, compiled, trace=args.trace)
+    if mismatches:
+        for m in mismatches[:20]:
+            print(m, file=sys.stderr)
+        print(f"vcd-check: {len(mismatches)} mismatch(es) against the golden model", file=sys.stderr)
+        return 1
+    print("vcd-check: grant log in the VCD matches the golden model")
+    return 0
+
+
+def cmd_verilog(args) -> int:
+    from kvfabric.hw.verilog import PARAM_OPTIONS, write_verilog  # Amaranth is needed only here
+    params = FabricParams(**{field: getattr(args, field) for field in PARAM_OPTIONS.values()})
+    write_verilog(params, args.out)
+    print(f"Verilog of {params} written to {args.out} (top module kvfabric)")
+    return 0
+
+
+def _add_param_options(parser: argparse.ArgumentParser) -> None:
+    # The option table lives beside the generator; repeated here without
+    # importing Amaranth so that `kvfabric --help` stays instant.
+    defaults = FabricParams()
+    for option in ("--tenants", "--channels", "--queue-depth", "--max-request-bytes",
+                   "--id-width", "--tag-bits"):
+        field = option[2:].replace("-", "_")
+        parser.add_argument(option, dest=field, type=int, default=getattr(defaults, field),
+                            help=f"FabricParams.{field} (default %(default)s)")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="kvfabric", description=__doc__.split("\n")[0])
+    sub = p.add_subparsers(dest="command", required=True)
+    d = sub.add_parser("demo", help="the essay's prefill-vs-decode scenario, FCFS versus the fabric")
+    d.add_argument("--config", default=None, help="contract TOML (default: the shipped essay.toml)")
+    d.add_argument("--cycles", type=int, default=40000, help="decode traffic duration in cycles")
+    d.add_argument("--out-dir", default="build/demo", help="where the trace and grant logs go")
+    d.set_defaults(func=cmd_demo)
+    c = sub.add_parser("compile", help="compile a TOML contract into register values")
+    c.add_argument("--config", required=True, help="contract TOML file")
+    c.add_argument("--json", action="store_true", help="print JSON instead of a table")
+    c.set_defaults(func=cmd_compile)
+    r = sub.add_parser("replay", help="replay a trace CSV and write the grant log")
+    r.add_argument("--config", required=True, help="contract TOML file")
+    r.add_argument("--trace", required=True, help="trace CSV: cycle,channel,tenant,bytes")
+    r.add_argument("--out", required=True, help="grant log CSV to write")
+    r.add_argument("--engine", choices=tuple(ENGINES), default="model",
+                   help="golden model, or the generated Verilog under a simulator")
+    r.add_argument("--waves", action="store_true", help="dump a VCD (RTL engines)")
+    r.set_defaults(func=cmd_replay)
+    v = sub.add_parser("vcd-check", help="rebuild the grant log from a VCD and check it")
+    v.add_argument("--vcd", required=True)
+    v.add_argument("--config", required=True)
+    v.add_argument("--trace", help="the trace that was driven (default: rebuilt from the VCD)")
+    v.set_defaults(func=cmd_vcd_check)
+    g = sub.add_parser("verilog", help="generate the Verilog of the top level (module kvfabric)")
+    g.add_argument("--out", required=True, help="Verilog file to write")
+    _add_param_options(g)
+    g.set_defaults(func=cmd_verilog)
+    return p
+
+
+def main(argv=None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    try:
+        return args.func(args)
+    except (ContractError, TraceError, ReplayError, FileNotFoundError) as e:
+        print(f"kvfabric {args.command}: error: {e}", file=sys.stderr)
+        return 2
+    except ValueError as e:  # parameter ranges (FabricParams) and engine names
+        if args.command not in ("verilog", "replay"):
+            raise
+        print(f"kvfabric {args.command}: error: {e}", file=sys.stderr)
+        return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())
