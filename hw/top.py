@@ -25,6 +25,7 @@ from amaranth.lib.wiring import In, Out
 
 from .axil import AXI4LiteSignature, AXI4LiteSlave
 from .channel import ChannelArbiter
+from .checks import check_names
 from .config import ADDR_WIDTH, DATA_WIDTH, FabricComponent, RegisterFile
 from .layouts import grant_signature, request_signature
 from kvfabric.spec import check_params
@@ -39,8 +40,11 @@ class KvFabric(FabricComponent):
 
     Parameters
     ----------
-    params : :class:`hw.params.FabricParams`
+    params : :class:`kvfabric.spec.FabricParams`
         Fabric parameters (spec §1).
+    checks : bool or iterable of str
+        Safety properties of every channel (:mod:`kvfabric.hw.checks`) as
+        ``Assert`` statements; off for synthesis, on in simulation tests.
 
     Members
     -------
@@ -58,10 +62,11 @@ class KvFabric(FabricComponent):
     Raises
     ------
     :exc:`TypeError`
-        If ``params`` is not a :class:`hw.params.FabricParams`.
+        If ``params`` is not a :class:`kvfabric.spec.FabricParams`.
     """
-    def __init__(self, params):
+    def __init__(self, params, *, checks=False):
         check_params(params)
+        self._checks = check_names(checks)
         super().__init__(params, {
             "req":        In(request_signature(params)).array(params.channels),
             "grant":      Out(grant_signature(params)).array(params.channels),
@@ -111,7 +116,7 @@ class KvFabric(FabricComponent):
             m.d.comb += burst_level[i].eq(Mux(cfg.rate < cfg.capacity, cfg.rate, cfg.capacity))
 
         for c in range(p.channels):
-            ch = ChannelArbiter(p)
+            ch = ChannelArbiter(p, checks=self._checks)
             m.submodules[f"channel_{c}"] = ch
             wiring.connect(m, wiring.flipped(self.req[c]), ch.req)
             wiring.connect(m, wiring.flipped(self.grant[c]), ch.grant)

@@ -148,7 +148,7 @@ def run_random(params, traffic, seed):
     rng = random.Random(seed)
     config = random_config(rng, params, traffic)
     model = ChannelModel(params, config)
-    dut = ChannelArbiter(params)
+    dut = ChannelArbiter(params, checks=True)
     stats = {"grants": 0, "accepted": 0, "dropped": 0, "kinds": [0, 0, 0], "stalls": 0}
 
     async def testbench(ctx):
@@ -266,7 +266,7 @@ def test_latency_idle_channel():
     tenant = TenantConfig(rate=64, capacity=1 << 20, peak_rate=1 << 12, inv_weight=256,
                           priority=0, enable=1, slo_cycles=100)
     config = FabricConfig([tenant] * params.tenants)
-    dut = ChannelArbiter(params)
+    dut = ChannelArbiter(params, checks=True)
     seen = []
 
     async def testbench(ctx):

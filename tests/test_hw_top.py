@@ -664,7 +664,7 @@ class FabricBench:
     def __init__(self, params, rng, *, p_req=0.5, p_ready=0.7):
         self.params, self.rng = params, rng
         self.p_req, self.p_ready = p_req, p_ready
-        self.dut = KvFabric(params)
+        self.dut = KvFabric(params, checks=True)
         self.model = FabricModel(params)
         self.mirror = Mirror(params)
         self.axil = AxilManager(self.dut.s_axil, rng, p_ready=0.8)
@@ -803,7 +803,7 @@ def test_fabric_commit_takes_effect_next_cycle():
     is queued and becomes the first grant.
     """
     params = FabricParams(tenants=2, channels=2, queue_depth=2, max_request_bytes=64, id_width=8)
-    dut = KvFabric(params)
+    dut = KvFabric(params, checks=True)
     axil = AxilManager(dut.s_axil, random.Random(1))
     t0 = TenantConfig(rate=8, capacity=4096, peak_rate=0xFFFF, inv_weight=256, enable=1)
     for offset in TENANT_FIELDS:
@@ -855,7 +855,7 @@ def test_fabric_invalid_tags_dropped_per_channel(seed):
     valid traffic of channel 0; telemetry registers of tenants >= N read 0."""
     params = FabricParams(tenants=3, channels=2, queue_depth=2, max_request_bytes=128)
     rng = seeded(seed, 4)
-    dut = KvFabric(params)
+    dut = KvFabric(params, checks=True)
     axil = AxilManager(dut.s_axil, rng)
     t = TenantConfig(rate=64, capacity=1 << 20, peak_rate=0xFFFF, inv_weight=256, enable=1)
     for i in range(params.tenants):
@@ -915,7 +915,7 @@ def test_fabric_invalid_tags_dropped_per_channel(seed):
 
 def test_fabric_id_version_params():
     """ID, VERSION and PARAMS of the default fabric over AXI4-Lite (spec §9)."""
-    dut = KvFabric(FabricParams())
+    dut = KvFabric(FabricParams(), checks=True)
     axil = AxilManager(dut.s_axil, random.Random(0))
     for addr in (ID, VERSION, PARAMS, 0x0002):
         axil.read(addr)
