@@ -8,6 +8,8 @@ small nextpnr and Yosys outputs written here in the tools' formats.
 
 import argparse
 import json
+import subprocess
+import sys
 
 import pytest
 
@@ -23,6 +25,21 @@ from kvfabric.scripts.synth.report import format_markdown, load_results, write_r
 from kvfabric.scripts.synth.tools import ROOT
 
 COMMITTED = json.loads((ROOT / "reports" / "synth.json").read_text())["targets"]
+
+
+# --------------------------------------------------------------------------
+# The package's import order
+
+# yosys_util builds on synth.tools while the flows build on yosys_util: each of
+# these must import first in a fresh interpreter (an __init__ that imported the
+# flows would break the first two).
+@pytest.mark.parametrize("module", [
+    "kvfabric.scripts.yosys_util", "kvfabric.scripts.netlist_paths",
+    "kvfabric.scripts.state_budget", "kvfabric.scripts.synth.cli", "kvfabric.scripts.synth.parsers"])
+def test_module_imports_first(module):
+    result = subprocess.run([sys.executable, "-c", f"import {module}"], capture_output=True,
+                            text=True, cwd=ROOT)
+    assert result.returncode == 0, result.stderr[-1500:]
 
 
 # --------------------------------------------------------------------------

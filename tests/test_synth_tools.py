@@ -10,7 +10,7 @@ import json
 import tempfile
 
 import pytest
-from amaranth import Cat, Module, Signal
+from amaranth import Module, Signal
 from amaranth.back import verilog
 from amaranth.lib import wiring
 from amaranth.lib.wiring import In, Out

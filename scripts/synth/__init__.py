@@ -47,7 +47,8 @@ One job per module:
 ``report``    ``reports/synth.json`` and ``reports/synth.md``
 ``cli``       the command line
 
-The package imports nothing at first (:mod:`kvfabric.scripts.yosys_util`
-builds on :mod:`.tools`, and the flows build on it); run it with ``python -m
-kvfabric.scripts.synth`` or call :func:`kvfabric.scripts.synth.cli.main`.
+This file imports none of the modules: :mod:`kvfabric.scripts.yosys_util`
+builds on :mod:`.tools` and the flows build on it, so importing the flows here
+would make a cycle.  Run the package with ``python -m kvfabric.scripts.synth``
+or call :func:`kvfabric.scripts.synth.cli.main`.
 """
