@@ -205,7 +205,7 @@ def prove(prop: str, *, params=FORMAL_PARAMS, depth: int = 3, workdir: Path = Pa
     seconds = round(time.perf_counter() - t0, 1)
     (job / "sby.log").write_text(log)
     return {"property": prop, "status": status, "seconds": seconds, "depth": depth,
-            "engine": "smtbmc z3, k-induction", "log": str(job / "sby.log"),
+            "engine": "smtbmc z3, k-induction", "log": (job / "sby.log").as_posix(),
             "params": {f: getattr(params, f) for f in ("tenants", "queue_depth", "max_request_bytes",
                                                        "id_width", "tag_bits")}}
 

@@ -1,6 +1,7 @@
 """The wheel works on its own, and the repository never points outside itself.
 
-The wheel test builds kvfabric with ``python -m build``, installs it (not
+The wheel test builds kvfabric with ``python -m build`` (sdist, then the
+wheel from it), installs it (not
 editable, ``--no-deps``) into a fresh virtual environment and runs the
 commands a new user runs first, from a directory that is not the checkout.
 The fresh environment borrows the project venv's third-party packages through
@@ -32,7 +33,10 @@ def _run(args, cwd, env=None, timeout=900):
 @pytest.fixture(scope="module")
 def installed(tmp_path_factory):
     tmp = tmp_path_factory.mktemp("wheel")
-    _run([sys.executable, "-m", "build", "--wheel", "--outdir", tmp / "dist", ROOT], cwd=tmp)
+    # sdist first, then the wheel from the unpacked sdist (build's default): the
+    # wheel holds exactly what a release would, never stale files that an
+    # in-tree build/lib kept from an earlier layout.
+    _run([sys.executable, "-m", "build", "--outdir", tmp / "dist", ROOT], cwd=tmp)
     wheels = list((tmp / "dist").glob("kvfabric-*.whl"))
     assert len(wheels) == 1, wheels
     env_dir = tmp / "venv"
