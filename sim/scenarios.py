@@ -20,7 +20,7 @@ Scale (stated in the report)
 from dataclasses import dataclass
 from fractions import Fraction
 
-from .fabric import FabricPolicy, contract_doc
+from .fabric import FabricPolicy, FabricQosPolicy, contract_doc
 from .hbm3 import HBM3_6400, bytes_per_cycle_to_gbps, ns_to_cycles, peak_bytes_per_cycle
 from .policies import FcfsPolicy, FrFcfsPolicy, StaticPartitionPolicy, ThrottlePolicy
 from .system import CxlLink
@@ -219,6 +219,8 @@ def make_policy(name, workload, scale):
         return FabricPolicy(workload.contract, memory_mhz=MEMORY_MHZ)
     if name == "Fabric, kind-aware":
         return FabricPolicy(workload.contract, memory_mhz=MEMORY_MHZ, kind_aware=True, name=name)
+    if name == "Fabric-QoS":
+        return FabricQosPolicy(workload.contract, memory_mhz=MEMORY_MHZ)
     if name == "Fabric + coloring":
         return FabricPolicy(workload.contract, memory_mhz=MEMORY_MHZ, coloring=True, name=name)
     raise ValueError(f"Unknown policy {name!r}")
