@@ -243,7 +243,7 @@ class QosKnobs:
         candidate bank has guaranteed reads waiting (0: never).
     """
 
-    entries: tuple = (16, 64, 128)
+    entries: tuple = (16, 128, 128)
     row_hit_caps: tuple = (16, 16, 4)
     write_high: int = 28
     write_low: int = 4
