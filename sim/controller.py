@@ -108,12 +108,12 @@ class FrFcfsScheduler:
 
 
 class QosScheduler(FrFcfsScheduler):
-    """Class first, then FR-FCFS inside the class.
+    """Class first, then AxQOS, then FR-FCFS inside a QoS level.
 
-    A row hit may only bypass an older request of its own class (a burst
-    request's open row never delays a guaranteed one: the guaranteed
-    request's precharge wins), and best-effort hits are capped harder
-    (FR-FCFS-Cap) than guaranteed ones.
+    A row hit may only bypass an older request of its own AxQOS level (a
+    burst or lower-priority request's open row never delays a guaranteed
+    one: the guaranteed request's precharge wins), and best-effort hits are
+    capped harder (FR-FCFS-Cap) than guaranteed ones.
 
     Parameters
     ----------
@@ -130,7 +130,9 @@ class QosScheduler(FrFcfsScheduler):
         self.row_hit_caps = tuple(row_hit_caps)
 
     def _may_bypass(self, ch, b, hit, head):
-        return hit.qclass == head.qclass and ch.bypassed[b] < self.row_hit_caps[hit.qclass]
+        # Same QoS level (AxQOS, which also fixes the class): a lower
+        # priority's open row never delays a higher one's request.
+        return hit.axqos == head.axqos and ch.bypassed[b] < self.row_hit_caps[hit.qclass]
 
 
 def make_scheduler(spec):
