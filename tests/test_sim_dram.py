@@ -396,3 +396,26 @@ def test_urgent_read_cuts_a_write_drain_short():
     while r.done < 0:
         t = ch.tick(t)
     assert ch.pc_writes[0] > drain.low, "the read was served before the drain finished"
+
+
+def test_qos_refresh_avoids_banks_with_guaranteed_reads_and_postpones_within_its_limit():
+    policy = QosRefresh(max_postponed=2, retry=16)
+    ch = Channel(refresh=True, n_tenants=1, scheduler=QosScheduler(), admission=ReservedEntries((8, 64, 64)),
+                 refresh_policy=policy)
+    per_pc = G.banks_per_pc
+    todo = set(range(per_pc))             # pseudo-channel 0's round
+    for b in range(per_pc - 1):           # guaranteed reads everywhere but the last bank
+        r = Request(0, False, b, 3, 0)
+        r.qclass = GUARANTEED_CLASS
+        ch.enqueue(r, 0)
+    assert policy.pick(ch, 0, todo) == per_pc - 1
+    r = Request(0, False, per_pc - 1, 3, 0)
+    r.qclass = GUARANTEED_CLASS
+    ch.enqueue(r, 0)
+    due = ch.ref_due[0]
+    assert policy.postpone(ch, 0, todo, due) == due + 16, "every bank protected: wait"
+    limit = 2 * T.tREFIpb
+    assert policy.postpone(ch, 0, todo, due + limit - 16) is None, "never later than the limit"
+    other = Channel(refresh=False, n_tenants=1)
+    other.enqueue(Request(0, False, 0, 3, 0), 0)  # a burst read does not protect its bank
+    assert policy.pick(other, 0, {0, 1}) == 1 and not policy._protected(other, 0)
