@@ -216,6 +216,9 @@ def main(argv=None):
                     help="worker processes (default: 2)")
     ap.add_argument("--out", default="reports", help="output directory (default: reports)")
     ap.add_argument("--compression", type=int, default=25, help="time compression K (default 25)")
+    ap.add_argument("--only", default=None,
+                    help="comma-separated run ids or group prefixes (e.g. 'A/Fabric-QoS,B/'); "
+                         "the report then covers only those runs (use another --out)")
     ap.add_argument("--report-only", action="store_true",
                     help="rewrite the report from the raw results of the last run (build/)")
     args = ap.parse_args(argv)
@@ -224,6 +227,13 @@ def main(argv=None):
     raw = os.path.join("build", "experiments-quick.pickle" if args.quick else "experiments.pickle")
     start = time.time()
     specs = plan(args.quick)
+    if args.only:
+        wanted = [w.strip() for w in args.only.split(",") if w.strip()]
+        specs = [s for s in specs if any(s["id"] == w or (w.endswith("/") and s["id"].startswith(w))
+                                         for w in wanted)]
+        if not specs:
+            ap.error(f"--only {args.only!r} matches no run")
+        raw = raw.replace(".pickle", "-only.pickle")
     if args.report_only:
         with open(raw, "rb") as f:
             results, wall = pickle.load(f)
