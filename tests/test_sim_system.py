@@ -256,6 +256,9 @@ def test_fabric_qos_never_overfills_a_class_and_returns_every_credit(seed):
     assert all(p <= e for p, e in zip(peak, knobs.entries)), (peak, knobs.entries)
     assert peak[1] > 0 and peak[2] == knobs.entries[2], "both classes used, burst filled up"
     assert sum(policy.class_grants) == sum(policy.grants)
+    # The golden model enforces the credits (iface.md) and counts exactly as the memory side does.
+    assert policy.model_credits and tuple(policy.model.config.credits) == knobs.credits()
+    assert list(policy.model.inflight) == policy.inflight
     # Credits in use never exceed the limits and account for every queued entry.
     for k in range(3):
         assert 0 <= policy.inflight[k] <= knobs.credits()[k] + 1
