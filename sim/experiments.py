@@ -244,7 +244,7 @@ def main(argv=None):
         with open(raw, "wb") as f:
             pickle.dump((results, wall), f)
     path = write_report(results, specs, out_dir=args.out, quick=args.quick, wall_s=wall,
-                        jobs=args.jobs, compression=args.compression)
+                        jobs=args.jobs, compression=args.compression, only=args.only)
     print(f"wrote {path} ({len(specs)} runs, {wall:.0f} s wall, "
           f"{sum(r['cpu_s'] for r in results.values()):.0f} s CPU)")
     return 0
