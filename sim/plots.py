@@ -116,7 +116,7 @@ def plot_frontier(by, out_dir):
         for key, d in by.items():
             if not key.startswith(group) or key == group + "decode only" or np.isnan(d["p99"]):
                 continue
-            x, y = d["prefill_gbps"], d["p99"] * NS_PER_CYCLE
+            x, y = d["job_gbps"], d["p99"] * NS_PER_CYCLE
             ax.scatter([x], [y], marker="*" if "QoS" in key else "o", s=90 if "QoS" in key else 30)
             ax.annotate(key[len(group):], (x, y), fontsize=7, xytext=(3, 3), textcoords="offset points")
         if base and not np.isnan(base["p99"]):
@@ -124,8 +124,8 @@ def plot_frontier(by, out_dir):
             ax.axhline(1.2 * base["p99"] * NS_PER_CYCLE, color="green", ls="--", label="1.2x decode only")
         fr = by.get(group + "FR-FCFS")
         if fr:
-            ax.axvline(0.9 * fr["prefill_gbps"], color="orange", ls="--", label="90% of FR-FCFS prefill")
-        ax.set_xlabel("prefill bandwidth (GB/s, bytes over the run)")
+            ax.axvline(0.9 * fr["job_gbps"], color="orange", ls="--", label="90% of FR-FCFS prefill")
+        ax.set_xlabel("prefill job bandwidth (GB/s, a job's bytes over its duration)")
         ax.set_ylabel("decode-step p99 (ns)")
         ax.set_title(title)
         ax.legend(fontsize=7)

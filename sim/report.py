@@ -164,14 +164,14 @@ def _ns(cycles):
 def qos_rows(by, prefix, baseline_key, frfcfs_key):
     """Rows of one side-by-side table: every run under ``prefix``."""
     base = get(by, baseline_key, "p99")
-    pref = get(by, frfcfs_key, "prefill_gbps")
+    pref = get(by, frfcfs_key, "job_gbps")
     rows = []
     for key, d in by.items():
         if not key.startswith(prefix) or key == baseline_key:
             continue
         rows.append(dict(run=key, p99_ns=_ns(d["p99"]), p99_ratio=d["p99"] / base if base else float("nan"),
-                         prefill_gbps=d["prefill_gbps"],
-                         prefill_ratio=d["prefill_gbps"] / pref if pref else float("nan"),
+                         prefill_gbps=d["job_gbps"],
+                         prefill_ratio=d["job_gbps"] / pref if pref else float("nan"),
                          **{f"tail_{n}_ns": _ns(d[f"tail_{n}"]) for n in SPLIT_PARTS}))
     return rows
 
@@ -201,11 +201,14 @@ def qos_section(w, results, by):
     w("## Issue #14: the QoS controller behind the fabric (fabric-qos)")
     w("")
     w(f"Targets: decode-step p99 under Fabric-QoS at most {P99_TARGET}x the decode-only p99, the "
-      f"prefill keeping at least {PREFILL_TARGET:.0%} of its FR-FCFS bandwidth (prefill bytes over the "
-      f"run), isolation error at most {ISOLATION_TARGET:.0%}. 'tail' columns: mean split (ns) of the "
-      "decode steps at or above the p99, of each step's last transaction: waiting for and in the "
-      "arbiter (or the source queue), waiting for controller room or credit after the grant, queued in "
-      "the controller until its last column command, and the column command to the end of data.")
+      f"prefill keeping at least {PREFILL_TARGET:.0%} of its FR-FCFS bandwidth (a job's bytes over its "
+      f"duration, mean over finished jobs), isolation error at most {ISOLATION_TARGET:.0%}. 'tail' columns: "
+      "mean split (ns) of the decode steps at or above the p99, of each step's last transaction: waiting "
+      "for and in the arbiter (without an arbiter: 0), waiting for controller room (or, with an arbiter, "
+      "for grant.ready after the grant), queued in the controller until its last column command, and the "
+      "column command to the end of data (a step whose last transaction went to CXL counts its whole "
+      "latency as service). Under fabric-qos a head waiting for credit is still in the arbiter, so "
+      "credit waits are in the arbiter column.")
     w("")
     any_model = next((r.get("model_credits") for r in results.values() if "model_credits" in r), None)
     if any_model is not None:
