@@ -5,6 +5,7 @@
     kvfabric replay --config C.toml --trace T.csv --out grants.csv [--engine E]
     kvfabric vcd-check --vcd dump.vcd --config C.toml
     kvfabric verilog --out build/kvfabric.v [--tenants N --channels C ...]
+    kvfabric system --contract C.toml --workload W.toml --policy P [--json out.json]
 
 Errors in user input (contracts, traces, parameters) print one line naming the
 file, line or field and exit with status 2.
@@ -16,6 +17,7 @@ import argparse
 import json
 import sys
 
+from kvfabric import system as _system
 from kvfabric.engines import ENGINES, replay
 from kvfabric.model.contract import ContractError, load_contract, register_table
 from kvfabric.model.replay import ReplayError, summarize
@@ -119,6 +121,7 @@ def build_parser() -> argparse.ArgumentParser:
     g.add_argument("--out", required=True, help="Verilog file to write")
     _add_param_options(g)
     g.set_defaults(func=cmd_verilog)
+    _system.add_parser(sub)
     return p
 
 
@@ -131,7 +134,7 @@ def main(argv=None) -> int:
         print(f"kvfabric {args.command}: error: {e}", file=sys.stderr)
         return 2
     except ValueError as e:  # parameter ranges (FabricParams) and engine names
-        if args.command not in ("verilog", "replay"):
+        if args.command not in ("verilog", "replay", "system"):
             raise
         print(f"kvfabric {args.command}: error: {e}", file=sys.stderr)
         return 2

@@ -11,15 +11,40 @@ one another.
 from dataclasses import dataclass
 
 __all__ = [
-    "FabricParams", "check_params",
-    "GUARANTEED", "BURST", "FCFS", "KIND_NAMES",
+    "FabricParams", "check_params", "CREDIT_URGENT", "CREDIT_GUARANTEED", "CREDIT_BURST",
+    "GUARANTEED", "BURST", "FCFS", "URGENT", "KIND_NAMES",
+    "CREDIT_CLASSES", "CREDIT_CLASS_NAMES", "CREDIT_BITS", "credit_class",
     "TENANT_FIELD_BITS", "STARVE_LIMIT_BITS", "EPOCH_CYCLES_BITS",
 ]
 
 #: Grant kinds (spec §2, §6.2): the value of the grant payload's 2-bit ``kind``.
-GUARANTEED, BURST, FCFS = 0, 1, 2
+#: ``URGENT`` is a class-0 winner (a conforming head older than
+#: ``starve_limit``); buckets, tags and telemetry treat it as guaranteed.
+GUARANTEED, BURST, FCFS, URGENT = 0, 1, 2, 3
 #: Their names in grant logs and reports.
-KIND_NAMES = {GUARANTEED: "guaranteed", BURST: "burst", FCFS: "fcfs"}
+KIND_NAMES = {GUARANTEED: "guaranteed", BURST: "burst", FCFS: "fcfs", URGENT: "urgent"}
+
+#: Credit classes of the memory-side interface (spec §6.6): the index ``k`` of
+#: ``CREDITS``' limits, ``credit_return[k]`` and ``inflight[k]``.
+CREDIT_URGENT, CREDIT_GUARANTEED, CREDIT_BURST = 0, 1, 2
+CREDIT_CLASSES = 3
+#: The field names of the ``CREDITS`` register, in class order (spec §9).
+CREDIT_CLASS_NAMES = ("credit_urgent", "credit_guaranteed", "credit_burst")
+#: Width of one credit limit and of one ``inflight`` counter (spec §6.6, §9).
+CREDIT_BITS = 8
+
+_CREDIT_CLASS_OF_KIND = {URGENT: CREDIT_URGENT, GUARANTEED: CREDIT_GUARANTEED,
+                         BURST: CREDIT_BURST, FCFS: None}
+
+
+def credit_class(kind):
+    """The credit class (0 urgent, 1 guaranteed, 2 burst) of a grant of ``kind``,
+    or None for fcfs grants, which use no credit (spec §6.6)."""
+    try:
+        return _CREDIT_CLASS_OF_KIND[kind]
+    except (KeyError, TypeError):
+        raise ValueError(f"grant kind must be one of {sorted(KIND_NAMES)}, not {kind!r}") from None
+
 
 #: Widths of the per-tenant configuration registers (spec §3, §5, §9).
 TENANT_FIELD_BITS = {

@@ -11,10 +11,15 @@ from __future__ import annotations
 from collections import deque
 from dataclasses import dataclass
 
-from kvfabric.spec import BURST, FCFS, GUARANTEED, KIND_NAMES
+from kvfabric.spec import (BURST, CREDIT_BITS, CREDIT_CLASSES, FCFS, GUARANTEED, KIND_NAMES,
+                           URGENT, credit_class)
 
 from .registers import FabricConfig
 NO_CLASS = 6  # a head that does not compete
+#: Credit class (spec §6.6) of each selection class 0..5: urgent, guaranteed x4, burst.
+CREDIT_CLASS_OF_SELECTION = (0, 1, 1, 1, 1, 2)
+NO_CREDIT_RETURN = (0, 0, 0)
+_INFLIGHT_MAX = (1 << CREDIT_BITS) - 1
 
 
 @dataclass(frozen=True, slots=True)
@@ -106,6 +111,8 @@ class ChannelModel:
         self.served = 0
         self.vmin = 0
         self.vmin_valid = 0
+        #: Per-channel in-flight counters of the credit classes (spec §6.6).
+        self.inflight = [0] * CREDIT_CLASSES
 
     # ---- combinational outputs of cycle t -------------------------------------------
     def is_invalid(self, tenant: int, nbytes: int) -> bool:
@@ -128,6 +135,11 @@ class ChannelModel:
         if self.is_invalid(tenant, nbytes):
             return True
         return self.occupancy()[tenant] < self.params.queue_depth
+
+    def has_credit(self) -> tuple[bool, bool, bool]:
+        """Spec §6.6: class k may compete iff its limit is 0 or ``inflight[k] < limit[k]``."""
+        return tuple(limit == 0 or held < limit
+                     for limit, held in zip(self.config.credits, self.inflight))
 
     def quiescent(self) -> bool:
         """True when a cycle without inputs changes nothing but bucket refills."""
@@ -178,24 +190,33 @@ class ChannelModel:
                 if q and (best is None or mod_lt(q[0].ts, best_key, p.ts_bits)):
                     best, best_key = i, q[0].ts
             return None if best is None else (best, FCFS)
+        credit = self.has_credit()
         for i, q in enumerate(self.fifo):
             if not q:
                 continue
             key = self._head_key(i, q[0], now)
-            if key[0] == NO_CLASS:
-                continue
+            if key[0] == NO_CLASS or not credit[CREDIT_CLASS_OF_SELECTION[key[0]]]:
+                continue  # a head without credit for its own class does not compete
             if best is None or self._beats(key, best_key):
                 best, best_key = i, key
         if best is None:
             return None
-        return best, (GUARANTEED if best_key[0] <= 4 else BURST)
+        cls = best_key[0]
+        return best, (URGENT if cls == 0 else GUARANTEED if cls <= 4 else BURST)
 
     # ---- one clock cycle ----------------------------------------------------------------
-    def step(self, now: int, req: Request | None, grant_ready: bool) -> StepResult:
+    def step(self, now: int, req: Request | None, grant_ready: bool,
+             credit_return=NO_CREDIT_RETURN) -> StepResult:
         """Advance from cycle t to t+1 with the port inputs of cycle t.
 
-        ``now`` is the fabric timestamp ``t mod 2^TS_BITS``.
+        ``now`` is the fabric timestamp ``t mod 2^TS_BITS``; ``credit_return``
+        is the channel's 3-bit ``credit_return`` input as (urgent, guaranteed,
+        burst) bits (spec §6.6).
         """
+        if credit_return is not NO_CREDIT_RETURN:
+            if len(credit_return) != CREDIT_CLASSES or any(b not in (0, 1) for b in credit_return):
+                raise ValueError(f"credit_return must be {CREDIT_CLASSES} bits (urgent, guaranteed, "
+                                 f"burst), each 0 or 1, not {credit_return!r}")
         p = self.params
         n = p.tenants
         tenants = self.config.tenants
@@ -245,7 +266,7 @@ class ChannelModel:
             cfg = tenants[i]
             if fabric_grant and i == winner:
                 debit = head.bytes << p.frac
-                if kind == GUARANTEED:
+                if kind != BURST:  # guaranteed or urgent (spec §6.3)
                     level[i] = min(level[i] - debit + cfg.rate, cfg.capacity)
                 else:
                     level[i] = min(cfg.rate, cfg.capacity)
@@ -261,6 +282,15 @@ class ChannelModel:
                     tag[i] = floor
                 if ((ceiling - tag[i]) & tag_mask) >= half:  # tag_min(tag, ceiling)
                     tag[i] = ceiling
+
+        # Credit counters (spec §6.6): count the selected winner's class, then
+        # take a return unless nothing of that class is in flight.
+        won = credit_class(kind) if choice is not None else None
+        inflight = self.inflight
+        for k in range(CREDIT_CLASSES):
+            x = inflight[k] + (k == won)
+            x = x if x < _INFLIGHT_MAX else _INFLIGHT_MAX
+            inflight[k] = x - 1 if (credit_return[k] and x > 0) else x
 
         self.vt, self.served = next_vt, next_served
         self.vmin, self.vmin_valid = next_vmin, next_vmin_valid
@@ -300,9 +330,13 @@ class ChannelModel:
 
     def cycles_until_competing(self) -> int | None:
         """Cycles until some head's peak bucket covers it (0: one competes now),
-        or None if no head ever will without a configuration change."""
+        or None if no head ever will without a configuration change.
+
+        With a credit limit set the answer is 0 whenever a head is queued: a
+        head's credit class moves with its buckets and age, so the exact wait
+        is not worth deriving, and 0 only means "step normally" (exact)."""
         p = self.params
-        if self.config.fcfs_bypass:
+        if self.config.fcfs_bypass or any(self.config.credits):
             return 0 if any(self.fifo) else None
         best = None
         for i, q in enumerate(self.fifo):

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from .channel import ChannelModel, Request, StepResult
+from .channel import NO_CREDIT_RETURN, ChannelModel, Request, StepResult
 from .registers import FabricConfig, TenantConfig
 from .telemetry import Telemetry
 
@@ -44,15 +44,24 @@ class FabricModel:
         return self.cycle & ((1 << self.params.ts_bits) - 1)
 
     def step(self, reqs: list[Request | None], grant_ready: list[bool],
+             credit_return: list[tuple[int, int, int]] | None = None,
              snapshot_request: bool = False) -> list[StepResult]:
-        """Advance one cycle with each channel's request (or None) and grant ready."""
+        """Advance one cycle with each channel's request (or None), grant ready
+        and ``credit_return`` bits (urgent, guaranteed, burst; spec §6.6).
+        ``credit_return`` None means no channel returns a credit."""
         now = self.now
+        if credit_return is None:
+            credit_return = [NO_CREDIT_RETURN] * len(self.channels)
+        elif len(credit_return) != len(self.channels):
+            raise ValueError(f"credit_return has {len(credit_return)} entries, "
+                             f"one per channel ({len(self.channels)}) expected")
         peaks: dict[int, int] = {}
         for c, tenant in enumerate(self._rose):
             if tenant is not None:  # occupancy only rises through an acceptance
                 occ = self.channels[c].occupancy()[tenant]
                 peaks[tenant] = max(peaks.get(tenant, 0), occ)
-        results = [ch.step(now, reqs[c], grant_ready[c]) for c, ch in enumerate(self.channels)]
+        results = [ch.step(now, reqs[c], grant_ready[c], credit_return[c])
+                   for c, ch in enumerate(self.channels)]
         self.telemetry.step(now, self.config, [r.transferred for r in results],
                             [r.dropped for r in results], peaks, snapshot_request)
         self._rose = [reqs[c].tenant if r.accepted and not r.dropped else None

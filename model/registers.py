@@ -8,7 +8,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
 
-from kvfabric.spec import EPOCH_CYCLES_BITS, STARVE_LIMIT_BITS, TENANT_FIELD_BITS
+from kvfabric.spec import (CREDIT_BITS, CREDIT_CLASS_NAMES, CREDIT_CLASSES, EPOCH_CYCLES_BITS,
+                           STARVE_LIMIT_BITS, TENANT_FIELD_BITS)
 
 
 def check_field(name: str, value: int, bits: int, where: str = "") -> int:
@@ -44,17 +45,28 @@ class TenantConfig:
 
 @dataclass
 class FabricConfig:
-    """Active configuration of the whole fabric (what the registers hold)."""
+    """Active configuration of the whole fabric (what the registers hold).
+
+    ``credits`` is the ``CREDITS`` register (spec §6.6, §9): the in-flight
+    limits of the credit classes (urgent, guaranteed, burst), 0 = no check.
+    """
 
     tenants: list[TenantConfig]
     fcfs_bypass: int = 0
     starve_limit: int = 0
     epoch_cycles: int = 0
+    credits: tuple[int, int, int] = (0, 0, 0)
 
     def __post_init__(self):
         check_field("starve_limit", self.starve_limit, STARVE_LIMIT_BITS)
         check_field("epoch_cycles", self.epoch_cycles, EPOCH_CYCLES_BITS)
         check_field("fcfs_bypass", int(self.fcfs_bypass), 1)
+        credits = self.credits
+        if not isinstance(credits, (tuple, list)) or len(credits) != CREDIT_CLASSES:
+            raise ValueError(f"CREDITS register: credits must be {CREDIT_CLASSES} limits "
+                             f"({', '.join(CREDIT_CLASS_NAMES)}), not {credits!r}")
+        self.credits = tuple(check_field(name, value, CREDIT_BITS, "CREDITS register ")
+                             for name, value in zip(CREDIT_CLASS_NAMES, credits))
 
     @classmethod
     def reset(cls, tenants: int) -> "FabricConfig":

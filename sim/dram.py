@@ -35,6 +35,8 @@ JEDEC's).
 
 import heapq
 
+from .controller import (BURST_CLASS, FrFcfsScheduler, NoDrain, RoundRobinRefresh, SharedQueues,
+                         WatermarkDrain, make_scheduler)
 from .hbm3 import HBM3_6400, HBM3_GEOMETRY
 
 __all__ = ["Request", "Channel", "HIT", "MISS", "CONFLICT", "NEVER"]
@@ -73,11 +75,16 @@ class Request:
         HIT, MISS or CONFLICT, set when served.
     evicted : int
         For a CONFLICT, the tenant whose open row was closed for it.
+    qclass : int
+        QoS class (0 urgent, 1 guaranteed, 2 burst/best effort), set by the
+        front end; only class-aware controller policies look at it.
+    axqos : int
+        AXI-style QoS value 0..15 the front end derived the rank from.
     """
 
     __slots__ = (
         "tenant", "is_write", "bank", "row", "arrival", "owner", "seq", "rank",
-        "admitted", "issued", "done", "kind", "nbytes", "evicted",
+        "admitted", "issued", "done", "kind", "nbytes", "evicted", "qclass", "axqos",
     )
 
     def __init__(self, tenant, is_write, bank, row, arrival, owner=None, nbytes=32):
@@ -95,6 +102,8 @@ class Request:
         self.kind = 0
         self.evicted = -1
         self.nbytes = nbytes
+        self.qclass = BURST_CLASS
+        self.axqos = 0
 
     def __repr__(self):
         op = "WR" if self.is_write else "RD"
@@ -105,9 +114,20 @@ class Request:
 class Channel:
     """One HBM3 channel: bank state machines, timing checks, scheduler.
 
+    The channel is the mechanism (bank state, timing legality, buses,
+    queues); the policies are strategy objects from :mod:`sim.controller`.
+
     Parameters
     ----------
-    scheduler : {"fcfs", "frfcfs"}
+    scheduler : {"fcfs", "frfcfs", "qos"} or scheduler object
+    admission : admission object or None
+        Which requests fit; default :class:`~sim.controller.SharedQueues`
+        of ``queue_capacity`` reads and ``write_capacity`` writes.
+    drain : write-drain object or None
+        Default: watermarks ``write_high``/``write_low`` for schedulers that
+        batch writes, none for FCFS.
+    refresh_policy : refresh object or None
+        Default :class:`~sim.controller.RoundRobinRefresh`.
     queue_capacity, write_capacity : int
         Read-queue and write-queue entries (32-byte accesses), each shared
         by both pseudo-channels.  Separate queues, as in production
@@ -128,25 +148,22 @@ class Channel:
     """
 
     def __init__(self, *, timing=HBM3_6400, geometry=HBM3_GEOMETRY, scheduler="frfcfs",
+                 admission=None, drain=None, refresh_policy=None,
                  queue_capacity=128, write_capacity=64, refresh=True, write_high=28,
                  write_low=4, row_hit_cap=16, n_tenants=8, log_commands=False):
-        if scheduler not in ("fcfs", "frfcfs"):
-            raise ValueError(f"Scheduler must be 'fcfs' or 'frfcfs', not {scheduler!r}")
-        for what, cap in (("Queue", queue_capacity), ("Write queue", write_capacity)):
-            if not isinstance(cap, int) or cap <= 0:
-                raise ValueError(f"{what} capacity must be a positive integer, not {cap!r}")
-        if not 0 <= write_low < write_high:
-            raise ValueError(f"Write watermarks must satisfy 0 <= low < high, not {write_low}, {write_high}")
+        if scheduler == "frfcfs":
+            scheduler = FrFcfsScheduler(row_hit_cap)
+        self.policy = make_scheduler(scheduler)
+        self.admission = admission or SharedQueues(queue_capacity, write_capacity)
+        if drain is None:
+            drain = WatermarkDrain(write_high, write_low) if self.policy.batches_writes else NoDrain()
+        self.drain = drain
+        self.refresh_policy = refresh_policy or RoundRobinRefresh()
         self.timing = timing
         self.geometry = geometry
-        self.frfcfs = scheduler == "frfcfs"
-        self.scheduler = scheduler
-        self.capacity = queue_capacity
-        self.write_capacity = write_capacity
+        self.batches_writes = self.policy.batches_writes
+        self.scheduler = self.policy.name
         self.refresh = refresh
-        self.write_high = write_high
-        self.write_low = write_low
-        self.row_hit_cap = row_hit_cap
         g = geometry
         nb = g.banks
         nbg = nb // g.banks_per_group
@@ -184,18 +201,21 @@ class Channel:
         # Transaction queue, kept per bank in arrival order.
         self.bank_queue = [[] for _ in range(nb)]
         self._cand = [False] * nb  # cached _candidate() per bank; False = stale
-        self._bypassed = [0] * nb  # FR-FCFS hits served past an older request
+        self.bypassed = [0] * nb  # row hits served past an older request since the ACT
         self.active = set()
         self.occupancy = 0         # reads and writes queued
         self.writes_queued = 0
         self.tenant_occupancy = [0] * n_tenants
+        self.class_queued = [0] * 3  # entries per QoS class
+        self.class_freed = [0] * 3   # entries freed per QoS class so far (credit returns)
         # Bus direction per pseudo-channel: each has its own data bus, so
         # each turns around on its own.
         self.pc_queued = [0] * npc
         self.pc_writes = [0] * npc
         self.write_mode = [False] * npc
-        self._batch = [0] * npc    # writes issued in the current write batch
-        self._stuck = [False] * npc  # no candidate in the current direction
+        self.write_batch = [0] * npc  # writes issued in the current write batch
+        self.stuck = [False] * npc    # no candidate in the current direction
+        self.pc_class_reads = [[0] * 3 for _ in range(npc)]
         # In-flight data bursts: (done cycle, seq, request).
         self.inflight = []
         # Statistics.
@@ -203,10 +223,14 @@ class Channel:
         self.log = [] if log_commands else None
 
     # -- queue -------------------------------------------------------------
-    def has_room(self, entries=1, is_write=False):
-        if is_write:
-            return self.writes_queued + entries <= self.write_capacity
-        return self.occupancy - self.writes_queued + entries <= self.capacity
+    def has_room(self, entries=1, is_write=False, qclass=BURST_CLASS):
+        """Whether ``entries`` accesses of this direction and class fit (admission policy)."""
+        return self.admission.has_room(self, entries, is_write, qclass)
+
+    @property
+    def entries(self):
+        """Total queue entries."""
+        return self.admission.entries
 
     def enqueue(self, req, now):
         """Accept a request into the transaction queue (caller checks room)."""
@@ -216,11 +240,14 @@ class Channel:
         self.active.add(req.bank)
         self.occupancy += 1
         self.tenant_occupancy[req.tenant] += 1
+        self.class_queued[req.qclass] += 1
         pc = self._pc_of[req.bank]
         self.pc_queued[pc] += 1
         if req.is_write:
             self.pc_writes[pc] += 1
             self.writes_queued += 1
+        else:
+            self.pc_class_reads[pc][req.qclass] += 1
 
     def pop_completions(self, now):
         """Requests whose data burst has ended by ``now``."""
@@ -264,23 +291,22 @@ class Channel:
         pc = self._pc_of[b]
         bg = self._bg_of[b]
         queue = self.bank_queue[b]
-        if self.frfcfs:
-            is_write, rank = req.is_write, req.rank
-            for r in queue:
-                if r.rank < rank and r.is_write == is_write:
-                    self._bypassed[b] += 1
-                    break
+        self.policy.on_column(self, req)
         queue.remove(req)
         self._cand[b] = False
         if not self.bank_queue[b]:
             self.active.discard(b)
         self.occupancy -= 1
         self.tenant_occupancy[req.tenant] -= 1
+        self.class_queued[req.qclass] -= 1
+        self.class_freed[req.qclass] += 1
         self.pc_queued[pc] -= 1
+        if not req.is_write:
+            self.pc_class_reads[pc][req.qclass] -= 1
         if req.is_write:
             self.pc_writes[pc] -= 1
             self.writes_queued -= 1
-            self._batch[pc] += 1
+            self.write_batch[pc] += 1
             end = now + tm.CWL + tm.burst
             self.next_pre[b] = max(self.next_pre[b], end + tm.tWR)
             self.bg_next_wr[bg] = max(self.bg_next_wr[bg], now + tm.tCCD_L)
@@ -320,7 +346,7 @@ class Channel:
         now = self._row_command_edge(now, tm.act_bus_half)
         self.open_row[b] = req.row
         self._cand[b] = False
-        self._bypassed[b] = 0
+        self.bypassed[b] = 0
         self.next_rd[b] = now + tm.tRCD_RD
         self.next_wr[b] = now + tm.tRCD_WR
         self.next_pre[b] = now + tm.tRAS
@@ -383,6 +409,7 @@ class Channel:
         """
         g = self.geometry
         per_pc = g.banks_per_pc
+        retry = NEVER
         for pc in range(g.pseudo_channels):
             # One refresh outstanding per pseudo-channel; a late one is
             # caught up right after, as JEDEC's postponement allows.
@@ -390,17 +417,20 @@ class Channel:
                 todo = self.ref_todo[pc]
                 if not todo:
                     todo.update(range(pc * per_pc, (pc + 1) * per_pc))
-                b = min(todo, key=self._refresh_cost)
+                again = self.refresh_policy.postpone(self, pc, todo, now)
+                if again is not None:
+                    retry = min(retry, max(again, now + 1))
+                    self.stats.ref_postponed += 1
+                    continue
+                b = self.refresh_policy.pick(self, pc, todo)
                 todo.discard(b)
                 self.refresh_pending[b] = True
                 self._cand[b] = False
                 self.ref_bank[pc] = b
                 self.ref_due[pc] += self.timing.tREFIpb
-        self._next_ref_due = min(due for pc, due in enumerate(self.ref_due) if self.ref_bank[pc] < 0) \
-            if min(self.ref_bank) < 0 else NEVER
-
-    def _refresh_cost(self, b):
-        return (len(self.bank_queue[b]), self.open_row[b] >= 0, b)
+                self.stats.ref_late_max = max(self.stats.ref_late_max, now - (self.ref_due[pc] - self.timing.tREFIpb))
+        due = [max(d, retry) if d <= now else d for pc, d in enumerate(self.ref_due) if self.ref_bank[pc] < 0]
+        self._next_ref_due = min(due) if due else NEVER
 
     # -- scheduling ----------------------------------------------------------
     def _candidate(self, b):
@@ -414,31 +444,14 @@ class Channel:
         """
         if self.refresh_pending[b]:
             return None
-        queue = self.bank_queue[b]
-        row = self.open_row[b]
-        if self.frfcfs:
-            # Only requests of the current bus direction (write batching);
-            # the best-ranked hit, else the best-ranked request.
-            write_mode = self.write_mode[self._pc_of[b]]
-            head = None
-            hit = None
-            for r in queue:
-                if r.is_write == write_mode:
-                    if head is None or r.rank < head.rank:
-                        head = r
-                    if r.row == row and (hit is None or r.rank < hit.rank):
-                        hit = r
-            if head is None:
-                return None
-            if hit is not None and (hit is head or self._bypassed[b] < self.row_hit_cap):
-                return (_COL, hit, hit.rank, self.next_wr[b] if hit.is_write else self.next_rd[b])
-            rank = head.rank
-        else:
-            head = queue[0]
-            if head.row == row:
-                return (_COL, head, head.rank, self.next_wr[b] if head.is_write else self.next_rd[b])
-            rank = head.rank
-        if row >= 0:
+        choice = self.policy.candidate(self, b)
+        if choice is None:
+            return None
+        head, is_hit = choice
+        if is_hit:
+            return (_COL, head, head.rank, self.next_wr[b] if head.is_write else self.next_rd[b])
+        rank = head.rank
+        if self.open_row[b] >= 0:
             return (_PRE, head, rank, self.next_pre[b])
         return (_ACT, head, rank, self.next_act[b])
 
@@ -463,8 +476,8 @@ class Channel:
         # needs to know how far to skip.
         if self.refresh and now >= self._next_ref_due:
             self._refresh_due(now)
-        if self.frfcfs:
-            self._update_write_mode()
+        if self.batches_writes:
+            self.drain.update(self)
         open_row = self.open_row
         pc_of, bg_of, sid_of = self._pc_of, self._bg_of, self._sid_of
         next_rd, next_wr, next_act, next_pre = self.next_rd, self.next_wr, self.next_act, self.next_pre
@@ -540,11 +553,11 @@ class Channel:
                 else:
                     need_wake and deferred.append((cmd, b, req))
 
-        if self.frfcfs:
+        if self.batches_writes:
             # A direction with nothing it can do hands the bus over.
             for pc, busy in enumerate(has_work):
                 if not busy and self.pc_queued[pc]:
-                    self._stuck[pc] = True
+                    self.stuck[pc] = True
         if best_col is not None:
             self._issue_column(best_col, now)
         if best_row is not None:
@@ -576,24 +589,11 @@ class Channel:
     def _pending_refresh_banks(self):
         return [b for b in self.ref_bank if b >= 0]
 
-    def _update_write_mode(self):
-        for pc in range(len(self.write_mode)):
-            writes = self.pc_writes[pc]
-            reads = self.pc_queued[pc] - writes
-            mode = was = self.write_mode[pc]
-            stuck = self._stuck[pc]
-            self._stuck[pc] = False
-            if mode:
-                if writes == 0 or (reads > 0 and (stuck or writes <= self.write_low or
-                                                  self._batch[pc] >= self.write_high - self.write_low)):
-                    mode = False
-            elif writes >= self.write_high or (writes > 0 and (reads == 0 or stuck)):
-                mode = True
-                self._batch[pc] = 0
-            if mode != was:
-                self.write_mode[pc] = mode
-                per_pc = self.geometry.banks_per_pc
-                self._cand[pc * per_pc:(pc + 1) * per_pc] = [False] * per_pc
+    def set_write_mode(self, pc, mode):
+        """Turn pseudo-channel ``pc``'s data bus to writes (True) or reads."""
+        self.write_mode[pc] = mode
+        per_pc = self.geometry.banks_per_pc
+        self._cand[pc * per_pc:(pc + 1) * per_pc] = [False] * per_pc
 
 
 class ChannelStats:
@@ -609,6 +609,8 @@ class ChannelStats:
         self.acts = 0
         self.pres = 0
         self.refs = 0
+        self.ref_postponed = 0    # refresh decisions deferred by the refresh policy
+        self.ref_late_max = 0     # cycles the latest refresh was issued after its slot
         self.last_data_cycle = 0
         self.window = 0
         self.timeline = None  # per-window bytes per tenant, if enabled

@@ -22,8 +22,8 @@ from fractions import Fraction
 
 from tqdm import tqdm
 
-from .fabric import FabricPolicy
-from .scenarios import CHANNEL_GBPS, H200, Scale, make_policy, setup_a, setup_b
+from .fabric import FabricPolicy, FabricQosPolicy, QosKnobs
+from .scenarios import CHANNEL_GBPS, H200, MEMORY_MHZ, Scale, make_policy, setup_a, setup_b
 from .studies import PowerCap, admission, idle_tenant, isolation, power_w
 from .system import System
 
@@ -51,6 +51,7 @@ def plan(quick=False):
         ("FR-FCFS + coloring", "FR-FCFS + coloring", {}),
         ("Fabric", "Fabric", {}),
         ("Fabric, kind-aware", "Fabric, kind-aware", {}),
+        ("Fabric-QoS", "Fabric-QoS", {}),
         ("FCFS, chunked prefill", "FCFS", dict(chunks=8)),
         ("Fabric, chunked prefill", "Fabric", dict(chunks=8)),
     ]:
@@ -61,10 +62,28 @@ def plan(quick=False):
             for policy in ("FCFS", "Fabric"):
                 add("A-window", f"{policy}, window {window}", "setup_a", policy, periods=1,
                     window=window)
-    for policy in ("FCFS", "FR-FCFS", "FR-FCFS + coloring", "Fabric", "Fabric + coloring",
-                   "Fabric, kind-aware"):
+    add("B", "decode only", "setup_b", "FR-FCFS", periods=periods, prefill=False)
+    for policy in ("FCFS", "FR-FCFS", "FR-FCFS + coloring", "SW throttle", "Static partition", "Fabric",
+                   "Fabric + coloring", "Fabric, kind-aware", "Fabric-QoS"):
         add("B", policy, "setup_b", policy, periods=periods)
-    for policy in ("FCFS", "FR-FCFS", "Fabric"):
+    # Issue #14: the QoS controller's knobs (reserved entries per class, the
+    # prefill's in-flight window) and workloads it was not tuned for.
+    sweep_periods = Fraction(1, 10) if quick else Fraction(1, 2)
+    for entries in ((8, 32, 128), (16, 64, 128), (16, 128, 128), (32, 128, 256)):
+        add("QoS-entries", "entries " + "/".join(map(str, entries)), "setup_a", "Fabric-QoS",
+            periods=sweep_periods, entries=entries)
+    for window in (75, 1200):
+        for policy in ("FR-FCFS", "Fabric-QoS"):
+            add("QoS-window", f"{policy}, window {window}", "setup_a", policy, periods=sweep_periods,
+                window=window)
+    for label, extra in (("half steps", dict(step_scale=Fraction(1, 2))),
+                         ("double steps", dict(step_scale=2)),
+                         ("two prefills", dict(prefills=2))):
+        for policy in ("decode only", "FR-FCFS", "Fabric", "Fabric-QoS"):
+            params = dict(extra, prefill=False) if policy == "decode only" else extra
+            add("untuned", f"{label}, {policy}", "setup_a", "FR-FCFS" if policy == "decode only" else policy,
+                periods=sweep_periods, **params)
+    for policy in ("FCFS", "FR-FCFS", "Fabric", "Fabric-QoS"):
         add("isolation", policy, "isolation", policy, cycles=study_cycles)
     for pattern in ("stream", "random"):
         for policy in ("FR-FCFS", "Static partition", "Fabric"):
@@ -84,8 +103,13 @@ def build_run(spec, scale):
     if kind in ("setup_a", "setup_b"):
         power_cap = params.pop("power_cap", False)
         periods = params.pop("periods")
+        entries = params.pop("entries", None)
         workload = (setup_a if kind == "setup_a" else setup_b)(scale, periods=1, **params)
-        policy = make_policy(spec["policy"], workload, scale)
+        if entries is not None:
+            policy = FabricQosPolicy(workload.contract, memory_mhz=MEMORY_MHZ,
+                                     knobs=QosKnobs(entries=tuple(entries)))
+        else:
+            policy = make_policy(spec["policy"], workload, scale)
         system = System(workload.make_tenants(), policy, cxl=workload.cxl() if workload.cxl else None,
                         timeline_window=TIMELINE_CYCLES)
         extract = lambda s: {}  # noqa: E731
@@ -135,6 +159,7 @@ def summarize(system, horizon):
         "acts": st.acts, "pres": st.pres, "refs": st.refs,
         "steps": [(t.tenant_id, start, lat) for t in tenants if t.kind == "decode"
                   for start, lat in t.steps],
+        "step_parts": [parts for t in tenants if t.kind == "decode" for parts in t.step_parts],
         "jobs": [(t.tenant_id, a, s, e) for t in tenants if t.kind == "prefill" for a, s, e in t.jobs],
         # Intervals with a prefill running, the last one possibly unfinished.
         "prefill_busy": [(s, e) for t in tenants if t.kind == "prefill" for _, s, e in t.jobs]
@@ -147,6 +172,12 @@ def summarize(system, horizon):
     if isinstance(system.policy, FabricPolicy):
         out["grants"] = list(system.policy.grants)
         out["burst_grants"] = list(system.policy.burst_grants)
+    if isinstance(system.policy, FabricQosPolicy):
+        out["class_grants"] = list(system.policy.class_grants)
+        out["credit_limits"] = list(system.policy.limits)
+        out["model_credits"] = system.policy.model_credits
+    out["ref_postponed"] = st.ref_postponed
+    out["ref_late_max"] = st.ref_late_max
     return out
 
 
@@ -185,6 +216,9 @@ def main(argv=None):
                     help="worker processes (default: 2)")
     ap.add_argument("--out", default="reports", help="output directory (default: reports)")
     ap.add_argument("--compression", type=int, default=25, help="time compression K (default 25)")
+    ap.add_argument("--only", default=None,
+                    help="comma-separated run ids or group prefixes (e.g. 'A/Fabric-QoS,B/'); "
+                         "the report then covers only those runs (use another --out)")
     ap.add_argument("--report-only", action="store_true",
                     help="rewrite the report from the raw results of the last run (build/)")
     args = ap.parse_args(argv)
@@ -193,6 +227,13 @@ def main(argv=None):
     raw = os.path.join("build", "experiments-quick.pickle" if args.quick else "experiments.pickle")
     start = time.time()
     specs = plan(args.quick)
+    if args.only:
+        wanted = [w.strip() for w in args.only.split(",") if w.strip()]
+        specs = [s for s in specs if any(s["id"] == w or (w.endswith("/") and s["id"].startswith(w))
+                                         for w in wanted)]
+        if not specs:
+            ap.error(f"--only {args.only!r} matches no run")
+        raw = raw.replace(".pickle", "-only.pickle")
     if args.report_only:
         with open(raw, "rb") as f:
             results, wall = pickle.load(f)
@@ -203,7 +244,7 @@ def main(argv=None):
         with open(raw, "wb") as f:
             pickle.dump((results, wall), f)
     path = write_report(results, specs, out_dir=args.out, quick=args.quick, wall_s=wall,
-                        jobs=args.jobs, compression=args.compression)
+                        jobs=args.jobs, compression=args.compression, only=args.only)
     print(f"wrote {path} ({len(specs)} runs, {wall:.0f} s wall, "
           f"{sum(r['cpu_s'] for r in results.values()):.0f} s CPU)")
     return 0

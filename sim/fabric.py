@@ -18,17 +18,24 @@ memory clock; one grant per fabric clock of a 128-byte transaction at
 400 MHz is exactly the channel's 51.2 GB/s.
 """
 
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from fractions import Fraction
 
 from kvfabric.model.channel import Request as FabricRequest
 from kvfabric.model.channel import BURST, ChannelModel
 from kvfabric.model.contract import compile_contract
 
+from kvfabric import spec as _spec
+
+from .controller import (BURST_CLASS, GUARANTEED_CLASS, URGENT_CLASS, PreemptingDrain, QosRefresh,
+                         QosScheduler, ReservedEntries, qos_rank)
 from .dram import NEVER
 from .policies import Policy
+from .system import TRANSACTION_ACCESSES
 
-__all__ = ["FabricPolicy", "contract_doc"]
+__all__ = ["FabricPolicy", "FabricQosPolicy", "QosKnobs", "contract_doc", "grant_class", "grant_axqos"]
+
+_URGENT_KIND = getattr(_spec, "URGENT", 3)
 
 _BURST_RANK = 1 << 40  # rank offset of burst-path accesses in a kind-aware controller
 
@@ -161,18 +168,161 @@ class FabricPolicy(Policy):
         # The memory side's ready depends on the grant's direction (separate
         # read and write queues); the grant register's payload holds still.
         held = model.grant
-        ready = held is None or system.channel.has_room(4, self.in_fabric[held.id].is_write)
-        result = model.step(fabric_cycle & self.ts_mask, request, ready)
+        ready = held is None or self._ready(held)
+        result = self._step(fabric_cycle & self.ts_mask, request, ready)
         if result.accepted and not result.dropped:
             system.take(offer)
             self.in_fabric[request.id] = offer
+        selected = model.grant
+        if selected is not None and selected is not held:
+            self.in_fabric[selected.id].granted = now
         grant = result.transferred
         if grant is not None:
             txn = self.in_fabric.pop(grant.id)
             self.grants[txn.tenant] += 1
             if grant.kind == BURST:
                 self.burst_grants[txn.tenant] += 1
-                if self.kind_aware:
-                    for a in txn.accesses:
-                        a.rank += _BURST_RANK
+            self._mark(txn, grant)
             system.enqueue(txn, now)
+
+    def _ready(self, held):
+        """The memory side's grant.ready for the grant register's payload."""
+        return self.system.channel.has_room(TRANSACTION_ACCESSES, self.in_fabric[held.id].is_write)
+
+    def _step(self, fabric_now, request, ready):
+        return self.model.step(fabric_now, request, ready)
+
+    def _mark(self, txn, grant):
+        """What the controller learns from the grant (here: the kind-aware rank)."""
+        if self.kind_aware and grant.kind == BURST:
+            for a in txn.accesses:
+                a.rank += _BURST_RANK
+
+
+def grant_class(kind):
+    """Controller class of a grant kind (urgent / guaranteed / burst; fcfs as burst)."""
+    if kind == _URGENT_KIND:
+        return URGENT_CLASS
+    if kind == _spec.GUARANTEED:
+        return GUARANTEED_CLASS
+    return BURST_CLASS
+
+
+def grant_axqos(kind, priority):
+    """AxQOS of a grant (iface.md): urgent 15, guaranteed 11 - priority, burst 4, fcfs 0."""
+    if kind == _URGENT_KIND:
+        return 15
+    if kind == _spec.GUARANTEED:
+        return 11 - priority
+    if kind == _spec.BURST:
+        return 4
+    return 0
+
+
+@dataclass(frozen=True)
+class QosKnobs:
+    """What a user sets on the QoS controller behind the fabric.
+
+    Attributes
+    ----------
+    entries : tuple of 3 ints
+        32-byte controller entries reserved for the urgent, guaranteed and
+        burst classes (reads and writes of a class share them).  Size each
+        class by Little's law: entries >= rate (accesses per cycle) x the
+        time an access stays queued; the arbiter's credit limits are these
+        entries / 4 (one credit per 128-byte grant).
+    row_hit_caps : tuple of 3 ints
+        Row hits that may bypass an older request of their class.
+    write_high, write_low : int
+        Write-drain watermarks per pseudo-channel.
+    preempt_below : int
+        Reads of classes below this cut a write drain short (1: urgent only,
+        2: urgent and guaranteed).
+    refresh_postpone : int
+        Per-bank refresh slots a refresh may be postponed while every
+        candidate bank has guaranteed reads waiting (0: never).
+    """
+
+    entries: tuple = (16, 128, 128)
+    row_hit_caps: tuple = (16, 16, 4)
+    write_high: int = 28
+    write_low: int = 4
+    preempt_below: int = 1
+    refresh_postpone: int = 8
+
+    def credits(self):
+        """Arbiter credit limits (urgent, guaranteed, burst), in grants."""
+        return tuple(e // TRANSACTION_ACCESSES for e in self.entries)
+
+
+class FabricQosPolicy(FabricPolicy):
+    """The fabric with per-class credits, in front of the QoS controller.
+
+    The controller reserves entries per class (:class:`QosKnobs`); each
+    grant's kind becomes the class and AxQOS of its accesses; the memory
+    side returns one credit of a class whenever four entries of that class
+    have been freed (one per class per fabric clock, the credit_return
+    port).  With the golden model's credit interface (``FabricConfig.credits``)
+    the arbiter itself keeps heads without credit out of the selection; an
+    older model is driven with the same counters held here, as ``ready``.
+    """
+
+    def __init__(self, doc, *, knobs=None, name="Fabric-QoS", **kw):
+        super().__init__(doc, name=name, **kw)
+        self.knobs = knobs or QosKnobs()
+
+    def controller_args(self):
+        k = self.knobs
+        return dict(scheduler=QosScheduler(k.row_hit_caps), admission=ReservedEntries(k.entries),
+                    drain=PreemptingDrain(k.write_high, k.write_low, preempt_below=k.preempt_below),
+                    refresh_policy=QosRefresh(max_postponed=k.refresh_postpone))
+
+    def prepare(self, tenants, system):
+        super().prepare(tenants, system)
+        self.limits = self.knobs.credits()
+        self.model_credits = "credits" in getattr(type(self.compiled.config), "__dataclass_fields__", {})
+        if self.model_credits:
+            self.model.config = replace(self.model.config, credits=self.limits)
+        self.inflight = [0, 0, 0]      # credits in use (sim-side mirror)
+        self.returned = [0, 0, 0]      # credits returned so far
+        self.class_grants = [0, 0, 0]
+
+    def reconfigure(self, doc):
+        super().reconfigure(doc)
+        if self.model_credits:
+            self.model.config = replace(self.model.config, credits=self.limits)
+
+    def _ready(self, held):
+        k = grant_class(held.kind)
+        room = self.system.channel.has_room(TRANSACTION_ACCESSES, False, k)
+        if self.model_credits:
+            return room  # the arbiter only selected it because class k had credit
+        return room and self.inflight[k] <= self.limits[k]
+
+    def _step(self, fabric_now, request, ready):
+        freed = self.system.channel.class_freed
+        ret = [0, 0, 0]
+        for k in range(3):
+            if freed[k] // TRANSACTION_ACCESSES > self.returned[k] and self.inflight[k] > 0:
+                ret[k] = 1
+                self.returned[k] += 1
+                self.inflight[k] -= 1
+        model = self.model
+        held = model.grant
+        if self.model_credits:
+            result = model.step(fabric_now, request, ready, credit_return=tuple(ret))
+        else:
+            result = model.step(fabric_now, request, ready)
+        selected = model.grant
+        if selected is not None and selected is not held:
+            self.inflight[grant_class(selected.kind)] += 1
+        return result
+
+    def _mark(self, txn, grant):
+        k = grant_class(grant.kind)
+        self.class_grants[k] += 1
+        axqos = grant_axqos(grant.kind, self.model.config.tenants[txn.tenant].priority)
+        for a in txn.accesses:
+            a.qclass = k
+            a.axqos = axqos
+            a.rank = qos_rank(axqos, a.seq)

@@ -41,6 +41,11 @@ class Policy:
     scheduler = "frfcfs"
     coloring = False
 
+    def controller_args(self):
+        """Keyword arguments of the :class:`~sim.dram.Channel` this front end drives
+        (the command scheduler and any controller policies it needs)."""
+        return {"scheduler": self.scheduler}
+
     def prepare(self, tenants, system):
         """Configure tenants and bind to the system before the run."""
         self.system = system
@@ -138,7 +143,7 @@ class StaticPartitionPolicy(FrFcfsPolicy):
     def prepare(self, tenants, system):
         super().prepare(tenants, system)
         channel = system.channel
-        self.slots = max(1, (channel.capacity + channel.write_capacity) // len(tenants))
+        self.slots = max(1, channel.entries // len(tenants))
 
     def pick(self, now, heads):
         occupancy = self.system.channel.tenant_occupancy

@@ -20,7 +20,7 @@ Scale (stated in the report)
 from dataclasses import dataclass
 from fractions import Fraction
 
-from .fabric import FabricPolicy, contract_doc
+from .fabric import FabricPolicy, FabricQosPolicy, contract_doc
 from .hbm3 import HBM3_6400, bytes_per_cycle_to_gbps, ns_to_cycles, peak_bytes_per_cycle
 from .policies import FcfsPolicy, FrFcfsPolicy, StaticPartitionPolicy, ThrottlePolicy
 from .system import CxlLink
@@ -122,37 +122,48 @@ def _prefill_contract(tid, scale, *, priority, guaranteed, weight=None):
     return t
 
 
-def setup_a(scale, *, periods=2, window=None, chunks=1, yield_gap=0, prefill=True, seed=1):
+def setup_a(scale, *, periods=2, window=None, chunks=1, yield_gap=0, prefill=True, seed=1,
+            step_scale=1, prefills=1):
     """Figure 3: simulated H200, 4 tenants, 1 prefill + 3 decode.
 
     The prefill arrives once per period, 10% into it; a period is the
     prefill's time at channel peak divided by its 24% duty.  Contract:
     decode guaranteed its mean demand at priority 1, prefill its mean
     demand at priority 2, both may burst to the whole channel (§4, §6).
+
+    Variants not tuned for (issue #14): ``step_scale`` multiplies the decode
+    step and think time (same mean demand, other step sizes); ``prefills = 2``
+    adds a second, identical prefill half a period later (ids 0..prefills-1,
+    decode ids follow).
     """
     gpu = H200
     window = window or Essay.queued_requests // 4
-    step = scale.per_channel_bytes(Essay.decode_step_bytes, gpu)
-    think = scale.cycles(Fraction(1000, Essay.decode_steps_per_s))
+    step = scale.per_channel_bytes(Essay.decode_step_bytes * Fraction(step_scale), gpu)
+    think = int(scale.cycles(Fraction(1000, Essay.decode_steps_per_s)) * Fraction(step_scale))
     job = scale.per_channel_bytes(Essay.prefill_bytes // scale.compression, gpu, block=1024 * chunks)
     period = ns_to_cycles(Fraction(job, CHANNEL_GBPS) / Essay.prefill_duty)
 
+    decodes = [prefills + i for i in range(3)]
+
     def make_tenants(policy_name=None):
         tenants = []
-        if prefill:
-            tenants.append(PrefillTenant(0, job_bytes=job, period=period, phase=period // 10,
-                                         window=window, chunks=chunks, yield_gap=yield_gap,
-                                         priority=2, name="prefill"))
-        else:
-            tenants.append(PrefillTenant(0, job_bytes=job, period=period, phase=10 * period * periods,
-                                         window=window, priority=2, name="prefill (off)"))
+        for p in range(prefills):
+            if prefill:
+                tenants.append(PrefillTenant(p, job_bytes=job, period=period,
+                                             phase=period // 10 + p * period // 2,
+                                             window=window, chunks=chunks, yield_gap=yield_gap,
+                                             priority=2, name=f"prefill{p or ''}"))
+            else:
+                tenants.append(PrefillTenant(p, job_bytes=job, period=period, phase=10 * period * periods,
+                                             window=window, priority=2, name="prefill (off)"))
         tenants += [DecodeTenant(i, step_bytes=step, think=think, seed=seed, priority=1,
-                                 name=f"decode{i}") for i in (1, 2, 3)]
+                                 name=f"decode{i}") for i in decodes]
         return tenants
 
     contract = contract_doc(
-        [_prefill_contract(0, scale, priority=2, guaranteed=CHANNEL_GBPS * Essay.prefill_duty)]
-        + [_decode_contract(i, step, think, scale, priority=1) for i in (1, 2, 3)],
+        [_prefill_contract(p, scale, priority=2, guaranteed=CHANNEL_GBPS * Essay.prefill_duty)
+         for p in range(prefills)]
+        + [_decode_contract(i, step, think, scale, priority=1) for i in decodes],
         channel_gbps=CHANNEL_GBPS, clock_mhz=FABRIC_MHZ, admission_limit=Essay.admission_limit)
     return Workload(make_tenants, contract, horizon=periods * period,
                     description=(f"{gpu.name}: 1/{gpu.channels} per channel; prefill {job / 1e6:.2f} MB "
@@ -160,7 +171,7 @@ def setup_a(scale, *, periods=2, window=None, chunks=1, yield_gap=0, prefill=Tru
                                  f"{step} B per step, think {think} cycles"))
 
 
-def setup_b(scale, *, periods=2, window=None, cxl=True, seed=1):
+def setup_b(scale, *, periods=2, window=None, cxl=True, seed=1, prefill=True):
     """§10: GB200, 8 tenants, all decode but 2 periodic prefills, 50% KV
     spill to CXL (320 ns), WFQ weights equal (one priority)."""
     gpu = GB200
@@ -172,7 +183,9 @@ def setup_b(scale, *, periods=2, window=None, cxl=True, seed=1):
     spill = Essay.cxl_spill if cxl else 0
 
     def make_tenants(policy_name=None):
-        tenants = [PrefillTenant(i, job_bytes=job, period=period, phase=period // 10 + i * period // 2,
+        off = 10 * period * periods
+        tenants = [PrefillTenant(i, job_bytes=job, period=period,
+                                 phase=period // 10 + i * period // 2 if prefill else off,
                                  window=window, name=f"prefill{i}") for i in (0, 1)]
         tenants += [DecodeTenant(i, step_bytes=step, think=think, seed=seed, cxl_fraction=float(spill),
                                  name=f"decode{i}") for i in range(2, 8)]
@@ -219,6 +232,8 @@ def make_policy(name, workload, scale):
         return FabricPolicy(workload.contract, memory_mhz=MEMORY_MHZ)
     if name == "Fabric, kind-aware":
         return FabricPolicy(workload.contract, memory_mhz=MEMORY_MHZ, kind_aware=True, name=name)
+    if name == "Fabric-QoS":
+        return FabricQosPolicy(workload.contract, memory_mhz=MEMORY_MHZ)
     if name == "Fabric + coloring":
         return FabricPolicy(workload.contract, memory_mhz=MEMORY_MHZ, coloring=True, name=name)
     raise ValueError(f"Unknown policy {name!r}")

@@ -16,7 +16,7 @@ from fractions import Fraction
 from kvfabric.model.contract import ContractError, compile_contract
 
 from .dram import NEVER
-from .fabric import FabricPolicy, contract_doc
+from .fabric import FabricPolicy, FabricQosPolicy, contract_doc
 from .scenarios import CHANNEL_GBPS, FABRIC_MHZ, MEMORY_MHZ, Essay, make_policy
 from .tenants import GreedyTenant, PrefillTenant
 
@@ -64,6 +64,8 @@ def idle_tenant(policy_name, cycles, pattern="stream"):
 def _policy(name, contract):
     if name == "Fabric":
         return FabricPolicy(contract, memory_mhz=MEMORY_MHZ)
+    if name == "Fabric-QoS":
+        return FabricQosPolicy(contract, memory_mhz=MEMORY_MHZ)
     return make_policy(name, None, None)
 
 

@@ -41,10 +41,13 @@ class Transaction:
         The owner's bookkeeping.
     to_cxl : bool
         Served by the CXL link instead of HBM.
+    granted, admitted, done : int
+        Cycles of the arbiter's selection (-1 without an arbiter), of entry
+        into the controller and of the end of the last data burst.
     """
 
     __slots__ = ("tenant", "nbytes", "is_write", "accesses", "left", "arrival", "seq", "owner",
-                 "tag", "to_cxl", "admitted", "done")
+                 "tag", "to_cxl", "granted", "admitted", "done")
 
     def __init__(self, tenant, is_write, accesses, arrival, owner, tag=None, to_cxl=False):
         self.tenant = tenant
@@ -57,6 +60,7 @@ class Transaction:
         self.owner = owner
         self.tag = tag
         self.to_cxl = to_cxl
+        self.granted = -1    # selected by an arbiter in front of the controller, if any
         self.admitted = -1
         self.done = -1
         for a in accesses:
@@ -118,8 +122,8 @@ class System:
         self.policy = policy
         self.cxl = cxl
         self.address_map = AddressMap(len(tenants), coloring=policy.coloring, geometry=geometry)
-        self.channel = Channel(timing=timing, geometry=geometry, scheduler=policy.scheduler,
-                               n_tenants=len(tenants), **(channel_args or {}))
+        self.channel = Channel(timing=timing, geometry=geometry, n_tenants=len(tenants),
+                               **{**policy.controller_args(), **(channel_args or {})})
         if timeline_window:
             self.channel.stats.enable_timeline(timeline_window)
         self.sources = [deque() for _ in tenants]
@@ -180,6 +184,8 @@ class System:
     def enqueue(self, txn, now):
         """Put ``txn``'s accesses into the controller's transaction queue."""
         txn.admitted = now
+        if txn.granted < 0:
+            txn.granted = txn.arrival  # no arbiter: all its wait was for room
         for a in txn.accesses:
             self.channel.enqueue(a, now)
 

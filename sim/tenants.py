@@ -130,6 +130,11 @@ class DecodeTenant(Tenant):
         self.jitter = jitter
         self.rng = random.Random(seed * 1000 + tenant_id)
         self.steps = []          # (start cycle, latency cycles)
+        # Per step, its last transaction's latency split (cycles): waiting
+        # for and in the arbiter, waiting for controller room or credit,
+        # queued in the controller until its last column command, DRAM
+        # service (column command to end of data).  Sums to the latency.
+        self.step_parts = []
         self._remaining = 0
         self._step_start = 0
         self._pending = deque()  # (txn index, to_cxl) of the step not yet issued (window)
@@ -158,6 +163,12 @@ class DecodeTenant(Tenant):
         self._fill(now)
         if self._remaining == 0:
             self.steps.append((self._step_start, now - self._step_start))
+            if txn.to_cxl:
+                self.step_parts.append((0, 0, 0, now - self._step_start))
+            else:
+                issued = max(a.issued for a in txn.accesses)
+                self.step_parts.append((txn.granted - self._step_start, txn.admitted - txn.granted,
+                                        issued - txn.admitted, now - issued))
             span = self.think * self.jitter
             gap = max(1, round(self.think + self.rng.uniform(-span, span)))
             self.system.schedule(now + gap, self._begin_step)

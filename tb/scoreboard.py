@@ -209,7 +209,7 @@ class Scoreboard:
         snap = False
         if write is not None:
             snap = self.mirror.write(*write)
-        results = m.step(reqs, readies, snap)
+        results = m.step(reqs, readies, snapshot_request=snap)
 
         for c, res in enumerate(results):
             if res.accepted:

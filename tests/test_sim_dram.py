@@ -11,7 +11,9 @@ from fractions import Fraction
 
 import pytest
 
-from kvfabric.sim.dram import CONFLICT, HIT, MISS, Channel, Request
+from kvfabric.sim.controller import (BURST_CLASS, GUARANTEED_CLASS, PreemptingDrain, QosRefresh,
+                                     QosScheduler, ReservedEntries, qos_rank)
+from kvfabric.sim.dram import CONFLICT, HIT, MISS, NEVER, Channel, Request
 from kvfabric.sim.mapping import AddressMap
 from kvfabric.sim.hbm3 import (HBM3_6400, HBM3_GEOMETRY, bytes_per_cycle_to_gbps, ns_to_cycles,
                       peak_bytes_per_cycle)
@@ -263,7 +265,34 @@ def check_command_log(log, timing=T, geometry=G):
             last[(scope, key, cmd)] = cycle
 
 
-@pytest.mark.parametrize("policy", [FrFcfsPolicy, FcfsPolicy])
+class _QosClassesPolicy(FrFcfsPolicy):
+    """The QoS controller behind a front end that spreads requests over the
+    three classes at random, with postponable refresh and write preemption."""
+
+    def __init__(self, seed):
+        self.rng = random.Random(seed)
+
+    def controller_args(self):
+        return dict(scheduler=QosScheduler((8, 8, 2)), admission=ReservedEntries((8, 24, 32)),
+                    drain=PreemptingDrain(12, 2, preempt_below=2),
+                    refresh_policy=QosRefresh(max_postponed=4))
+
+    def front_end(self, now):
+        system = self.system
+        for q in system.sources:
+            if q:
+                txn = q[0]
+                k = self.rng.randrange(3)
+                axqos = self.rng.randrange(16)
+                if system.channel.has_room(len(txn.accesses), txn.is_write, k):
+                    for a in txn.accesses:
+                        a.qclass, a.axqos, a.rank = k, axqos, qos_rank(axqos, a.seq)
+                    system.admit(txn, now)
+                    return now + 1
+        return NEVER if not system.waiting else now + 1
+
+
+@pytest.mark.parametrize("policy", [FrFcfsPolicy, FcfsPolicy, _QosClassesPolicy])
 def test_random_traffic_obeys_every_timing_rule(policy, seed):
     rng = random.Random(seed)
     tenants = [
@@ -271,13 +300,16 @@ def test_random_traffic_obeys_every_timing_rule(policy, seed):
                      seed=seed),
         GreedyTenant(1, window=12, pattern="stream", write_share=5, seed=seed),
     ]
-    system = System(tenants, policy(), channel_args=dict(log_commands=True, refresh=True))
+    front = policy(seed) if policy is _QosClassesPolicy else policy()
+    system = System(tenants, front, channel_args=dict(log_commands=True, refresh=True))
     cycles = 3 * T.tREFI
     system.run(cycles)
     log = system.channel.log
     check_command_log(log)
     refreshed = {b for _, cmd, b, _, _ in log if cmd == "REF"}
     assert len(refreshed) >= G.banks * 2 // 3, "per-bank refresh should have reached most banks"
+    # Postponed or not, no refresh slot is more than the policy's limit late.
+    assert system.channel.stats.ref_late_max <= 4 * T.tREFIpb
     stats = system.channel.stats
     assert sum(stats.accesses) > cycles // 10
     served = sum(stats.hits) + sum(stats.misses) + sum(stats.conflicts)
@@ -298,3 +330,92 @@ def test_fcfs_serves_each_bank_in_arrival_order(seed):
     system.channel._issue_column = spy
     system.run(20_000)
     assert all(seqs == sorted(seqs) for seqs in order.values())
+
+
+# -- the QoS controller's policies ---------------------------------------------------
+def _qos_channel(**kw):
+    return Channel(refresh=False, n_tenants=2, scheduler=QosScheduler((16, 16, 4)),
+                   admission=ReservedEntries((4, 8, 8)), **kw)
+
+
+def test_reserved_entries_keep_a_full_burst_class_from_blocking_guaranteed():
+    ch = _qos_channel()
+    for i in range(8):
+        r = Request(0, False, i, 1, 0)
+        r.qclass = BURST_CLASS
+        assert ch.has_room(1, False, BURST_CLASS)
+        ch.enqueue(r, 0)
+    assert not ch.has_room(1, False, BURST_CLASS)
+    assert not ch.has_room(1, True, BURST_CLASS), "reads and writes of a class share its entries"
+    assert ch.has_room(8, False, GUARANTEED_CLASS) and not ch.has_room(9, False, GUARANTEED_CLASS)
+
+
+def test_guaranteed_request_beats_an_older_burst_row_hit_stream():
+    """Class first: a guaranteed conflict closes the row a burst stream keeps hitting."""
+    ch = _qos_channel(log_commands=True)
+    bank = G.bank_id(0, 0, 0, 0)
+    seq = 0
+
+    def put(row, qclass, axqos, now):
+        nonlocal seq
+        seq += 1
+        r = Request(0, False, bank, row, now)
+        r.seq, r.qclass, r.axqos, r.rank = seq, qclass, axqos, qos_rank(axqos, seq)
+        ch.enqueue(r, now)
+        return r
+
+    burst = [put(3, BURST_CLASS, 4, 0) for _ in range(12)]
+    t = 0
+    while burst[0].issued < 0:     # row 3 open, first burst access issued
+        t = ch.tick(t)
+    urgent = put(9, GUARANTEED_CLASS, 10, t)
+    while urgent.done < 0:
+        t = ch.tick(t)
+    # Without classes, FR-FCFS would serve the eleven younger row hits first.
+    assert all(r.issued < 0 for r in burst[1:]), "burst hits must wait for the guaranteed request"
+    assert urgent.done - t <= T.tRAS + T.tRP + T.tRCD_RD + T.CL + T.burst
+    assert [c for _, c, *_ in ch.log].count("PRE") == 1
+    check_command_log(ch.log)
+
+
+def test_urgent_read_cuts_a_write_drain_short():
+    drain = PreemptingDrain(8, 2, preempt_below=1, force=100)
+    ch = Channel(refresh=False, n_tenants=1, scheduler=QosScheduler(), admission=ReservedEntries((8, 8, 64)),
+                 drain=drain)
+    for i in range(20):  # enough writes on pseudo-channel 0 to start a drain
+        w = Request(0, True, G.bank_id(0, 0, i % 4, 0), 1 + i // 4, 0)
+        w.seq = w.rank = i + 1
+        ch.enqueue(w, 0)
+    t = ch.tick(0)
+    assert ch.write_mode[0]
+    r = Request(0, False, G.bank_id(0, 0, 0, 1), 5, t)
+    r.seq, r.qclass, r.rank = 100, 0, qos_rank(15, 100)
+    ch.enqueue(r, t)
+    ch.tick(t)
+    assert not ch.write_mode[0], "an urgent read must end the drain at once"
+    while r.done < 0:
+        t = ch.tick(t)
+    assert ch.pc_writes[0] > drain.low, "the read was served before the drain finished"
+
+
+def test_qos_refresh_avoids_banks_with_guaranteed_reads_and_postpones_within_its_limit():
+    policy = QosRefresh(max_postponed=2, retry=16)
+    ch = Channel(refresh=True, n_tenants=1, scheduler=QosScheduler(), admission=ReservedEntries((8, 64, 64)),
+                 refresh_policy=policy)
+    per_pc = G.banks_per_pc
+    todo = set(range(per_pc))             # pseudo-channel 0's round
+    for b in range(per_pc - 1):           # guaranteed reads everywhere but the last bank
+        r = Request(0, False, b, 3, 0)
+        r.qclass = GUARANTEED_CLASS
+        ch.enqueue(r, 0)
+    assert policy.pick(ch, 0, todo) == per_pc - 1
+    r = Request(0, False, per_pc - 1, 3, 0)
+    r.qclass = GUARANTEED_CLASS
+    ch.enqueue(r, 0)
+    due = ch.ref_due[0]
+    assert policy.postpone(ch, 0, todo, due) == due + 16, "every bank protected: wait"
+    limit = 2 * T.tREFIpb
+    assert policy.postpone(ch, 0, todo, due + limit - 16) is None, "never later than the limit"
+    other = Channel(refresh=False, n_tenants=1)
+    other.enqueue(Request(0, False, 0, 3, 0), 0)  # a burst read does not protect its bank
+    assert policy.pick(other, 0, {0, 1}) == 1 and not policy._protected(other, 0)

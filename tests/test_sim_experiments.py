@@ -1,5 +1,6 @@
 """The experiment pipeline end to end on tiny runs (the real run is `make experiments`)."""
 
+import json
 from fractions import Fraction
 
 import pytest
@@ -38,6 +39,10 @@ def tiny_results():
              params=dict(periods=Fraction(12, 100))),
         dict(id="A/Fabric", group="A", label="Fabric", kind="setup_a", policy="Fabric",
              params=dict(periods=Fraction(12, 100))),
+        dict(id="A/Fabric-QoS", group="A", label="Fabric-QoS", kind="setup_a", policy="Fabric-QoS",
+             params=dict(periods=Fraction(12, 100))),
+        dict(id="QoS-entries/entries 8/32/64", group="QoS-entries", label="entries 8/32/64", kind="setup_a",
+             policy="Fabric-QoS", params=dict(periods=Fraction(5, 100), entries=(8, 32, 64))),
         dict(id="isolation/Fabric", group="isolation", label="Fabric", kind="isolation",
              policy="Fabric", params=dict(cycles=40_000)),
         dict(id="admission/limit 0.85", group="admission", label="limit 0.85", kind="admission",
@@ -53,6 +58,13 @@ def test_tiny_runs_measure_what_the_report_needs(tiny_results):
     assert 0 < fcfs["busy_util"] <= 1 and 0 <= fcfs["conflict"] <= 1
     assert derive(results["A/decode only"])["p99"] < fcfs["p99"]
     assert results["A/Fabric"]["grants"][0] > 0
+    qos = results["A/Fabric-QoS"]
+    assert sum(qos["class_grants"]) == sum(qos["grants"]) > 0
+    assert qos["class_grants"][1] > 0 and qos["class_grants"][2] > 0  # guaranteed and burst grants
+    assert results["QoS-entries/entries 8/32/64"]["credit_limits"] == [2, 8, 16]
+    # Every decode step's split adds up to its latency.
+    steps = sorted(lat for _, _, lat in qos["steps"])
+    assert sorted(sum(p) for p in qos["step_parts"]) == steps
     adm = results["admission/limit 0.85"]
     assert adm["rejected"] == 3  # 5 x 1/6 of the channel fit under 0.85, 8 were asked
 
@@ -64,5 +76,13 @@ def test_report_is_written_with_claims_and_plots(tiny_results, tmp_path):
     text = open(path).read()
     assert "| Essay claim | Our measurement | Configuration | Verdict |" in text
     assert "1 essay ms = 40 µs simulated" in text
-    for png in ("decode_latency_cdf.png", "bandwidth_share.png", "bank_conflicts.png"):
+    for png in ("decode_latency_cdf.png", "bandwidth_share.png", "bank_conflicts.png",
+                "decode_p99_frontier.png"):
         assert (tmp_path / png).stat().st_size > 1000
+    assert "## Issue #14: the QoS controller behind the fabric" in text
+    assert "| A/Fabric-QoS |" in text
+    runs = json.loads((tmp_path / "experiments.json").read_text())
+    assert sorted(r["id"] for r in runs) == sorted(results)
+    qos = next(r for r in runs if r["id"] == "A/Fabric-QoS")
+    assert qos["p99_ns"] > qos["p50_ns"] > 0 and qos["prefill_gbps"] > 0
+    assert set(qos["tail_split_ns"]) == {"arbiter", "admission", "queue", "service"}

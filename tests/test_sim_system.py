@@ -8,7 +8,7 @@ import pytest
 
 from kvfabric.model.channel import ChannelModel
 from kvfabric.sim.dram import NEVER
-from kvfabric.sim.fabric import FabricPolicy, contract_doc
+from kvfabric.sim.fabric import FabricPolicy, FabricQosPolicy, QosKnobs, contract_doc, grant_axqos, grant_class
 from kvfabric.sim.hbm3 import HBM3_GEOMETRY as G
 from kvfabric.sim.hbm3 import ns_to_cycles
 from kvfabric.sim.mapping import AddressMap
@@ -223,3 +223,62 @@ def test_fabric_reconfigure_lowers_a_burst_cap():
     capped = system.channel.stats.bytes[0] - before
     assert capped <= Fraction(1, 4) * 32 * 20_000 + 8 * 1024
     assert before > Fraction(8, 10) * 32 * 20_000
+
+
+# -- fabric-qos: grant kinds as controller classes, per-class credits ------------------
+def test_grant_kinds_map_onto_classes_and_axqos_as_iface_defines():
+    from kvfabric import spec
+    urgent = getattr(spec, "URGENT", 3)
+    assert [grant_class(k) for k in (urgent, spec.GUARANTEED, spec.BURST, spec.FCFS)] == [0, 1, 2, 2]
+    assert [grant_axqos(spec.GUARANTEED, p) for p in range(4)] == [11, 10, 9, 8]
+    assert (grant_axqos(urgent, 2), grant_axqos(spec.BURST, 0), grant_axqos(spec.FCFS, 0)) == (15, 4, 0)
+
+
+def test_fabric_qos_never_overfills_a_class_and_returns_every_credit(seed):
+    knobs = QosKnobs(entries=(8, 16, 24))
+    prio = _contract([_tenant(0, priority=2, guaranteed_gbps=10),
+                      _tenant(1, priority=1, guaranteed_gbps=4, burst_duration_ms=1)])
+    policy = FabricQosPolicy(prio, knobs=knobs)
+    tenants = [GreedyTenant(0, window=300, pattern="stream", write_share=4),
+               DecodeTenant(1, seed=seed, step_bytes=4096, think=2000)]
+    system = System(tenants, policy)
+    ch = system.channel
+    peak = [0, 0, 0]
+    original = ch.enqueue
+
+    def watch(req, now):
+        original(req, now)
+        for k in range(3):
+            peak[k] = max(peak[k], ch.class_queued[k])
+
+    ch.enqueue = watch
+    system.run(30_000)
+    assert all(p <= e for p, e in zip(peak, knobs.entries)), (peak, knobs.entries)
+    assert peak[1] > 0 and peak[2] == knobs.entries[2], "both classes used, burst filled up"
+    assert sum(policy.class_grants) == sum(policy.grants)
+    # The golden model enforces the credits (iface.md) and counts exactly as the memory side does.
+    assert policy.model_credits and tuple(policy.model.config.credits) == knobs.credits()
+    assert list(policy.model.inflight) == policy.inflight
+    # Credits in use never exceed the limits and account for every queued entry.
+    for k in range(3):
+        assert 0 <= policy.inflight[k] <= knobs.credits()[k] + 1
+        assert ch.class_queued[k] <= 4 * policy.inflight[k]
+    # Nothing lost: upstream, in the arbiter, or granted exactly once.
+    assert system._seq == system.waiting + len(policy.in_fabric) + sum(policy.grants)
+
+
+def test_fabric_qos_serves_decode_before_a_backlogged_prefill(seed):
+    """With the prefill filling its burst class, decode steps (guaranteed
+    class, higher AxQOS) stay close to their unloaded latency."""
+    prio = _contract([_tenant(0, priority=2, guaranteed_gbps=10),
+                      _tenant(1, priority=1, guaranteed_gbps=2, burst_duration_ms=1)])
+    results = {}
+    for name, policy in (("alone", None), ("frfcfs", FrFcfsPolicy()), ("qos", FabricQosPolicy(prio))):
+        tenants = [GreedyTenant(0, window=300, pattern="stream", write_share=4,
+                                start_at=NEVER if name == "alone" else 0),
+                   DecodeTenant(1, seed=seed, step_bytes=4096, think=3000)]
+        System(tenants, policy or FrFcfsPolicy()).run(60_000)
+        steps = sorted(lat for _, lat in tenants[1].steps)
+        results[name] = sum(steps) / len(steps)
+    assert results["qos"] * 2 < results["frfcfs"], results
+    assert results["qos"] < 2 * results["alone"], results

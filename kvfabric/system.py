@@ -1,0 +1,152 @@
+"""``kvfabric system``: a user's contract and workload through the system model.
+
+One HBM3 channel (51.2 GB/s, 1600 MHz) carries the workload; the contract is
+taken per channel (each tenant keeps its share of a channel, see
+:func:`kvfabric.sim.workload.one_channel_contract`) and drives the golden
+model's arbiter for the ``fabric`` and ``fabric-qos`` policies.
+"""
+
+from __future__ import annotations
+
+import json
+import tomllib
+from fractions import Fraction
+
+from kvfabric.model.contract import ContractError, compile_contract
+from kvfabric.tables import format_table
+
+__all__ = ["POLICIES", "run_system", "cmd_system"]
+
+POLICIES = ("fcfs", "frfcfs", "throttle", "partition", "fabric", "fabric-qos")
+
+
+def _percentile(sorted_values, q):
+    """Nearest-rank percentile (the value below which a fraction q of samples lie)."""
+    if not sorted_values:
+        return None
+    k = max(0, -(-len(sorted_values) * q // 1) - 1)
+    return sorted_values[int(k)]
+
+
+def qos_knobs_for(read_queue, write_queue):
+    """The QoS controller's classes out of the workload's queue sizes.
+
+    Guaranteed and burst each get ``read_queue`` entries, urgent an eighth of
+    it (128 -> 16 / 128 / 128, the default measured in reports/experiments.md);
+    reads and writes of a class share its entries, so ``write_queue`` is not
+    used.  docs/system-model.md says how to size them by Little's law instead.
+    """
+    from kvfabric.sim.fabric import QosKnobs
+
+    del write_queue  # writes share their class's entries
+    urgent = max(4, read_queue // 8 // 4 * 4)
+    main = max(4, read_queue // 4 * 4)
+    return QosKnobs(entries=(urgent, main, main))
+
+
+def make_policy(name, contract_doc, workload):
+    from kvfabric.sim.controller import SharedQueues
+    from kvfabric.sim.fabric import FabricPolicy, FabricQosPolicy
+    from kvfabric.sim.policies import FcfsPolicy, FrFcfsPolicy, StaticPartitionPolicy, ThrottlePolicy
+    from kvfabric.sim.scenarios import MEMORY_MHZ
+
+    if name == "fcfs":
+        policy = FcfsPolicy()
+    elif name == "frfcfs":
+        policy = FrFcfsPolicy()
+    elif name == "throttle":
+        # The essay's software sleeps: half the channel per 40 us (one essay ms at K = 25).
+        policy = ThrottlePolicy(share=Fraction(1, 2), period=64_000, scheduler="fcfs")
+    elif name == "partition":
+        policy = StaticPartitionPolicy()
+    elif name == "fabric":
+        policy = FabricPolicy(contract_doc, memory_mhz=MEMORY_MHZ)
+    elif name == "fabric-qos":
+        return FabricQosPolicy(contract_doc, memory_mhz=MEMORY_MHZ,
+                               knobs=qos_knobs_for(workload.read_queue, workload.write_queue))
+    else:
+        raise ValueError(f"policy must be one of {', '.join(POLICIES)}, not {name!r}")
+    queues = SharedQueues(workload.read_queue, workload.write_queue)
+    base = policy.controller_args
+
+    def controller_args():
+        return {**base(), "admission": queues}
+
+    policy.controller_args = controller_args
+    return policy
+
+
+def run_system(contract_path, workload_path, policy_name):
+    """Simulate; return the result dict the command prints and writes."""
+    from kvfabric.sim.hbm3 import ns_to_cycles
+    from kvfabric.sim.scenarios import CHANNEL_GBPS, FABRIC_MHZ, MEMORY_MHZ
+    from kvfabric.sim.system import CxlLink, System
+    from kvfabric.sim.workload import build_tenants, load_workload, needs_cxl, one_channel_contract
+
+    try:
+        with open(contract_path, "rb") as f:
+            doc = tomllib.load(f)
+    except tomllib.TOMLDecodeError as e:
+        raise ContractError(f"{contract_path}: not valid TOML: {e}") from None
+    compiled = compile_contract(doc, source=str(contract_path))  # the user's contract as written
+    ids = sorted(t.id for t in compiled.tenants)
+    if ids != list(range(len(ids))):
+        raise ContractError(f"{contract_path}: kvfabric system needs tenant ids 0..{len(ids) - 1}, "
+                            f"found {', '.join(map(str, ids))}")
+    channel_doc = one_channel_contract(doc, CHANNEL_GBPS, FABRIC_MHZ)
+    try:
+        compile_contract(channel_doc, source=f"{contract_path} (one simulated channel)")
+    except ContractError as e:
+        raise ContractError(f"{e}; the contract's per-channel shares do not fit one "
+                            f"{float(CHANNEL_GBPS)} GB/s channel") from None
+    workload = load_workload(workload_path, ids)
+    tenants = build_tenants(workload)
+    policy = make_policy(policy_name, channel_doc, workload)
+    cxl = None
+    if needs_cxl(workload):
+        # 320 ns behind a link of 25 GB/s per channel (setup B's scaled figures).
+        cxl = CxlLink(latency=ns_to_cycles(320), cycles_per_access=ns_to_cycles(Fraction(32, 25)))
+    system = System(tenants, policy, cxl=cxl)
+    system.run(workload.cycles)
+    ns = Fraction(1000, MEMORY_MHZ)
+    stats = system.channel.stats
+    rows = []
+    for spec, t in zip(workload.tenants, tenants):
+        gbps = Fraction(stats.bytes[t.tenant_id] * MEMORY_MHZ, workload.cycles * 1000)
+        row = {"id": spec.id, "kind": spec.kind, "steps": None, "p50_ns": None, "p99_ns": None,
+               "gbps": round(float(gbps), 3)}
+        if spec.kind == "decode":
+            lat = sorted(lat for _, lat in t.steps)
+            row["steps"] = len(lat)
+            if lat:
+                row["p50_ns"] = round(float(_percentile(lat, Fraction(1, 2)) * ns), 1)
+                row["p99_ns"] = round(float(_percentile(lat, Fraction(99, 100)) * ns), 1)
+        elif spec.kind == "prefill":
+            row["jobs"] = len(t.jobs)
+        rows.append(row)
+    utilisation = Fraction(sum(stats.bytes), workload.cycles * 32)
+    return {"policy": policy_name, "cycles": workload.cycles, "tenants": rows,
+            "utilisation": round(float(utilisation), 4)}
+
+
+def cmd_system(args) -> int:
+    result = run_system(args.contract, args.workload, args.policy)
+    print(f"policy {result['policy']}, {result['cycles']} cycles, "
+          f"utilisation {result['utilisation']:.1%}")
+    print(format_table(result["tenants"], [
+        ("id", "id", "d"), ("kind", "kind", "s"), ("steps", "steps", "d"), ("p50_ns", "p50 ns", ".0f"),
+        ("p99_ns", "p99 ns", ".0f"), ("gbps", "GB/s", ".3f")]))
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump(result, f, indent=2)
+        print(f"JSON written to {args.json}")
+    return 0
+
+
+def add_parser(sub) -> None:
+    s = sub.add_parser("system", help="run a workload through the HBM3 system model under a policy")
+    s.add_argument("--contract", required=True, help="contract TOML file")
+    s.add_argument("--workload", required=True, help="workload TOML file ([system], [[tenant]])")
+    s.add_argument("--policy", required=True, choices=POLICIES)
+    s.add_argument("--json", help="write the per-tenant results as JSON here")
+    s.set_defaults(func=cmd_system)

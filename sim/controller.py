@@ -1,0 +1,312 @@
+"""Controller policies: the strategy objects a :class:`~sim.dram.Channel` is built with.
+
+The channel is the mechanism: bank state, the JEDEC timing checks, the
+command buses and the queues.  What it does with them is decided here, by
+small objects passed in (the split follows Ramulator 2's ``IScheduler`` /
+``IRefreshManager`` / ``IRowPolicy``):
+
+scheduler
+    per bank, which queued request it wants next (:meth:`candidate`) and the
+    rank by which the channel orders the banks' wishes; told about every
+    column command (:meth:`on_column`) for its row-hit bookkeeping.
+admission
+    which requests fit (:meth:`has_room`), entry accounting per class.
+write drain
+    per pseudo-channel, whether the data bus serves reads or writes.
+refresh
+    which bank of a pseudo-channel is refreshed next, and whether a due
+    refresh may wait.
+
+Requests carry a QoS class (``qclass``: 0 urgent, 1 guaranteed, 2 burst /
+best effort, the arbiter's credit classes) and an AXI-style ``axqos``
+(0..15, higher is more urgent).  A QoS-aware front end encodes ``axqos``
+into the request's rank (:func:`qos_rank`), so "class first, then AxQOS,
+then age" is simply the lowest rank.
+"""
+
+from dataclasses import dataclass
+
+__all__ = [
+    "URGENT_CLASS", "GUARANTEED_CLASS", "BURST_CLASS", "CLASS_NAMES", "qos_rank",
+    "FcfsScheduler", "FrFcfsScheduler", "QosScheduler",
+    "SharedQueues", "ReservedEntries",
+    "WatermarkDrain", "PreemptingDrain", "NoDrain",
+    "RoundRobinRefresh", "QosRefresh", "make_scheduler",
+]
+
+URGENT_CLASS, GUARANTEED_CLASS, BURST_CLASS = 0, 1, 2
+CLASS_NAMES = ("urgent", "guaranteed", "burst")
+N_CLASSES = 3
+_AXQOS_SHIFT = 50
+
+
+def qos_rank(axqos, seq):
+    """Rank of a request: higher AxQOS first, then arrival order."""
+    return ((15 - axqos) << _AXQOS_SHIFT) | seq
+
+
+# -- schedulers ------------------------------------------------------------------------
+class FcfsScheduler:
+    """Per bank strictly in arrival order; no read/write separation."""
+
+    name = "fcfs"
+    batches_writes = False
+
+    def candidate(self, ch, b):
+        queue = ch.bank_queue[b]
+        head = queue[0]
+        return head, head.row == ch.open_row[b]
+
+    def on_column(self, ch, req):
+        pass
+
+
+class FrFcfsScheduler:
+    """First-ready FCFS with a cap on row hits bypassing an older request.
+
+    Only requests of the pseudo-channel's current bus direction are looked at
+    (write batching is the drain policy's job).  The best-ranked hit is
+    served unless ``row_hit_cap`` hits have already bypassed an older
+    request of the bank since its row opened.
+    """
+
+    name = "frfcfs"
+    batches_writes = True
+
+    def __init__(self, row_hit_cap=16):
+        if not isinstance(row_hit_cap, int) or row_hit_cap < 0:
+            raise ValueError(f"Row-hit cap must be a non-negative integer, not {row_hit_cap!r}")
+        self.row_hit_cap = row_hit_cap
+
+    def candidate(self, ch, b):
+        write_mode = ch.write_mode[ch._pc_of[b]]
+        row = ch.open_row[b]
+        head = None
+        hit = None
+        for r in ch.bank_queue[b]:
+            if r.is_write == write_mode:
+                if head is None or r.rank < head.rank:
+                    head = r
+                if r.row == row and (hit is None or r.rank < hit.rank):
+                    hit = r
+        if head is None:
+            return None
+        if hit is not None and (hit is head or self._may_bypass(ch, b, hit, head)):
+            return hit, True
+        return head, False
+
+    def _may_bypass(self, ch, b, hit, head):
+        return ch.bypassed[b] < self.row_hit_cap
+
+    def on_column(self, ch, req):
+        b = req.bank
+        is_write, rank = req.is_write, req.rank
+        for r in ch.bank_queue[b]:
+            if r.rank < rank and r.is_write == is_write:
+                ch.bypassed[b] += 1
+                break
+
+
+class QosScheduler(FrFcfsScheduler):
+    """Class first, then AxQOS, then FR-FCFS inside a QoS level.
+
+    A row hit may only bypass an older request of its own AxQOS level (a
+    burst or lower-priority request's open row never delays a guaranteed
+    one: the guaranteed request's precharge wins), and best-effort hits are
+    capped harder (FR-FCFS-Cap) than guaranteed ones.
+
+    Parameters
+    ----------
+    row_hit_caps : tuple of 3 ints
+        Bypassing hits allowed per class (urgent, guaranteed, burst).
+    """
+
+    name = "qos"
+
+    def __init__(self, row_hit_caps=(16, 16, 4)):
+        if len(row_hit_caps) != N_CLASSES or any(not isinstance(c, int) or c < 0 for c in row_hit_caps):
+            raise ValueError(f"Row-hit caps must be three non-negative integers, not {row_hit_caps!r}")
+        super().__init__(max(row_hit_caps))
+        self.row_hit_caps = tuple(row_hit_caps)
+
+    def _may_bypass(self, ch, b, hit, head):
+        # Same QoS level (AxQOS, which also fixes the class): a lower
+        # priority's open row never delays a higher one's request.
+        return hit.axqos == head.axqos and ch.bypassed[b] < self.row_hit_caps[hit.qclass]
+
+
+def make_scheduler(spec):
+    """A scheduler object from a name (``"fcfs"``, ``"frfcfs"``, ``"qos"``) or itself."""
+    if not isinstance(spec, str):
+        return spec
+    try:
+        return {"fcfs": FcfsScheduler, "frfcfs": FrFcfsScheduler, "qos": QosScheduler}[spec]()
+    except KeyError:
+        raise ValueError(f"Scheduler must be 'fcfs', 'frfcfs' or 'qos', not {spec!r}") from None
+
+
+# -- admission -------------------------------------------------------------------------
+class SharedQueues:
+    """One read queue and one write queue, shared by every class and tenant."""
+
+    def __init__(self, read_capacity=128, write_capacity=64):
+        for what, cap in (("Queue", read_capacity), ("Write queue", write_capacity)):
+            if not isinstance(cap, int) or cap <= 0:
+                raise ValueError(f"{what} capacity must be a positive integer, not {cap!r}")
+        self.read_capacity = read_capacity
+        self.write_capacity = write_capacity
+
+    @property
+    def entries(self):
+        return self.read_capacity + self.write_capacity
+
+    def has_room(self, ch, entries, is_write, qclass):
+        if is_write:
+            return ch.writes_queued + entries <= self.write_capacity
+        return ch.occupancy - ch.writes_queued + entries <= self.read_capacity
+
+
+class ReservedEntries:
+    """Entries reserved per class; each entry holds a read or a write.
+
+    A class never takes another class's entries, so a full burst class
+    cannot keep a guaranteed request out (reserved admission, as in CCI-400's
+    QoS-reserved trackers or uMCTL2's separate high-priority store).  Reads and
+    writes of a class share its entries, so one credit per class suffices.
+
+    Parameters
+    ----------
+    entries : tuple of 3 ints
+        32-byte entries of the urgent, guaranteed and burst classes.
+    """
+
+    def __init__(self, entries=(16, 48, 128)):
+        if len(entries) != N_CLASSES or any(not isinstance(e, int) or e <= 0 for e in entries):
+            raise ValueError(f"Reserved entries must be three positive integers, not {entries!r}")
+        self.reserved = tuple(entries)
+
+    @property
+    def entries(self):
+        return sum(self.reserved)
+
+    def has_room(self, ch, entries, is_write, qclass):
+        return ch.class_queued[qclass] + entries <= self.reserved[qclass]
+
+
+# -- write drain ---------------------------------------------------------------------
+class NoDrain:
+    """Reads and writes in one queue order (FCFS): the bus never batches."""
+
+    def update(self, ch):
+        pass
+
+
+class WatermarkDrain:
+    """Write batches between watermarks, per pseudo-channel.
+
+    Enter write mode at ``high`` queued writes (or when no read is queued,
+    or no read can proceed); leave at ``low``, after ``high - low`` writes,
+    when no write is left or none can proceed.
+    """
+
+    def __init__(self, high=28, low=4):
+        if not 0 <= low < high:
+            raise ValueError(f"Write watermarks must satisfy 0 <= low < high, not {low}, {high}")
+        self.high = high
+        self.low = low
+
+    def update(self, ch):
+        for pc in range(len(ch.write_mode)):
+            writes = ch.pc_writes[pc]
+            reads = ch.pc_queued[pc] - writes
+            mode = was = ch.write_mode[pc]
+            stuck = ch.stuck[pc]
+            ch.stuck[pc] = False
+            if mode:
+                if writes == 0 or (reads > 0 and (stuck or self._leave(ch, pc, writes))):
+                    mode = False
+            elif writes >= self.high or (writes > 0 and (reads == 0 or stuck)):
+                mode = self._may_enter(ch, pc, writes)
+                if mode:
+                    ch.write_batch[pc] = 0
+            if mode != was:
+                ch.set_write_mode(pc, mode)
+
+    def _leave(self, ch, pc, writes):
+        return writes <= self.low or ch.write_batch[pc] >= self.high - self.low
+
+    def _may_enter(self, ch, pc, writes):
+        return True
+
+
+class PreemptingDrain(WatermarkDrain):
+    """Watermark drain that an urgent read cuts short (uMCTL2's ARURGENT).
+
+    While reads of a class below ``preempt_below`` wait on a pseudo-channel,
+    it stays in (or returns to) read mode unless ``force`` writes are queued
+    there: the writes' entries are bounded, so the drain resumes once the
+    urgent reads are served or the writes pile up.
+    """
+
+    def __init__(self, high=28, low=4, *, preempt_below=URGENT_CLASS + 1, force=None):
+        super().__init__(high, low)
+        if not 0 <= preempt_below <= N_CLASSES:
+            raise ValueError(f"preempt_below must be 0..{N_CLASSES}, not {preempt_below!r}")
+        self.preempt_below = preempt_below
+        self.force = force if force is not None else 2 * high
+
+    def _urgent_reads(self, ch, pc):
+        counts = ch.pc_class_reads[pc]
+        return any(counts[k] for k in range(self.preempt_below))
+
+    def _leave(self, ch, pc, writes):
+        if writes < self.force and self._urgent_reads(ch, pc):
+            return True
+        return super()._leave(ch, pc, writes)
+
+    def _may_enter(self, ch, pc, writes):
+        return writes >= self.force or not self._urgent_reads(ch, pc)
+
+
+# -- refresh ------------------------------------------------------------------------------
+class RoundRobinRefresh:
+    """Per-bank refresh, each bank once per round; an idle, closed bank first."""
+
+    def pick(self, ch, pc, todo):
+        return min(todo, key=lambda b: (len(ch.bank_queue[b]), ch.open_row[b] >= 0, b))
+
+    def postpone(self, ch, pc, todo, now):
+        """Cycle to look again instead of refreshing now, or None."""
+        return None
+
+
+@dataclass
+class QosRefresh:
+    """Refresh steered away from banks with guaranteed (or urgent) reads waiting.
+
+    The bank is chosen among the round's remaining banks: one with no read
+    of class < ``protect_below`` queued first, then the least busy.  When
+    every remaining bank has such reads, the refresh is postponed (retried
+    every ``retry`` cycles) as long as it is less than ``max_postponed``
+    refresh slots late (JEDEC lets a controller postpone up to 8 refreshes
+    and catch up later; we apply that count to the per-bank slots).
+    """
+
+    protect_below: int = BURST_CLASS
+    max_postponed: int = 8
+    retry: int = 16
+
+    def _protected(self, ch, b):
+        return any(r.qclass < self.protect_below and not r.is_write for r in ch.bank_queue[b])
+
+    def pick(self, ch, pc, todo):
+        return min(todo, key=lambda b: (self._protected(ch, b), len(ch.bank_queue[b]),
+                                        ch.open_row[b] >= 0, b))
+
+    def postpone(self, ch, pc, todo, now):
+        late = now - ch.ref_due[pc]
+        if late + self.retry >= self.max_postponed * ch.timing.tREFIpb:
+            return None
+        if all(self._protected(ch, b) for b in todo):
+            return now + self.retry
+        return None

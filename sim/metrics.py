@@ -1,0 +1,83 @@
+"""Derived metrics of one experiment run (percentiles, utilisation, shares, latency split).
+
+Pure functions of the raw result dicts of :mod:`sim.experiments`; the
+claims table, the plots and the JSON all read their numbers from here.
+"""
+
+import numpy as np
+
+from .hbm3 import HBM3_6400
+
+__all__ = ["NS_PER_CYCLE", "PEAK_BYTES_PER_CYCLE", "derive", "pct", "us", "shares", "isolation_error",
+           "get", "ratio", "SPLIT_PARTS"]
+
+NS_PER_CYCLE = HBM3_6400.tck_ps / 1000
+PEAK_BYTES_PER_CYCLE = 32
+#: Parts of a decode step's latency, in the order of ``DecodeTenant.step_parts``.
+SPLIT_PARTS = ("arbiter", "admission", "queue", "service")
+
+
+def derive(res):
+    """Percentiles, utilisation, conflict rates and throughput of one run."""
+    lat = np.array([lat for _, _, lat in res["steps"]], dtype=float)
+    jobs = res["jobs"]
+    intervals = res["prefill_busy"]
+    contended = np.array([lat for _, start, lat in res["steps"]
+                          if any(s <= start <= e for s, e in intervals)], dtype=float)
+    acc = max(1, sum(res["accesses"]))
+    total = sum(res["bytes"])
+    d = {
+        "steps": len(lat),
+        "p50": pct(lat, 50), "p99": pct(lat, 99), "max": float(lat.max()) if len(lat) else float("nan"),
+        "contended": len(contended), "contended_p50": pct(contended, 50),
+        "util": total / (res["horizon"] * PEAK_BYTES_PER_CYCLE),
+        "busy_util": total / max(1, res["busy_cycles"] * PEAK_BYTES_PER_CYCLE),
+        "conflict": sum(res["conflicts"]) / acc,
+        "inter_conflict": sum(res["inter_conflicts"]) / acc,
+        "hit": sum(res["hits"]) / acc,
+        "acts_per_mb": res["acts"] / max(1e-9, total / 1e6),
+        "gbps": total / res["horizon"] * 1.6,
+        "jobs_done": len(jobs),
+    }
+    rates = [res["job_bytes"][tid] / (e - s) * 1.6 for tid, _, s, e in jobs if e > s]
+    d["job_gbps"] = float(np.mean(rates)) if rates else float("nan")
+    d["job_cycles"] = float(np.mean([e - s for _, _, s, e in jobs])) if jobs else float("nan")
+    # Where the tail comes from: the mean split of the steps at or above the p99.
+    parts = res.get("step_parts") or []
+    tail = [p for p in parts if sum(p) >= d["p99"]] if len(parts) else []
+    for i, name in enumerate(SPLIT_PARTS):
+        d[f"tail_{name}"] = float(np.mean([p[i] for p in tail])) if tail else float("nan")
+    prefill_bytes = sum(res["bytes"][tid] for tid in res["job_bytes"])
+    d["prefill_gbps"] = prefill_bytes / res["horizon"] * 1.6
+    return d
+
+
+def pct(x, q):
+    return float(np.percentile(x, q)) if len(x) else float("nan")
+
+
+def us(cycles):
+    return cycles * NS_PER_CYCLE / 1000
+
+
+def shares(res, skip=1):
+    """Per-window share of served bytes per tenant (windows after ``skip``)."""
+    rows = [r for _, r in res["timeline"][skip:-1] if sum(r)]
+    return np.array([np.array(r) / sum(r) for r in rows]) if rows else np.zeros((0, len(res["bytes"])))
+
+
+def isolation_error(res, target):
+    """max and mean over windows of the worst tenant's |share - target| / target."""
+    s = shares(res)
+    if not len(s):
+        return float("nan"), float("nan")
+    err = np.abs(s - target).max(axis=1) / target
+    return float(err.max()), float(err.mean())
+
+
+def get(by, key, field):
+    return by[key][field] if key in by else float("nan")
+
+
+def ratio(a, b):
+    return a / b if b and not np.isnan(a) and not np.isnan(b) else float("nan")

@@ -1,0 +1,231 @@
+"""A user's workload file for ``kvfabric system``: parsing, checking, building.
+
+Format (TOML)::
+
+    [system]
+    cycles = 400000          # memory cycles to simulate (1600 MHz)
+    seed = 1                 # optional
+    read_queue = 128         # controller read entries (32 B accesses)
+    write_queue = 64         # controller write entries
+
+    [[tenant]]               # one per contract tenant, same id
+    id = 0
+    kind = "prefill"         # "decode", "prefill" or "idle"
+    job_bytes = 2097152
+    period_cycles = 200000
+    phase_cycles = 10000     # optional, default 0
+    window = 300             # optional, transactions in flight (default 300)
+    chunks = 1               # optional
+    write_share = 4          # optional: one in N 1 KiB blocks is a write (0: none)
+
+    [[tenant]]
+    id = 1
+    kind = "decode"
+    step_bytes = 13568
+    think_cycles = 16843
+    block_bytes = 256        # optional
+    cxl_fraction = 0.0       # optional, share of KV blocks read over CXL
+
+Every error names the file, the tenant (or table), the field and the
+allowed range, like the contract compiler's.
+"""
+
+import tomllib
+from dataclasses import dataclass, field
+from fractions import Fraction
+from pathlib import Path
+
+__all__ = ["WorkloadError", "Workload", "TenantSpec", "load_workload", "parse_workload"]
+
+_TXN = 128
+_MAX = 1 << 40
+
+
+class WorkloadError(ValueError):
+    """A workload file that cannot be simulated; the message names what and where."""
+
+
+@dataclass
+class TenantSpec:
+    id: int
+    kind: str
+    fields: dict = field(default_factory=dict)
+
+
+@dataclass
+class Workload:
+    cycles: int
+    seed: int
+    read_queue: int
+    write_queue: int
+    tenants: list
+
+
+_SYSTEM = {
+    # name: (required, lo, hi, default)
+    "cycles": (True, 1, _MAX, None),
+    "seed": (False, 0, (1 << 32) - 1, 1),
+    "read_queue": (True, 1, 4096, None),
+    "write_queue": (True, 1, 4096, None),
+}
+_KINDS = {
+    "decode": {
+        "step_bytes": (True, _TXN, _MAX, None),
+        "think_cycles": (True, 1, _MAX, None),
+        "block_bytes": (False, _TXN, 1 << 20, 256),
+        "cxl_fraction": (False, 0, 1, 0),
+    },
+    "prefill": {
+        "job_bytes": (True, _TXN, _MAX, None),
+        "period_cycles": (True, 1, _MAX, None),
+        "phase_cycles": (False, 0, _MAX, 0),
+        "window": (False, 1, 65536, 300),
+        "chunks": (False, 1, 4096, 1),
+        "write_share": (False, 0, 1 << 16, 4),
+    },
+    "idle": {},
+}
+_FLOAT_FIELDS = {"cxl_fraction"}
+
+
+def load_workload(path, tenant_ids):
+    """Read and check ``path`` against the contract's tenant ids."""
+    path = Path(path)
+    try:
+        with open(path, "rb") as f:
+            doc = tomllib.load(f)
+    except FileNotFoundError:
+        raise WorkloadError(f"{path}: no such file") from None
+    except tomllib.TOMLDecodeError as e:
+        raise WorkloadError(f"{path}: not valid TOML: {e}") from None
+    return parse_workload(doc, tenant_ids, source=str(path))
+
+
+def _value(table, name, rule, where):
+    required, lo, hi, default = rule
+    if name not in table:
+        if required:
+            raise WorkloadError(f"{where}: missing field '{name}' (allowed {lo}..{hi})")
+        return default
+    v = table[name]
+    if name in _FLOAT_FIELDS:
+        ok = isinstance(v, (int, float)) and not isinstance(v, bool)
+        kind = "a number"
+    else:
+        ok = isinstance(v, int) and not isinstance(v, bool)
+        kind = "an integer"
+    if not ok or not lo <= v <= hi:
+        raise WorkloadError(f"{where}: field '{name}' = {v!r} must be {kind} in {lo}..{hi}")
+    return v
+
+
+def _no_unknown(table, allowed, where):
+    for name in table:
+        if name not in allowed:
+            raise WorkloadError(f"{where}: unknown field '{name}' (allowed: {', '.join(sorted(allowed))})")
+
+
+def parse_workload(doc, tenant_ids, source="workload"):
+    """Check a parsed TOML document; ``tenant_ids`` are the contract's, in order."""
+    system = doc.get("system")
+    if not isinstance(system, dict):
+        raise WorkloadError(f"{source}: missing [system] table (fields: {', '.join(_SYSTEM)})")
+    for name in doc:
+        if name not in ("system", "tenant"):
+            raise WorkloadError(f"{source}: unknown table '{name}' (allowed: [system], [[tenant]])")
+    where = f"{source}: [system]"
+    _no_unknown(system, _SYSTEM, where)
+    values = {name: _value(system, name, rule, where) for name, rule in _SYSTEM.items()}
+    raw = doc.get("tenant", [])
+    if not isinstance(raw, list):
+        raise WorkloadError(f"{source}: 'tenant' must be an array of tables ([[tenant]])")
+    seen = {}
+    for i, t in enumerate(raw):
+        label = f"{source}: tenant #{i + 1}"
+        if "id" not in t:
+            raise WorkloadError(f"{label}: missing field 'id' (a contract tenant id: "
+                                f"{', '.join(map(str, tenant_ids))})")
+        tid = t["id"]
+        if tid not in tenant_ids or isinstance(tid, bool):
+            raise WorkloadError(f"{label}: field 'id' = {tid!r} is not a contract tenant id "
+                                f"(allowed: {', '.join(map(str, tenant_ids))})")
+        label = f"{source}: tenant {tid}"
+        if tid in seen:
+            raise WorkloadError(f"{label}: listed twice")
+        kind = t.get("kind")
+        if kind not in _KINDS:
+            raise WorkloadError(f"{label}: field 'kind' = {kind!r} must be one of "
+                                f"{', '.join(repr(k) for k in _KINDS)}")
+        rules = _KINDS[kind]
+        _no_unknown(t, {"id", "kind", *rules}, label)
+        fields = {name: _value(t, name, rule, label) for name, rule in rules.items()}
+        _check_shapes(kind, fields, label)
+        seen[tid] = TenantSpec(tid, kind, fields)
+    missing = [tid for tid in tenant_ids if tid not in seen]
+    if missing:
+        raise WorkloadError(f"{source}: no [[tenant]] for contract tenant(s) {', '.join(map(str, missing))} "
+                            f"(give each a kind; \"idle\" for none)")
+    return Workload(tenants=[seen[tid] for tid in tenant_ids], **values)
+
+
+def _check_shapes(kind, f, label):
+    if kind == "decode":
+        if f["block_bytes"] % _TXN:
+            raise WorkloadError(f"{label}: field 'block_bytes' = {f['block_bytes']} must be a multiple of {_TXN}")
+        if f["step_bytes"] % f["block_bytes"]:
+            raise WorkloadError(f"{label}: field 'step_bytes' = {f['step_bytes']} must be a multiple of "
+                                f"block_bytes ({f['block_bytes']})")
+    elif kind == "prefill":
+        unit = _TXN * f["chunks"]
+        if f["job_bytes"] % unit:
+            raise WorkloadError(f"{label}: field 'job_bytes' = {f['job_bytes']} must be a multiple of "
+                                f"{_TXN} x chunks = {unit}")
+
+
+def build_tenants(workload):
+    """Tenant objects of the system model, ids in contract order (0..n-1)."""
+    from .tenants import DecodeTenant, GreedyTenant, PrefillTenant
+
+    out = []
+    for index, spec in enumerate(workload.tenants):
+        f = spec.fields
+        if spec.kind == "decode":
+            out.append(DecodeTenant(index, step_bytes=f["step_bytes"], think=f["think_cycles"],
+                                    block_bytes=f["block_bytes"], cxl_fraction=float(f["cxl_fraction"]),
+                                    seed=workload.seed, name=f"decode{spec.id}"))
+        elif spec.kind == "prefill":
+            out.append(PrefillTenant(index, job_bytes=f["job_bytes"], period=f["period_cycles"],
+                                     phase=f["phase_cycles"], window=f["window"], chunks=f["chunks"],
+                                     write_share=f["write_share"], name=f"prefill{spec.id}"))
+        else:
+            idle = GreedyTenant(index, window=1, pattern="stream", seed=workload.seed, name=f"idle{spec.id}")
+            idle.kind = "idle"
+            idle.start = lambda now: None  # never issues
+            out.append(idle)
+    return out
+
+
+def needs_cxl(workload):
+    return any(t.kind == "decode" and t.fields["cxl_fraction"] for t in workload.tenants)
+
+
+def one_channel_contract(doc, channel_gbps, clock_mhz):
+    """The contract as one simulated channel sees it.
+
+    Each tenant's per-channel share of the contract's channel (its GB/s /
+    channels / channel_gbps) is kept; GB/s are rescaled to the simulated
+    channel's ``channel_gbps`` and the arbiter runs at ``clock_mhz``.
+    """
+    fab = doc["fabric"]
+    scale = Fraction(str(channel_gbps)) / (Fraction(str(fab["channel_gbps"])) * int(fab.get("channels", 1)))
+    tenants = []
+    for t in doc.get("tenant", []):
+        t = dict(t)
+        for name in ("guaranteed_gbps", "burst_gbps"):
+            if name in t:
+                v = Fraction(str(t[name])) * scale
+                t[name] = float(round(v, 6)) if v.denominator != 1 else int(v)
+        tenants.append(t)
+    fabric = dict(fab, channels=1, channel_gbps=float(channel_gbps), clock_mhz=clock_mhz)
+    fabric["tenants"] = len(tenants)
+    return {"fabric": fabric, "tenant": tenants}

@@ -1,0 +1,144 @@
+"""``kvfabric system``: workload files (every error names file, tenant, field and range)
+and a tiny end-to-end run of the command."""
+
+import copy
+import json
+from importlib import resources
+
+import pytest
+
+from kvfabric.cli import main
+from kvfabric.sim.workload import WorkloadError, load_workload, one_channel_contract, parse_workload
+
+BASE = {
+    "system": {"cycles": 20_000, "seed": 3, "read_queue": 128, "write_queue": 64},
+    "tenant": [
+        {"id": 0, "kind": "prefill", "job_bytes": 65536, "period_cycles": 40_000, "window": 64},
+        {"id": 1, "kind": "decode", "step_bytes": 4096, "think_cycles": 3000},
+        {"id": 2, "kind": "idle"},
+    ],
+}
+
+
+def doc(table=None, **changes):
+    d = copy.deepcopy(BASE)
+    target = d["system"] if table is None else d["tenant"][table]
+    for k, v in changes.items():
+        if v is None:
+            target.pop(k)
+        else:
+            target[k] = v
+    return d
+
+
+def test_good_workload_parses_with_defaults():
+    w = parse_workload(doc(), [0, 1, 2], source="w.toml")
+    assert (w.cycles, w.seed, w.read_queue, w.write_queue) == (20_000, 3, 128, 64)
+    assert [t.kind for t in w.tenants] == ["prefill", "decode", "idle"]
+    assert w.tenants[0].fields["chunks"] == 1 and w.tenants[0].fields["write_share"] == 4
+    assert w.tenants[1].fields["block_bytes"] == 256 and w.tenants[1].fields["cxl_fraction"] == 0
+
+
+@pytest.mark.parametrize("d, words", [
+    (doc(cycles=0), ["w.toml", "[system]", "'cycles'", "1.."]),
+    (doc(cycles=None), ["w.toml", "[system]", "missing field 'cycles'"]),
+    (doc(read_queue=5000), ["[system]", "'read_queue'", "1..4096"]),
+    (doc(write_queue=1.5), ["[system]", "'write_queue'", "integer"]),
+    (doc(seed=-1), ["[system]", "'seed'", "0.."]),
+    (doc(depth=4), ["[system]", "unknown field 'depth'"]),
+    (doc(0, kind="train"), ["tenant 0", "'kind'", "'decode'", "'prefill'", "'idle'"]),
+    (doc(0, window=0), ["tenant 0", "'window'", "1..65536"]),
+    (doc(0, period_cycles=None), ["tenant 0", "missing field 'period_cycles'"]),
+    (doc(0, job_bytes=1000), ["tenant 0", "'job_bytes'", "multiple of 128"]),
+    (doc(0, chunks=3, job_bytes=65536), ["tenant 0", "'job_bytes'", "chunks"]),
+    (doc(1, cxl_fraction=1.5), ["tenant 1", "'cxl_fraction'", "0..1"]),
+    (doc(1, step_bytes=1000), ["tenant 1", "'step_bytes'"]),
+    (doc(1, block_bytes=100), ["tenant 1", "'block_bytes'", "128"]),
+    (doc(1, think_cycles=0), ["tenant 1", "'think_cycles'", "1.."]),
+    (doc(1, job_bytes=4096), ["tenant 1", "unknown field 'job_bytes'"]),
+    (doc(2, id=7), ["tenant #3", "'id' = 7", "0, 1, 2"]),
+    (doc(2, id=1), ["tenant 1", "twice"]),
+])
+def test_bad_workloads_name_file_tenant_field_and_range(d, words):
+    with pytest.raises(WorkloadError) as e:
+        parse_workload(d, [0, 1, 2], source="w.toml")
+    for w in words:
+        assert w in str(e.value), (w, str(e.value))
+
+
+def test_missing_tenant_and_missing_table_are_named():
+    d = doc()
+    d["tenant"].pop()
+    with pytest.raises(WorkloadError, match=r"w.toml: no \[\[tenant\]\] for contract tenant\(s\) 2"):
+        parse_workload(d, [0, 1, 2], source="w.toml")
+    with pytest.raises(WorkloadError, match=r"w.toml: missing \[system\]"):
+        parse_workload({"tenant": []}, [0], source="w.toml")
+
+
+def test_bad_toml_and_missing_file(tmp_path):
+    p = tmp_path / "bad.toml"
+    p.write_text("[system\ncycles = 1\n")
+    with pytest.raises(WorkloadError, match="bad.toml: not valid TOML"):
+        load_workload(p, [0])
+    with pytest.raises(WorkloadError, match="nope.toml: no such file"):
+        load_workload(tmp_path / "nope.toml", [0])
+
+
+def test_one_channel_contract_keeps_each_tenants_share():
+    contract = {"fabric": {"clock_mhz": 1000, "channels": 8, "channel_gbps": 400, "admission_limit": 0.85},
+                "tenant": [{"id": 0, "name": "a", "guaranteed_gbps": 800, "burst_gbps": 3200,
+                            "burst_duration_ms": 1, "priority": 1, "latency_slo_us": 25}]}
+    one = one_channel_contract(contract, 51.2, 400)
+    # 800 GB/s over 8 channels of 400 GB/s = 1/4 of a channel; 1/4 of 51.2 = 12.8.
+    assert one["tenant"][0]["guaranteed_gbps"] == pytest.approx(12.8)
+    assert one["tenant"][0]["burst_gbps"] == pytest.approx(51.2)
+    assert (one["fabric"]["channels"], one["fabric"]["clock_mhz"]) == (1, 400)
+
+
+def _write_inputs(tmp_path, workload_doc):
+    contract = resources.files("kvfabric.examples").joinpath("system_contract.toml").read_text()
+    c = tmp_path / "c.toml"
+    c.write_text(contract)
+    lines = ["[system]"] + [f"{k} = {v}" for k, v in workload_doc["system"].items()]
+    for t in workload_doc["tenant"]:
+        lines.append("[[tenant]]")
+        lines += [f"{k} = {json.dumps(v)}" for k, v in t.items()]
+    w = tmp_path / "w.toml"
+    w.write_text("\n".join(lines) + "\n")
+    return c, w
+
+
+def _four_tenants():
+    d = doc()
+    d["tenant"].append({"id": 3, "kind": "decode", "step_bytes": 2048, "think_cycles": 2500,
+                        "cxl_fraction": 0.5})
+    return d
+
+
+@pytest.mark.parametrize("policy", ["frfcfs", "fabric-qos"])
+def test_system_command_runs_a_workload_and_writes_json(tmp_path, capsys, policy):
+    c, w = _write_inputs(tmp_path, _four_tenants())
+    out = tmp_path / "r.json"
+    assert main(["system", "--contract", str(c), "--workload", str(w), "--policy", policy,
+                 "--json", str(out)]) == 0
+    r = json.loads(out.read_text())
+    assert r["policy"] == policy and r["cycles"] == 20_000
+    assert [t["id"] for t in r["tenants"]] == [0, 1, 2, 3]
+    assert [t["kind"] for t in r["tenants"]] == ["prefill", "decode", "idle", "decode"]
+    decode = r["tenants"][1]
+    # 20,000 cycles, 3,000-cycle think time: a few steps, each at least a row miss long.
+    assert decode["steps"] >= 3 and decode["p99_ns"] >= decode["p50_ns"] >= 33
+    assert r["tenants"][2]["gbps"] == 0
+    prefill = r["tenants"][0]["gbps"]
+    assert 1 < prefill < 51.2
+    assert 0 < r["utilisation"] <= 1
+    assert "prefill" in capsys.readouterr().out
+
+
+def test_system_command_reports_a_bad_workload_in_one_line(tmp_path, capsys):
+    d = _four_tenants()
+    d["tenant"][1]["think_cycles"] = -5
+    c, w = _write_inputs(tmp_path, d)
+    assert main(["system", "--contract", str(c), "--workload", str(w), "--policy", "fabric"]) == 2
+    err = capsys.readouterr().err
+    assert "w.toml: tenant 1: field 'think_cycles' = -5" in err and "1.." in err
