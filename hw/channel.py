@@ -37,11 +37,18 @@ in parallel:
 
 V, served and vmin are per-channel registers updated from registers only.
 
+Memory-side credits (spec §6.6): per channel ``inflight_k`` for the credit
+classes k = 0 urgent, 1 guaranteed, 2 burst. ``has_credit[k]`` is a function of
+registers (``inflight_k`` and the ``CREDITS`` limits), so it enters the
+selection loop as one gate per pair term beside the registered keys: a head
+whose key's credit class lacks credit neither wins nor keeps another head
+from winning. The key registers are not changed by credits.
+
 Naming (the state-budget script counts flip-flops by name): per-tenant dynamic
 state is exactly ``dyn_level_i``, ``dyn_peak_i``, ``dyn_tag_i``; queue storage
 and the ingress register are ``q_*``; per-channel registers are ``vt``,
-``served``, ``vmin``, ``vmin_valid`` and ``grant_*``; selection keys are
-``key_*`` (derived state, spec §11).
+``served``, ``vmin``, ``vmin_valid``, ``grant_*`` and ``inflight_*``;
+selection keys are ``key_*`` (derived state, spec §11).
 """
 
 from amaranth.hdl import C, Cat, Module, Mux, Signal
@@ -51,7 +58,7 @@ from amaranth.lib.wiring import In, Out
 from .fifo import HeadQueue
 from .ingress import Ingress
 from .layouts import Kind, grant_signature, queue_entry_layout, request_signature, tenant_config_layout
-from kvfabric.spec import check_params
+from kvfabric.spec import CREDIT_BITS, CREDIT_CLASSES, check_params
 
 from .checks import ChannelView, channel_checks, check_names
 
@@ -104,6 +111,11 @@ class ChannelArbiter(wiring.Component):
     now_next : In(ts_bits)
         ``(t + 1) mod 2^TS_BITS``, from a register of its own in the top so
         that next cycle's starvation deadline (spec §6.2) starts from a register.
+    credit_limit : In(CREDIT_BITS).array(3)
+        The ``CREDITS`` register's limits (urgent, guaranteed, burst) in this
+        cycle; 0 = no check (spec §6.6).
+    credit_return : In(3)
+        Bit k: the memory side returns one credit of class k (spec §6.6).
     dropped : Out(1)
         Pulse: an invalid request is accepted in this cycle.
     occupancy : Out(range(D + 1)).array(N)
@@ -115,6 +127,8 @@ class ChannelArbiter(wiring.Component):
         Per-tenant dynamic state registers (spec §5).
     vt, served, vmin, vmin_valid : Signal
         Per-channel virtual-time registers (spec §6.4).
+    inflight : list of Signal
+        Per-channel credit counters ``inflight_k`` (spec §6.6).
     """
 
     def __init__(self, params, *, checks=False):
@@ -135,6 +149,8 @@ class ChannelArbiter(wiring.Component):
             "now_next":     In(p.ts_bits),
             "priority_next": In(p.priority_bits).array(n),
             "now":          In(p.ts_bits),
+            "credit_limit": In(CREDIT_BITS).array(CREDIT_CLASSES),
+            "credit_return": In(CREDIT_CLASSES),
             "dropped":      Out(1),
             "occupancy":    Out(range(p.queue_depth + 1)).array(n),
         })
@@ -145,6 +161,7 @@ class ChannelArbiter(wiring.Component):
         self.served = Signal(p.served_bits, name="served")
         self.vmin = Signal(p.tag_bits, name="vmin")
         self.vmin_valid = Signal(name="vmin_valid")
+        self.inflight = [Signal(CREDIT_BITS, name=f"inflight_{k}") for k in range(CREDIT_CLASSES)]
 
     @property
     def params(self):
@@ -401,12 +418,30 @@ class ChannelArbiter(wiring.Component):
                 m.d.comb += f.eq(_lt_logic(key[hi], key[lo]) | ((key[hi] == key[lo]) & tie))
                 first[hi, lo] = f
 
+        # Credits (spec §6.6): has_credit[k] from registers; a head's credit
+        # class follows from its registered key (0 urgent, 10..11 burst,
+        # otherwise guaranteed; 15 does not compete anyway). In FCFS mode
+        # (every key 0 or 15) credits are not checked.
+        has_credit = []
+        for k in range(CREDIT_CLASSES):
+            hc = Signal(name=f"has_credit_{k}")
+            limit = self.credit_limit[k]
+            m.d.comb += hc.eq((limit == 0) | (self.inflight[k] < limit))
+            has_credit.append(hc)
+        credit_ok = []
+        for i in range(n):
+            ok = Signal(name=f"credit_ok_{i}")
+            m.d.comb += ok.eq(fcfs | Mux(key[i] == 0, has_credit[0],
+                                         Mux(key[i][1:] == 5, has_credit[2], has_credit[1])))
+            credit_ok.append(ok)
+
         win = []
         for i in range(n):
-            # A non-competing j has key 15 and comes after any competing i.
-            terms = [competes[i]]
-            terms += [first[i, lo] for lo in range(i)]
-            terms += [~first[hi, i] for hi in range(i + 1, n)]
+            # A non-competing j has key 15 and comes after any competing i; a
+            # j without credit precedes nobody.
+            terms = [competes[i] & credit_ok[i]]
+            terms += [first[i, lo] | ~credit_ok[lo] for lo in range(i)]
+            terms += [~(first[hi, i] & credit_ok[hi]) for hi in range(i + 1, n)]
             w = Signal(name=f"win_{i}")
             m.d.comb += w.eq(Cat(*terms).all())
             win.append(w)
@@ -447,7 +482,9 @@ class ChannelArbiter(wiring.Component):
         w_ts = Signal(p.ts_bits)
         w_tenant = Signal(p.tenant_bits)
         w_conf = Signal()
+        w_urgent = Signal()
         m.d.comb += [
+            w_urgent.eq(_or_all(win[i] & (key[i] == 0) for i in range(n))),
             w_bytes.eq(_or_all(win[i].replicate(p.bytes_bits) & heads[i].bytes for i in range(n))),
             w_id.eq(_or_all(win[i].replicate(p.id_width) & heads[i].id for i in range(n))),
             w_ts.eq(_or_all(win[i].replicate(p.ts_bits) & heads[i].ts for i in range(n))),
@@ -466,10 +503,29 @@ class ChannelArbiter(wiring.Component):
             ]
             with m.If(fcfs):
                 m.d.sync += g_kind.eq(Kind.FCFS)
+            with m.Elif(w_urgent):
+                m.d.sync += g_kind.eq(Kind.URGENT)
             with m.Elif(w_conf):
                 m.d.sync += g_kind.eq(Kind.GUARANTEED)
             with m.Else():
                 m.d.sync += g_kind.eq(Kind.BURST)
+
+        # ---------------------------------------------------------- credit counters
+        # inflight_k at t+1 = sat255(inflight_k + sel_k) - ret_k (spec §6.6):
+        # a fabric-mode winner is counted in its class when it is selected; a
+        # return with nothing in flight (after the increment) is ignored.
+        selected = Signal(name="credit_selected")
+        m.d.comb += selected.eq(load & any_win & ~fcfs)
+        sel = [selected & w_urgent, selected & w_conf & ~w_urgent, selected & ~w_conf]
+        for k in range(CREDIT_CLASSES):
+            cnt = self.inflight[k]
+            full = Signal(name=f"inflight_full_{k}")
+            bumped = Signal(CREDIT_BITS, name=f"inflight_bumped_{k}")
+            m.d.comb += [
+                full.eq(cnt == (1 << CREDIT_BITS) - 1),
+                bumped.eq(cnt + (sel[k] & ~full)),
+            ]
+            m.d.sync += cnt.eq(bumped - (self.credit_return[k] & (bumped != 0)))
 
         # ---------------------------------------------------------- virtual time
         # served(s) = ceil(s / TAG_UNIT) of a fabric-mode winner (zero without
@@ -513,7 +569,7 @@ class ChannelArbiter(wiring.Component):
             queue_level=[q.level for q in queues], occupancy=list(self.occupancy),
             level=self.dyn_level, peak=self.dyn_peak, tag=self.dyn_tag,
             capacity=[self.tenant_cfg[i].capacity for i in range(n)], vt=vt,
-            grant_valid=g_valid, grant_kind=g_kind), self._checks)
+            inflight=self.inflight, credit_limit=list(self.credit_limit)), self._checks)
         return m
 
 

@@ -29,8 +29,10 @@ expressions, and is named so that a proof can select it:
 ``tag_window``
     The start tag of a tenant that did not win lies within ``LAG_WINDOW`` of
     the previous cycle's V (the clamps of §6.4, the bound of §6.5).
-``grant_kind``
-    A valid grant never carries a kind the spec does not define.
+``credit_limits``
+    A selection never takes a credit class above its limit: with a nonzero
+    limit, ``inflight`` after a cycle is at most the larger of its value
+    before and the limit (a lowered limit is honoured by waiting, spec §6.6).
 """
 
 from dataclasses import dataclass
@@ -40,7 +42,7 @@ from amaranth.hdl import Assert, Cat, Mux, Signal
 __all__ = ["PROPERTIES", "ChannelView", "channel_checks", "check_names"]
 
 PROPERTIES = ("one_winner", "grant_has_request", "queue_bounds", "bucket_caps",
-              "charged_only_when_granted", "tag_window", "grant_kind")
+              "charged_only_when_granted", "tag_window", "credit_limits")
 
 
 def check_names(checks):
@@ -73,8 +75,8 @@ class ChannelView:
     tag: list
     capacity: list
     vt: Signal
-    grant_valid: Signal
-    grant_kind: Signal
+    inflight: list
+    credit_limit: list
 
 
 def _past(m, value, name):
@@ -112,13 +114,17 @@ def channel_checks(m, p, view: ChannelView, checks):
                 Assert(view.occupancy[i] <= D, f"queue {i} holds more than D requests"),
                 Assert(view.occupancy[i] >= view.queue_level[i], f"queue {i}: occupancy below its entries"),
             ]
-    if "grant_kind" in names:
-        m.d.sync += Assert(~view.grant_valid | (view.grant_kind.as_value() != 3),
-                           "grant of an undefined kind")
-
-    needs_past = names & {"bucket_caps", "charged_only_when_granted", "tag_window"}
+    needs_past = names & {"bucket_caps", "charged_only_when_granted", "tag_window", "credit_limits"}
     if not needs_past:
         return
+    if "credit_limits" in names:
+        for k, (count, limit) in enumerate(zip(view.inflight, view.credit_limit)):
+            count_past = _past(m, count, f"inflight_{k}")
+            limit_past = _past(m, limit, f"credit_limit_{k}")
+            ceiling = Signal.like(count_past, name=f"chk_inflight_ceiling_{k}")
+            m.d.comb += ceiling.eq(Mux(count_past > limit_past, count_past, limit_past))
+            m.d.sync += Assert(~past_valid | (limit_past == 0) | (count <= ceiling),
+                               f"credit class {k}: a selection went above its limit")
     vt_past = _past(m, view.vt, "vt")
     for i in range(n):
         cap_past = _past(m, view.capacity[i], f"capacity_{i}")

@@ -11,7 +11,7 @@ the AXI AW and W handshakes, see :mod:`hw.axil`). The register file decodes it
 and registers the decoded write (``cfg_wr_*``): the write *takes effect* in
 cycle t = h+1, when the active registers are written, and every channel uses
 the new values from cycle t+1. The same holds for ``CTRL.fcfs_bypass``,
-``EPOCH_CYCLES`` and ``STARVE_LIMIT``, which are not staged. A ``CTRL`` write
+``EPOCH_CYCLES``, ``STARVE_LIMIT`` and ``CREDITS``, which are not staged. A ``CTRL`` write
 with bit 1 set taking effect in cycle t makes ``cfg_snapshot`` 1 during cycle
 t+1, the cycle in which telemetry takes the snapshot (spec §10). The decode
 stage keeps the address comparison off the channels' paths: their next
@@ -34,13 +34,13 @@ from amaranth.lib.wiring import In, Out
 
 from .axil import RegisterBusSignature
 from .layouts import tenant_config_layout
-from kvfabric.spec import check_params
+from kvfabric.spec import CREDIT_BITS, CREDIT_CLASSES, check_params
 
 
 __all__ = [
     "ADDR_WIDTH", "DATA_WIDTH",
     "ID", "VERSION", "ID_VALUE", "VERSION_VALUE", "PARAMS", "CTRL", "EPOCH_CYCLES",
-    "STARVE_LIMIT", "EPOCH_COUNT", "TENANT_BASE", "TENANT_STRIDE", "TENANT_REGS", "COMMIT",
+    "STARVE_LIMIT", "EPOCH_COUNT", "CREDITS", "TENANT_BASE", "TENANT_STRIDE", "TENANT_REGS", "COMMIT",
     "TEL_TENANT_BASE", "TEL_TENANT_STRIDE", "TEL_TENANT_REGS", "DROPPED_BASE",
     "params_word", "FabricComponent", "RegisterFile",
 ]
@@ -57,6 +57,7 @@ CTRL          = 0x000C
 EPOCH_CYCLES  = 0x0010
 STARVE_LIMIT  = 0x0014
 EPOCH_COUNT   = 0x0018
+CREDITS       = 0x001C  # [7:0] urgent, [15:8] guaranteed, [23:16] burst (spec §6.6)
 ID_VALUE      = 0x4B564642  # "KVFB"
 VERSION_VALUE = 0x00000100  # 0.1
 
@@ -155,6 +156,9 @@ class RegisterFile(FabricComponent):
         ``STARVE_LIMIT``.
     cfg_epoch_cycles : ``Out(32)``
         ``EPOCH_CYCLES``.
+    cfg_credits : ``Out(8).array(3)``
+        ``CREDITS``: the in-flight limits of the credit classes urgent,
+        guaranteed, burst (spec §6.6); the channels read them in the cycle.
     cfg_snapshot : ``Out(1)``
         1 during the cycle after a ``CTRL`` write with bit 1 set takes effect.
     cfg_fcfs_bypass_next, cfg_starve_limit_next : ``Out(1)``, ``Out(23)``
@@ -182,6 +186,7 @@ class RegisterFile(FabricComponent):
             "cfg_fcfs_bypass":  Out(1),
             "cfg_starve_limit": Out(params.starve_bits),
             "cfg_epoch_cycles": Out(params.epoch_bits),
+            "cfg_credits":      Out(CREDIT_BITS).array(CREDIT_CLASSES),
             "cfg_snapshot":     Out(1),
             "cfg_fcfs_bypass_next":  Out(1),
             "cfg_starve_limit_next": Out(params.starve_bits),
@@ -200,6 +205,7 @@ class RegisterFile(FabricComponent):
         wr_ctrl = Signal(name="cfg_wr_ctrl")
         wr_epoch = Signal(name="cfg_wr_epoch")
         wr_starve = Signal(name="cfg_wr_starve")
+        wr_credits = Signal(name="cfg_wr_credits")
         wr_commit = Signal(p.tenants, name="cfg_wr_commit")
         wr_data = Signal(DATA_WIDTH, name="cfg_wr_data")
         wr_strb = Signal(len(bus.w_strb), name="cfg_wr_strb")
@@ -207,6 +213,7 @@ class RegisterFile(FabricComponent):
             wr_ctrl.eq(bus.w_stb & (bus.w_addr == CTRL)),
             wr_epoch.eq(bus.w_stb & (bus.w_addr == EPOCH_CYCLES)),
             wr_starve.eq(bus.w_stb & (bus.w_addr == STARVE_LIMIT)),
+            wr_credits.eq(bus.w_stb & (bus.w_addr == CREDITS)),
             wr_commit.eq(Cat(bus.w_stb & (bus.w_addr == TENANT_BASE + TENANT_STRIDE * i + COMMIT)
                              for i in range(p.tenants))),
             wr_data.eq(bus.w_data),
@@ -229,7 +236,10 @@ class RegisterFile(FabricComponent):
         cfg_starve_limit = Signal(p.starve_bits, name="cfg_starve_limit")
         cfg_epoch_cycles = Signal(p.epoch_bits, name="cfg_epoch_cycles")
         cfg_snapshot     = Signal(name="cfg_snapshot")
+        cfg_credits      = Signal(CREDIT_BITS * CREDIT_CLASSES, name="cfg_credits")
         m.d.comb += [
+            *(self.cfg_credits[k].eq(cfg_credits.word_select(k, CREDIT_BITS))
+              for k in range(CREDIT_CLASSES)),
             self.cfg_fcfs_bypass.eq(cfg_fcfs_bypass),
             self.cfg_starve_limit.eq(cfg_starve_limit),
             self.cfg_epoch_cycles.eq(cfg_epoch_cycles),
@@ -257,6 +267,8 @@ class RegisterFile(FabricComponent):
             m.d.comb += fcfs_next.eq(new_ctrl[0])
         with m.If(wr_epoch):
             m.d.sync += cfg_epoch_cycles.eq(merged(cfg_epoch_cycles))
+        with m.If(wr_credits):
+            m.d.sync += cfg_credits.eq(merged(cfg_credits)[:len(cfg_credits)])
         with m.If(wr_starve):
             m.d.comb += starve_next.eq(merged(cfg_starve_limit)[:p.starve_bits])
         for i in range(p.tenants):
@@ -291,6 +303,8 @@ class RegisterFile(FabricComponent):
                 m.d.comb += bus.r_data.eq(cfg_epoch_cycles)
             with m.Case(STARVE_LIMIT):
                 m.d.comb += bus.r_data.eq(cfg_starve_limit)
+            with m.Case(CREDITS):
+                m.d.comb += bus.r_data.eq(cfg_credits)
             for i in range(p.tenants):
                 base = TENANT_BASE + TENANT_STRIDE * i
                 for offset, fields in TENANT_REGS.items():

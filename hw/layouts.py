@@ -21,6 +21,7 @@ class Kind(enum.Enum, shape=2):
     GUARANTEED = spec.GUARANTEED
     BURST      = spec.BURST
     FCFS       = spec.FCFS
+    URGENT     = spec.URGENT
 
 
 def request_layout(params):

@@ -28,7 +28,7 @@ from .channel import ChannelArbiter
 from .checks import check_names
 from .config import ADDR_WIDTH, DATA_WIDTH, FabricComponent, RegisterFile
 from .layouts import grant_signature, request_signature
-from kvfabric.spec import check_params
+from kvfabric.spec import CREDIT_CLASSES, check_params
 from .telemetry import Telemetry
 
 
@@ -52,6 +52,9 @@ class KvFabric(FabricComponent):
         Request stream of each channel (sink); payload ``tenant``, ``bytes``, ``id``.
     grant : ``Out(grant_signature(params)).array(channels)``
         Grant stream of each channel (source); payload ``tenant``, ``bytes``, ``id``, ``kind``.
+    credit_return : ``In(3).array(channels)``
+        Bit k of ``credit_return[c]``: the memory side of channel c returns one
+        credit of class k (0 urgent, 1 guaranteed, 2 burst; spec §6.6).
     queue_full : ``Out(tenants).array(channels)``
         Bit i of ``queue_full[c]``: tenant i's queue on channel c cannot accept (spec §4).
     s_axil : ``In(AXI4LiteSignature(addr_width=16, data_width=32))``
@@ -70,6 +73,7 @@ class KvFabric(FabricComponent):
         super().__init__(params, {
             "req":        In(request_signature(params)).array(params.channels),
             "grant":      Out(grant_signature(params)).array(params.channels),
+            "credit_return": In(CREDIT_CLASSES).array(params.channels),
             "queue_full": Out(params.tenants).array(params.channels),
             "s_axil":     In(AXI4LiteSignature(addr_width=ADDR_WIDTH, data_width=DATA_WIDTH)),
             "now":        Out(params.ts_bits),
@@ -127,6 +131,8 @@ class KvFabric(FabricComponent):
                 ch.starve_limit_next.eq(regs.cfg_starve_limit_next),
                 ch.now.eq(now),
                 ch.now_next.eq(now_next),
+                ch.credit_return.eq(self.credit_return[c]),
+                *(ch.credit_limit[k].eq(regs.cfg_credits[k]) for k in range(CREDIT_CLASSES)),
                 tel.dropped[c].eq(ch.dropped),
                 tel.grants[c].valid.eq(ch.grant.valid & ch.grant.ready),
                 tel.grants[c].tenant.eq(ch.grant.payload.tenant),

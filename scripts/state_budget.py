@@ -22,6 +22,8 @@ after the output port it drives, for one):
 * ``dyn``   -- dynamic per-tenant-per-channel arbitration state (``dyn_``),
 * ``key``   -- registered selection keys, derived from ``dyn`` state, queue
   heads and configuration (``key_``, spec §11; not in the budget),
+* ``inflight`` -- per-channel credit counters of the memory-side interface
+  (``inflight_``, spec §5, §6.6; per-channel state, not in the budget),
 * ``cfg``   -- configuration registers (``cfg_``),
 * ``q``     -- queue storage and pointers (``q_``),
 * ``tel``   -- telemetry counters and snapshots (``tel_``),
@@ -51,11 +53,11 @@ __all__ = ["CATEGORIES", "BUDGET_BITS", "classify_name", "measure", "format_tabl
 
 #: Categories in priority order: a bit whose names match several is counted in
 #: the first (dynamic state first, so that a conflict never hides budget bits).
-CATEGORIES = ("dyn", "key", "q", "cfg", "tel", "other")
+CATEGORIES = ("dyn", "key", "inflight", "q", "cfg", "tel", "other")
 #: Dynamic state budget per tenant per channel (spec §5).
 BUDGET_BITS = 64
 
-_PREFIX_RE = re.compile(r"(?:^|[^A-Za-z0-9])(dyn|key|cfg|q|tel)_")
+_PREFIX_RE = re.compile(r"(?:^|[^A-Za-z0-9])(dyn|key|inflight|cfg|q|tel)_")
 _FF_TYPES = re.compile(r"^\$_*(a|s|al)?(dff|dlatch|sdff|ff|sr)", re.IGNORECASE)
 
 

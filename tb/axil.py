@@ -13,7 +13,8 @@ from dataclasses import replace
 from kvfabric.model.registers import TENANT_FIELD_BITS, FabricConfig, TenantConfig
 
 __all__ = [
-    "ID", "VERSION", "PARAMS", "CTRL", "EPOCH_CYCLES", "STARVE_LIMIT", "EPOCH_COUNT",
+    "ID", "VERSION", "PARAMS", "CTRL", "EPOCH_CYCLES", "STARVE_LIMIT", "EPOCH_COUNT", "CREDITS",
+    "credits_word",
     "ID_VALUE", "VERSION_VALUE", "MARK_ADDR", "MARK_DATA", "MARK_GAP", "tenant_reg", "tel_reg", "dropped_reg", "params_word",
     "RegisterMirror", "program", "commit_tenant", "take_snapshot", "read_telemetry",
 ]
@@ -25,6 +26,7 @@ CTRL = 0x000C
 EPOCH_CYCLES = 0x0010
 STARVE_LIMIT = 0x0014
 EPOCH_COUNT = 0x0018
+CREDITS = 0x001C  # [7:0] urgent, [15:8] guaranteed, [23:16] burst (spec §6.6)
 ID_VALUE = 0x4B564642
 VERSION_VALUE = 0x00000100
 
@@ -70,6 +72,11 @@ def params_word(params) -> int:
             | params.tag_bits << 24)
 
 
+def credits_word(credits) -> int:
+    """The ``CREDITS`` word of limits (urgent, guaranteed, burst)."""
+    return credits[0] | credits[1] << 8 | credits[2] << 16
+
+
 def _fields_word(cfg: TenantConfig, fields) -> int:
     return sum(int(getattr(cfg, name)) << lsb for name, lsb in fields)
 
@@ -108,6 +115,9 @@ class RegisterMirror:
             self.config = replace(cfg, epoch_cycles=((cfg.epoch_cycles & ~mask) | (data & mask)) & 0xFFFFFFFF)
         elif addr == STARVE_LIMIT:
             self.config = replace(cfg, starve_limit=((cfg.starve_limit & ~mask) | (data & mask)) & 0x7FFFFF)
+        elif addr == CREDITS:
+            word = (credits_word(cfg.credits) & ~mask) | (data & mask)
+            self.config = replace(cfg, credits=tuple(word >> 8 * k & 0xFF for k in range(3)))
         elif TENANT_BASE <= addr < TENANT_BASE + TENANT_STRIDE * n:
             i, off = divmod(addr - TENANT_BASE, TENANT_STRIDE)
             if off == COMMIT:
@@ -128,7 +138,7 @@ class RegisterMirror:
         p, cfg = self.params, self.config
         fixed = {ID: ID_VALUE, VERSION: VERSION_VALUE, PARAMS: params_word(p),
                  CTRL: int(cfg.fcfs_bypass), EPOCH_CYCLES: cfg.epoch_cycles,
-                 STARVE_LIMIT: cfg.starve_limit}
+                 STARVE_LIMIT: cfg.starve_limit, CREDITS: credits_word(cfg.credits)}
         if addr in fixed:
             return fixed[addr]
         if TENANT_BASE <= addr < TENANT_BASE + TENANT_STRIDE * p.tenants:
@@ -152,6 +162,7 @@ async def program(axil, config: FabricConfig) -> None:
     """Program a whole configuration: fabric registers, then every tenant."""
     await axil.write_dword(STARVE_LIMIT, config.starve_limit)
     await axil.write_dword(EPOCH_CYCLES, config.epoch_cycles)
+    await axil.write_dword(CREDITS, credits_word(config.credits))
     await axil.write_dword(CTRL, int(config.fcfs_bypass))
     for i, t in enumerate(config.tenants):
         await commit_tenant(axil, i, t)

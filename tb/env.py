@@ -52,13 +52,15 @@ class TB:
     bytes_per_cycle : the memory side's drain rate B (spec §8).
     idle, backpressure : probabilities of an idle cycle at a driver and of an
         extra not-ready cycle at the memory side.
+    credit_return : probability of each ``credit_return`` bit per cycle at
+        the memory side (spec §6.6; 0 = no returns, as the replay memory side).
     check_internal : compare internal state every cycle (bucket levels, tags,
         V, occupancies).
     """
 
     def __init__(self, dut, params, *, seed: int, bytes_per_cycle=64, idle: float = 0.0,
                  backpressure: float = 0.0, check_internal: bool = True,
-                 honour_queue_full: bool = True):
+                 honour_queue_full: bool = True, credit_return: float = 0.0):
         self.dut = dut
         self.params = params
         self.seed = seed
@@ -71,7 +73,7 @@ class TB:
                                       idle=idle, honour_queue_full=honour_queue_full)
                         for c in range(params.channels)]
         self.memory = MemoryModel(self.ports, bytes_per_cycle, random.Random(self.rng.random()),
-                                  backpressure=backpressure)
+                                  backpressure=backpressure, credit_return=credit_return)
         self.monitor = Monitor(dut, params, self.ports, AxiPorts(dut))
         self.scoreboard = Scoreboard(params, seed, channels=self.ports,
                                      check_internal=check_internal, log=self.log)

@@ -9,6 +9,11 @@ engine drains grants identically.
 Extra backpressure: with probability ``backpressure`` an idle channel still
 holds ``ready`` low for a cycle (a refresh, a bank conflict); ``ready`` never
 depends on ``grant.valid``.
+
+Credits (spec §6.6): with probability ``credit_return`` each bit of
+``credit_return[c]`` is 1 in a cycle, independently of what is in flight (a
+return with nothing in flight must be ignored, and a class whose limit is
+reached waits for one). The spec §8 replay memory side returns none (0).
 """
 
 from __future__ import annotations
@@ -22,11 +27,13 @@ __all__ = ["MemoryModel"]
 
 
 class MemoryModel:
-    def __init__(self, ports, bytes_per_cycle, rng: random.Random, *, backpressure: float = 0.0):
+    def __init__(self, ports, bytes_per_cycle, rng: random.Random, *, backpressure: float = 0.0,
+                 credit_return: float = 0.0):
         self.ports = ports  # list of tb.monitor.ChannelPorts
         self.side = MemorySide(len(ports), Fraction(bytes_per_cycle))
         self.rng = rng
         self.backpressure = backpressure
+        self.credit_return = credit_return
         self.ready = [True] * len(ports)
 
     def reset(self) -> None:
@@ -38,6 +45,11 @@ class MemoryModel:
             r = rule[c] and not (self.backpressure and self.rng.random() < self.backpressure)
             self.ready[c] = r
             port.set_grant_ready(r)
+            if self.credit_return:
+                port.set_credit_return(sum(1 << k for k in range(3)
+                                           if self.rng.random() < self.credit_return))
+            else:
+                port.set_credit_return(0)
 
     def observe(self, channel: int, cycle: int, nbytes: int) -> None:
         """A grant of ``nbytes`` was transferred on ``channel`` in ``cycle``."""

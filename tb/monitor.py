@@ -2,8 +2,9 @@
 
 :class:`ChannelPorts` owns the handles of one channel: the request and grant
 streams and ``queue_full`` at the top level, and the channel's internal state
-(spec §5, §6.4: ``dyn_level_i``, ``dyn_peak_i``, ``dyn_tag_i``, ``vt``,
-``served``, ``vmin``, ``vmin_valid``, plus ``occupancy``/``dropped``) reached
+(spec §5, §6.4, §6.6: ``dyn_level_i``, ``dyn_peak_i``, ``dyn_tag_i``, ``vt``,
+``served``, ``vmin``, ``vmin_valid``, ``inflight_k``, plus
+``occupancy``/``dropped``) reached
 hierarchically in instance ``channel_<c>``.  :class:`Monitor` samples every
 observed signal once per cycle, at ``ReadOnly`` after the falling edge, i.e.
 the settled values of the cycle that the next rising edge will act on.
@@ -91,6 +92,9 @@ class ChannelPorts:
         self.h_req_valid = _child(dut, f"req__{c}__valid")
         self.h_req_payload = _child(dut, f"req__{c}__payload")
         self.h_grant_ready = _child(dut, f"grant__{c}__ready")
+        self.h_credit_return = _child(dut, f"credit_return__{c}")
+        self.r_credit_return = reader(self.h_credit_return)
+        self._return_state = None
         self.r_req_valid = reader(self.h_req_valid)
         self.r_req_ready = reader(_child(dut, f"req__{c}__ready"))
         self.r_req_payload = reader(self.h_req_payload)
@@ -113,14 +117,17 @@ class ChannelPorts:
             self.r_vmin = reader(_child(inst, "vmin"))
             self.r_vmin_valid = reader(_child(inst, "vmin_valid"))
             self.r_dropped = reader(_child(inst, "dropped"))
+            self.r_inflight = [reader(_child(inst, f"inflight_{k}")) for k in range(3)]
             self.h_level = [_child(inst, f"dyn_level_{i}") for i in range(n)]
             self.h_peak = [_child(inst, f"dyn_peak_{i}") for i in range(n)]
             # Flat list in the scoreboard's order, with the spec's field names.
             self.r_state = [*self.r_level, *self.r_peak, *self.r_tag, *self.r_occ, self.r_vt,
-                            self.r_served, self.r_vmin, self.r_vmin_valid, self.r_dropped]
+                            self.r_served, self.r_vmin, self.r_vmin_valid, self.r_dropped,
+                            *self.r_inflight]
             self.state_names = [*(f"{f}[{i}]" for f in ("dyn_level", "dyn_peak", "dyn_tag", "occupancy")
                                   for i in range(n)),
-                                "vt", "served", "vmin", "vmin_valid", "dropped"]
+                                "vt", "served", "vmin", "vmin_valid", "dropped",
+                                *(f"inflight[{k}]" for k in range(3))]
 
     # ---- driving (only changes are written: a write is a GPI call) ----------------
     def set_request(self, r) -> None:
@@ -140,6 +147,12 @@ class ChannelPorts:
             self.h_grant_ready.value = int(ready)
             self._ready_state = ready
 
+    def set_credit_return(self, bits: int) -> None:
+        """``credit_return[c]``: bit k returns one credit of class k (spec §6.6)."""
+        if bits != self._return_state:
+            self.h_credit_return.value = bits
+            self._return_state = bits
+
     def queue_full(self) -> int:
         return self.r_queue_full()
 
@@ -148,8 +161,10 @@ class ChannelPorts:
         self.h_req_valid.value = 0
         self.h_req_payload.value = 0
         self.h_grant_ready.value = 0
+        self.h_credit_return.value = 0
         self._req_state = None
         self._ready_state = False
+        self._return_state = 0
 
 
 class AxiPorts:
@@ -174,6 +189,7 @@ class Sample:
     grant_valid: list = field(default_factory=list)
     grant_ready: list = field(default_factory=list)
     grant: list = field(default_factory=list)      # (tenant, bytes, id, kind) or None
+    credit_return: list = field(default_factory=list)  # 3-bit credit_return[c]
     queue_full: list = field(default_factory=list)
     aw: tuple | None = None    # (addr,) handshake this cycle
     w: tuple | None = None     # (data, strb) handshake this cycle
@@ -203,6 +219,7 @@ class Monitor:
             s.grant_ready.append(p.r_grant_ready())
             s.grant.append(p.lay.unpack_grant(p.r_grant_payload()) if gv else None)
             s.queue_full.append(p.r_queue_full())
+            s.credit_return.append(p.r_credit_return())
         a = self.axi
         if a is not None:
             if a.awvalid() and a.awready():

@@ -6,12 +6,12 @@ just before the rising edge that ends it):
 1. compare the DUT's outputs with the model's registers of cycle t: per
    channel ``queue_full``, ``req.ready`` (when ``req.valid``), ``grant.valid``
    and the grant payload (tenant, bytes, id, kind), the ``now`` timestamp; and
-   the internal state of spec §5/§6.4 read hierarchically: every tenant's
+   the internal state of spec §5/§6.4/§6.6 read hierarchically: every tenant's
    ``dyn_level``, ``dyn_peak``, ``dyn_tag`` (start tag = previous finish tag)
    and occupancy, and the channel's ``vt``, ``served``, ``vmin``,
-   ``vmin_valid`` and ``dropped``;
+   ``vmin_valid``, ``dropped`` and ``inflight[k]``;
 2. step the model with the sampled inputs (request valid/payload, grant
-   ready) and the AXI writes whose handshake completed in cycle t-1, which
+   ready, ``credit_return``) and the AXI writes whose handshake completed in cycle t-1, which
    take effect in t and change the active configuration from t+1 (spec §9)
    — the model never sees the test's intentions, only what crossed the
    DUT's ports;
@@ -41,8 +41,8 @@ from .monitor import Sample
 
 __all__ = ["Mismatch", "Scoreboard"]
 
-#: The spec's kinds, and the one 2-bit value the RTL must never emit.
-KIND_NAMES = {**spec.KIND_NAMES, 3: "invalid(3)"}
+#: The spec's kinds (every 2-bit value is one since kind 3 = urgent).
+KIND_NAMES = spec.KIND_NAMES
 
 
 class Mismatch(AssertionError):
@@ -100,7 +100,7 @@ class Scoreboard:
         ch = self.model.channels[c]
         heads = {i: (q[0].bytes, q[0].cost, q[0].ts, len(q)) for i, q in enumerate(ch.fifo) if q}
         return (f"V={ch.vt} served={ch.served} vmin={ch.vmin}/{ch.vmin_valid} tags={ch.tag} "
-                f"levels={ch.level} peaks={ch.peak} heads(bytes,cost,ts,len)={heads} "
+                f"levels={ch.level} peaks={ch.peak} inflight={ch.inflight} heads(bytes,cost,ts,len)={heads} "
                 f"grant={ch.grant} config={self.model.config}")
 
     def _eq(self, field, expected, actual, channel=None):
@@ -146,6 +146,7 @@ class Scoreboard:
             self._eq("now", m.now, s.now)
         reqs = []
         readies = []
+        returns = []
         transfers = []
         for c, ch in enumerate(m.channels):
             full = ch.queue_full()
@@ -174,6 +175,8 @@ class Scoreboard:
                 self.fail(names[k], e, a, c)
             reqs.append(req)
             readies.append(bool(s.grant_ready[c]))
+            bits = s.credit_return[c] if s.credit_return else 0
+            returns.append((bits & 1, bits >> 1 & 1, bits >> 2 & 1))
             if self.check_internal:
                 self._check_state(c, ch, req)
         # Reads (spec §9): the data is the register's value in the cycle after the AR
@@ -209,7 +212,7 @@ class Scoreboard:
         snap = False
         if write is not None:
             snap = self.mirror.write(*write)
-        results = m.step(reqs, readies, snapshot_request=snap)
+        results = m.step(reqs, readies, returns, snapshot_request=snap)
 
         for c, res in enumerate(results):
             if res.accepted:
@@ -245,7 +248,7 @@ class Scoreboard:
         actual = [r() for r in pt.r_state]
         exp_drop = int(req is not None and ch.is_invalid(req.tenant, req.bytes))
         expected = [*ch.level, *ch.peak, *ch.tag, *ch.occupancy(),
-                    ch.vt, ch.served, ch.vmin, ch.vmin_valid, exp_drop]
+                    ch.vt, ch.served, ch.vmin, ch.vmin_valid, exp_drop, *ch.inflight]
         self.compared += len(expected)
         if actual != expected:
             k = next(k for k in range(len(expected)) if actual[k] != expected[k])

@@ -2,7 +2,7 @@
 check it against the golden model.
 
 Only top-level ports are read (``clk``, ``rst``, ``req__<c>__*``,
-``grant__<c>__*`` and the AXI4-Lite write handshakes), sampled just before
+``grant__<c>__*``, ``credit_return__<c>`` and the AXI4-Lite write handshakes), sampled just before
 each rising edge of ``clk`` - the values the edge acts on.  Port names are
 found at the shallowest scope that has them, so VCDs from Icarus (module scope
 ``kvfabric``) and Verilator (``TOP`` plus ``TOP.kvfabric``) both work.
@@ -58,7 +58,7 @@ def _port_names(params) -> list[str]:
     for c in range(params.channels):
         names += [f"req__{c}__valid", f"req__{c}__ready", f"req__{c}__payload",
                   f"grant__{c}__valid", f"grant__{c}__ready", f"grant__{c}__payload",
-                  f"queue_full__{c}"]
+                  f"queue_full__{c}", f"credit_return__{c}"]
     return names
 
 
@@ -241,6 +241,7 @@ def lockstep_vcd(path, params, samples=None) -> list[str]:
             smp.grant_ready.append(x[f"grant__{c}__ready"])
             smp.grant.append(lay.unpack_grant(x[f"grant__{c}__payload"]) if gv else None)
             smp.queue_full.append(x[f"queue_full__{c}"])
+            smp.credit_return.append(x[f"credit_return__{c}"])
         if x["s_axil__awvalid"] and x["s_axil__awready"]:
             smp.aw = (x["s_axil__awaddr"],)
         if x["s_axil__wvalid"] and x["s_axil__wready"]:

@@ -35,6 +35,7 @@ SCENARIOS = {
     "invalid_tags": SMALL,
     "tag_wraparound": NARROW,
     "full_queue_pushback": SMALL,
+    "credit_classes": SMALL,
 }
 
 

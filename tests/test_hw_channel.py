@@ -1,13 +1,14 @@
 """ChannelArbiter against the golden model, compared every cycle (Amaranth simulator).
 
 Random traffic with random idle gaps, invalid requests, random ``grant.ready``
-backpressure and occasional configuration commits. Each test prints its seed;
+backpressure, random ``credit_return`` bits and ``CREDITS`` limits (spec §6.6)
+and occasional configuration commits. Each test prints its seed;
 ``KVFABRIC_SEED`` overrides it.
 """
 
 import os
 import random
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import pytest
 from amaranth.sim import Simulator
@@ -46,6 +47,9 @@ class Traffic:
     max_inv_weight: int = 384
     starve: tuple = (0, 0, 50, 200)
     full_buckets: bool = False   # rates and capacities at their maximum
+    credits: tuple = (0,)        # choices of each CREDITS limit (spec §6.6)
+    p_return: float = 0.2        # probability of each credit_return bit per cycle
+    p_credit_change: float = 0.0  # probability the CREDITS limits are redrawn per cycle
 
 
 def random_tenant(rng, params, traffic):
@@ -68,11 +72,16 @@ def random_tenant(rng, params, traffic):
     )
 
 
+def random_credits(rng, traffic):
+    return tuple(rng.choice(traffic.credits) for _ in range(3))
+
+
 def random_config(rng, params, traffic, fcfs=0):
     return FabricConfig(
         tenants=[random_tenant(rng, params, traffic) for _ in range(params.tenants)],
         fcfs_bypass=fcfs,
         starve_limit=rng.choice(traffic.starve),
+        credits=random_credits(rng, traffic),
     )
 
 
@@ -121,6 +130,8 @@ def set_config(ctx, dut, config):
         # Spec §6.3: the committed level after a burst grant.
         ctx.set(dut.burst_level[i], min(t.rate, t.capacity))
     ctx.set(dut.fcfs_bypass, config.fcfs_bypass)
+    for k, limit in enumerate(config.credits):
+        ctx.set(dut.credit_limit[k], limit)
 
 
 def check_state(ctx, dut, model, cycle):
@@ -139,6 +150,7 @@ def check_state(ctx, dut, model, cycle):
         assert got == (model.level[i], model.peak[i], model.tag[i]), f"{where} tenant {i}"
     got = (ctx.get(dut.vt), ctx.get(dut.served), ctx.get(dut.vmin), ctx.get(dut.vmin_valid))
     assert got == (model.vt, model.served, model.vmin, model.vmin_valid), where
+    assert [ctx.get(x) for x in dut.inflight] == model.inflight, f"{where} inflight"
     full = model.queue_full()
     assert [ctx.get(dut.queue_full[i]) for i in range(p.tenants)] == [int(f) for f in full], where
     assert [ctx.get(dut.occupancy[i]) for i in range(p.tenants)] == model.occupancy(), where
@@ -149,7 +161,8 @@ def run_random(params, traffic, seed):
     config = random_config(rng, params, traffic)
     model = ChannelModel(params, config)
     dut = ChannelArbiter(params, checks=True)
-    stats = {"grants": 0, "accepted": 0, "dropped": 0, "kinds": [0, 0, 0], "stalls": 0}
+    stats = {"grants": 0, "accepted": 0, "dropped": 0, "kinds": [0, 0, 0, 0], "stalls": 0,
+             "no_credit": 0}
 
     async def testbench(ctx):
         nonlocal config
@@ -163,6 +176,9 @@ def run_random(params, traffic, seed):
             if pending is None and rng.random() < traffic.p_req:
                 pending = random_request(rng, params, traffic, model.queue_full())
             grant_ready = int(rng.random() < traffic.p_ready)
+            credit_return = tuple(int(rng.random() < traffic.p_return) for _ in range(3))
+            ctx.set(dut.credit_return, sum(b << k for k, b in enumerate(credit_return)))
+            stats["no_credit"] += not all(model.has_credit())
             ctx.set(dut.now, now)
             ctx.set(dut.now_next, (now + 1) % (1 << params.ts_bits))
             ctx.set(dut.grant.ready, grant_ready)
@@ -174,7 +190,7 @@ def run_random(params, traffic, seed):
                 want_ready = model.req_ready(pending.tenant, pending.bytes)
                 assert ctx.get(dut.req.ready) == want_ready, f"cycle {cycle} req.ready"
 
-            result = model.step(now, pending, bool(grant_ready))
+            result = model.step(now, pending, bool(grant_ready), credit_return)
             assert ctx.get(dut.dropped) == result.dropped, f"cycle {cycle} dropped"
             if result.transferred is not None:
                 stats["grants"] += 1
@@ -192,12 +208,13 @@ def run_random(params, traffic, seed):
                 i = rng.randrange(params.tenants)
                 tenants = list(config.tenants)
                 tenants[i] = random_tenant(rng, params, traffic)
-                config = FabricConfig(tenants, config.fcfs_bypass, config.starve_limit)
+                config = replace(config, tenants=tenants)
             if rng.random() < traffic.p_starve_change:
-                config = FabricConfig(config.tenants, config.fcfs_bypass,
-                                      rng.choice(traffic.starve))
+                config = replace(config, starve_limit=rng.choice(traffic.starve))
             if rng.random() < traffic.p_fcfs_toggle:
-                config = FabricConfig(config.tenants, 1 - config.fcfs_bypass, config.starve_limit)
+                config = replace(config, fcfs_bypass=1 - config.fcfs_bypass)
+            if rng.random() < traffic.p_credit_change:
+                config = replace(config, credits=random_credits(rng, traffic))
             set_next_config(ctx, dut, config)
             await ctx.tick()
             model.config = config
@@ -213,8 +230,11 @@ def run_random(params, traffic, seed):
 
 # Grant kinds each case must produce with its default seed (a coverage check:
 # a case that stops exercising a path should be noticed, not pass silently).
-EXPECT_KINDS = {"default": (0, 1), "fcfs_toggle": (0, 1, 2), "starvation": (0, 1),
-                "starvation_edge": (0,), "small_wrap": (0, 1)}
+EXPECT_KINDS = {"default": (0, 1), "fcfs_toggle": (0, 1, 2), "starvation": (0, 1, 3),
+                "starvation_edge": (0, 3), "small_wrap": (0, 1),
+                "credits": (0, 1, 3), "credits_fcfs": (0, 1, 2)}
+# Cases whose default seed must meet cycles in which some class lacks credit.
+EXPECT_NO_CREDIT = ("credits", "credits_fcfs")
 
 CASES = {
     # name: (params, traffic, default seed)
@@ -241,6 +261,16 @@ CASES = {
                             small_bytes=256, p_commit=0.002), 8),
     "one_tenant": (FabricParams(tenants=1, queue_depth=1, max_request_bytes=32, id_width=1),
                    Traffic(cycles=1500), 5),
+    # Small CREDITS limits, redrawn now and then, with returns rarer than
+    # grants: heads of every class (urgent included) wait for credit.
+    "credits": (FabricParams(tenants=4),
+                Traffic(cycles=2500, p_req=0.9, p_ready=0.8, starve=(10, 40, 100),
+                        credits=(0, 1, 2, 3), p_return=0.15, p_credit_change=0.01), 9),
+    # The same with fcfs toggling: credits are then neither checked nor counted.
+    "credits_fcfs": (FabricParams(tenants=3),
+                     Traffic(cycles=2000, p_req=0.9, p_ready=0.8, starve=(0, 30),
+                             credits=(0, 1, 4), p_return=0.2, p_credit_change=0.01,
+                             p_fcfs_toggle=0.01), 10),
     # T = 32: the half range is out of reach, so the full inv_weight range is safe.
     "full_queues": (FabricParams(tenants=16, queue_depth=8, tag_bits=32, id_width=32),
                     Traffic(cycles=1200, p_req=0.95, p_ready=0.3, avoid_full=False,
@@ -258,6 +288,8 @@ def test_channel_matches_model(case):
     if chosen == seed:
         for kind in EXPECT_KINDS.get(case, ()):
             assert stats["kinds"][kind] > 0, f"no grant of kind {kind}"
+        if case in EXPECT_NO_CREDIT:
+            assert stats["no_credit"] > 0, "no cycle without credit"
 
 
 def test_latency_idle_channel():

@@ -36,7 +36,7 @@ from kvfabric.model.telemetry import Telemetry as TelemetryModel
 # --- register map, transcribed from spec §9 -------------------------------------------
 
 ID, VERSION, PARAMS, CTRL = 0x0000, 0x0004, 0x0008, 0x000C
-EPOCH_CYCLES, STARVE_LIMIT, EPOCH_COUNT = 0x0010, 0x0014, 0x0018
+EPOCH_CYCLES, STARVE_LIMIT, EPOCH_COUNT, CREDITS = 0x0010, 0x0014, 0x0018, 0x001C
 ID_VALUE, VERSION_VALUE = 0x4B564642, 0x00000100
 TENANT_FIELDS = {  # offset -> ((field, lsb, width), ...)
     0x00: (("rate", 0, 16),),
@@ -67,6 +67,10 @@ def bytemask(strb):
     return sum(0xFF << 8 * b for b in range(4) if strb >> b & 1)
 
 
+def credits_word(credits):
+    return credits[0] | credits[1] << 8 | credits[2] << 16
+
+
 def fields_word(cfg, offset):
     return sum(getattr(cfg, name) << lsb for name, lsb, _ in TENANT_FIELDS[offset])
 
@@ -95,6 +99,9 @@ class Mirror:
             self.config = replace(cfg, epoch_cycles=merge(cfg.epoch_cycles) & 0xFFFF_FFFF)
         elif addr == STARVE_LIMIT:
             self.config = replace(cfg, starve_limit=merge(cfg.starve_limit) & 0x7F_FFFF)
+        elif addr == CREDITS:  # [7:0] urgent, [15:8] guaranteed, [23:16] burst
+            word = merge(credits_word(cfg.credits))
+            self.config = replace(cfg, credits=tuple(word >> 8 * k & 0xFF for k in range(3)))
         elif 0x0100 <= addr < tenant_reg(self.params.tenants, 0):
             i, offset = divmod(addr - 0x0100, 0x20)
             if offset == COMMIT:
@@ -112,7 +119,7 @@ class Mirror:
         fixed = {ID: ID_VALUE, VERSION: VERSION_VALUE,
                  PARAMS: p.tenants | p.channels << 8 | p.queue_depth << 16 | p.tag_bits << 24,
                  CTRL: cfg.fcfs_bypass, EPOCH_CYCLES: cfg.epoch_cycles,
-                 STARVE_LIMIT: cfg.starve_limit}
+                 STARVE_LIMIT: cfg.starve_limit, CREDITS: credits_word(cfg.credits)}
         if addr in fixed:
             return fixed[addr]
         for i in range(p.tenants):
@@ -339,6 +346,7 @@ class _ConfigHarness(wiring.Component):
             "fcfs_bypass":  Out(1),
             "starve_limit": Out(23),
             "epoch_cycles": Out(32),
+            "credits":      Out(8).array(3),
             "snapshot":     Out(1),
             "fcfs_bypass_next":  Out(1),
             "starve_limit_next": Out(23),
@@ -355,6 +363,7 @@ class _ConfigHarness(wiring.Component):
             self.fcfs_bypass.eq(regs.cfg_fcfs_bypass),
             self.starve_limit.eq(regs.cfg_starve_limit),
             self.epoch_cycles.eq(regs.cfg_epoch_cycles),
+            *(self.credits[k].eq(regs.cfg_credits[k]) for k in range(3)),
             self.snapshot.eq(regs.cfg_snapshot),
             self.fcfs_bypass_next.eq(regs.cfg_fcfs_bypass_next),
             self.starve_limit_next.eq(regs.cfg_starve_limit_next),
@@ -372,7 +381,7 @@ def _get_active(ctx, dut, params):
                                for name in vars(TenantConfig())})
                for i in range(params.tenants)]
     return FabricConfig(tenants, ctx.get(dut.fcfs_bypass), ctx.get(dut.starve_limit),
-                        ctx.get(dut.epoch_cycles))
+                        ctx.get(dut.epoch_cycles), tuple(ctx.get(x) for x in dut.credits))
 
 
 def test_register_file_commit_atomic(seed):
@@ -394,7 +403,7 @@ def test_register_file_commit_atomic(seed):
     mirror = Mirror(params)
     tel = TelemetryModel(params)  # never stepped: snapshots read 0
     axil = AxilManager(dut.s_axil, rng, p_ready=0.7)
-    addrs = ([CTRL, EPOCH_CYCLES, STARVE_LIMIT]
+    addrs = ([CTRL, EPOCH_CYCLES, STARVE_LIMIT, CREDITS]
              + [tenant_reg(i, off) for i in range(params.tenants + 1) for off in TENANT_FIELDS])
     for _ in range(160):
         data = rng.randrange(1 << 32)
@@ -403,7 +412,7 @@ def test_register_file_commit_atomic(seed):
         elif rng.random() < 0.1:
             addr, data = CTRL, data | 2
         else:
-            addr = rng.choice(addrs + [ID, 0x001C, 0x0102, tenant_reg(0, 0x1C)])
+            addr = rng.choice(addrs + [ID, 0x0020, 0x0102, tenant_reg(0, 0x1C)])
         strb = rng.choice([0xF, 0xF, rng.randrange(16)])
         delays = rng.choice([(0, 0), (0, rng.randrange(1, 4)), (rng.randrange(1, 4), 0)])
         axil.write(addr, data, strb, *delays)
@@ -465,7 +474,10 @@ def test_register_file_read_map():
         ("w", STARVE_LIMIT, 0xFFFF_FFFF), ("r", STARVE_LIMIT, 0x7F_FFFF),
         ("w", tenant_reg(2, 0x00), 5), ("w", tenant_reg(2, COMMIT), 0),  # tenant >= N
         ("r", tenant_reg(2, 0x00), 0),
-        ("r", tenant_reg(1, 0x05), 0), ("r", 0x0001, 0), ("r", 0x001C, 0), ("r", 0xFFFC, 0),
+        ("r", CREDITS, 0), ("w", CREDITS, 0xFFFF_FFFF), ("r", CREDITS, 0xFF_FFFF),
+        ("w", CREDITS, 0x0003_0201), ("r", CREDITS, 0x03_0201),
+        ("r", tenant_reg(1, 0x05), 0), ("r", 0x0001, 0), ("r", 0x0020, 0), ("r", 0xFFFC, 0),
+        ("r", 0x001D, 0),
     ]
 
     async def testbench(ctx):
@@ -661,9 +673,9 @@ class FabricBench:
     register holds in the cycle the slave samples it.
     """
 
-    def __init__(self, params, rng, *, p_req=0.5, p_ready=0.7):
+    def __init__(self, params, rng, *, p_req=0.5, p_ready=0.7, p_return=0.2):
         self.params, self.rng = params, rng
-        self.p_req, self.p_ready = p_req, p_ready
+        self.p_req, self.p_ready, self.p_return = p_req, p_ready, p_return
         self.dut = KvFabric(params, checks=True)
         self.model = FabricModel(params)
         self.mirror = Mirror(params)
@@ -671,7 +683,7 @@ class FabricBench:
         self.pending = [None] * params.channels
         self.write_in_decode = None
         self.now = 0
-        self.stats = {"grants": [0, 0, 0], "dropped": 0, "accepted": 0}
+        self.stats = {"grants": [0, 0, 0, 0], "dropped": 0, "accepted": 0, "no_credit": 0}
 
     def program(self, config):
         for i, t in enumerate(config.tenants):
@@ -680,6 +692,7 @@ class FabricBench:
             self.axil.write(tenant_reg(i, COMMIT), 1)
         self.axil.write(STARVE_LIMIT, config.starve_limit)
         self.axil.write(EPOCH_CYCLES, config.epoch_cycles)
+        self.axil.write(CREDITS, credits_word(config.credits))
         self.axil.write(CTRL, config.fcfs_bypass)
 
     async def cycle(self, ctx, *, traffic=True):
@@ -702,7 +715,7 @@ class FabricBench:
         r = self.axil.sampling_read(cycle)
         if r is not None:
             r.expected = self.mirror.read(r.addr, model.telemetry)
-        ready = []
+        ready, returns = [], []
         for c, ch in enumerate(model.channels):
             if traffic and self.pending[c] is None and self.rng.random() < self.p_req:
                 self.pending[c] = random_request(self.rng, p, ch.queue_full())
@@ -715,10 +728,13 @@ class FabricBench:
                 assert ctx.get(dut.req[c].ready) == ch.req_ready(req.tenant, req.bytes), where
             ready.append(self.rng.random() < self.p_ready)
             ctx.set(dut.grant[c].ready, ready[-1])
+            returns.append(tuple(int(self.rng.random() < self.p_return) for _ in range(3)))
+            ctx.set(dut.credit_return[c], returns[-1][0] | returns[-1][1] << 1 | returns[-1][2] << 2)
+            self.stats["no_credit"] += not all(ch.has_credit())
         w, d = self.axil.sample(ctx, cycle), self.write_in_decode
         self.write_in_decode = w
         snapshot = self.mirror.write(d.addr, d.data, d.strb) if d is not None else False
-        results = model.step(self.pending, ready, snapshot_request=snapshot)
+        results = model.step(self.pending, ready, returns, snapshot_request=snapshot)
         model.set_config(self.mirror.config)
         for c, result in enumerate(results):
             if result.accepted:
@@ -744,6 +760,11 @@ FABRICS = {
 }
 
 
+def random_credits(rng):
+    """CREDITS limits (urgent, guaranteed, burst): mostly small, some off."""
+    return tuple(rng.choice([0, 1, 2, 3, 255]) for _ in range(3))
+
+
 @pytest.mark.parametrize("name", FABRICS)
 def test_fabric_vs_model(name, seed):
     """KvFabric against FabricModel every cycle, configured and read over AXI4-Lite.
@@ -755,11 +776,12 @@ def test_fabric_vs_model(name, seed):
     """
     params = FABRICS[name]
     rng = seeded(seed, 3)
-    bench = FabricBench(params, rng)
+    bench = FabricBench(params, rng, p_return=0.05)
     config = FabricConfig([random_tenant(rng, params) for _ in range(params.tenants)],
-                          fcfs_bypass=0, starve_limit=rng.choice([0, 20]), epoch_cycles=97)
+                          fcfs_bypass=0, starve_limit=rng.choice([0, 20]), epoch_cycles=97,
+                          credits=(rng.choice([0, 1, 2]), rng.choice([1, 2]), rng.choice([1, 2, 3])))
     bench.program(config)
-    every = ([ID, VERSION, PARAMS, CTRL, EPOCH_CYCLES, STARVE_LIMIT]
+    every = ([ID, VERSION, PARAMS, CTRL, EPOCH_CYCLES, STARVE_LIMIT, CREDITS]
              + [tenant_reg(i, off) for i in range(params.tenants) for off in TENANT_FIELDS]
              + telemetry_addresses(params))
 
@@ -777,6 +799,9 @@ def test_fabric_vs_model(name, seed):
                     bench.axil.write(tenant_reg(i, COMMIT), 0)
                 if rng.random() < 0.005:
                     bench.axil.write(CTRL, rng.randrange(2) | 2)
+                if rng.random() < 0.01:  # new CREDITS limits, some bytes only
+                    bench.axil.write(CREDITS, credits_word(random_credits(rng)),
+                                     strb=rng.choice([0xF, 0x1, 0x2, 0x4, 0x6]))
             await bench.cycle(ctx)
         for _ in range(60):  # drain
             await bench.cycle(ctx, traffic=False)
@@ -790,6 +815,7 @@ def test_fabric_vs_model(name, seed):
     print(bench.stats, "epochs", bench.model.telemetry.epoch_count)
     bench.check_reads()
     assert bench.stats["dropped"] > 20 and sum(bench.stats["grants"]) > 100
+    assert bench.stats["no_credit"] > 0
     assert len(bench.axil.completed_reads) > 100
 
 

@@ -77,6 +77,11 @@ def test_default_fabric():
     key_bits = 1 + 4 + max(params.tag_bits, params.ts_bits) + 1 + params.tag_bits
     assert report["categories"]["key"]["bits"] == key_bits * tc, report["categories"]["key"]
 
+    # The credit counters of spec §6.6 are per-channel state: three 8-bit
+    # inflight counters per channel, outside the per-tenant budget.
+    assert report["categories"]["inflight"]["bits"] == 3 * 8 * params.channels, \
+        report["categories"]["inflight"]
+
     # No flip-flop carries names of two categories, and synthesis neither
     # removed nor narrowed a dynamic register (the count would hide RTL state).
     assert report["conflicts"] == {}
@@ -112,6 +117,8 @@ def test_count_follows_the_parameters(tenants, channels, tag_bits):
     ("channel_2.vt", None),
     ("channel_3.key_order_5", "key"),
     ("monkey_bars", None),                   # "key_" inside a word is no prefix
+    ("channel_4.inflight_2", "inflight"),    # credit counters (spec §6.6)
+    ("regs.cfg_credits", "cfg"),
 ])
 def test_classify_name(name, category):
     assert classify_name(name) == category

@@ -16,6 +16,7 @@ from __future__ import annotations
 import os
 import random
 import tomllib
+from dataclasses import replace
 from pathlib import Path
 
 import cocotb
@@ -26,6 +27,8 @@ from kvfabric.model.scenario import essay_trace
 from kvfabric.tb.design import params_from_json
 from kvfabric.examples import example_path
 from kvfabric.tb.env import TB, seed_from_env
+from kvfabric.tb.axil import CREDITS, credits_word
+from kvfabric.spec import URGENT
 
 
 
@@ -37,9 +40,15 @@ def _cycles(default: int) -> int:
     return int(os.environ.get("KVF_CYCLES", default))
 
 
-def random_config(p, rng: random.Random, *, fcfs: int = 0) -> FabricConfig:
+def random_credits(rng: random.Random) -> tuple[int, int, int]:
+    """``CREDITS`` limits (urgent, guaranteed, burst), mostly small; 0 = no check."""
+    return tuple(rng.choice([0, 1, 1, 2, 3, 8]) for _ in range(3))
+
+
+def random_config(p, rng: random.Random, *, fcfs: int = 0, credits: bool = False) -> FabricConfig:
     """A random but drainable configuration: every enabled tenant has a peak rate
-    of at least 8 B/cycle, so every valid request is eventually served."""
+    of at least 8 B/cycle, so every valid request is eventually served (with
+    ``credits``, as long as the memory side returns credits)."""
     tenants = []
     for i in range(p.tenants):
         rate = rng.choice([0, 4, 16, 64, 256, 1024])
@@ -54,7 +63,8 @@ def random_config(p, rng: random.Random, *, fcfs: int = 0) -> FabricConfig:
             slo_cycles=rng.choice([0, 8, 40, 400, (1 << 24) - 1])))
     return FabricConfig(tenants, fcfs_bypass=fcfs,
                         starve_limit=rng.choice([0, 0, 64, 300, 2000]),
-                        epoch_cycles=rng.choice([0, 0, 97, 500]))
+                        epoch_cycles=rng.choice([0, 0, 97, 500]),
+                        credits=random_credits(rng) if credits else (0, 0, 0))
 
 
 def random_size(p, rng: random.Random) -> int:
@@ -98,6 +108,41 @@ def grant_records(tb: TB):
 
 # ---------------------------------------------------------------------------------------------
 @cocotb.test()
+@cocotb.parametrize(credit_return=[0.05, 0.4])
+async def credit_classes(dut, credit_return):
+    """Spec §6.6: small random ``CREDITS`` limits, random ``credit_return`` bits
+    (often with nothing in flight), the limits rewritten over AXI mid-traffic
+    and a starvation limit that makes urgent (kind 3) grants. The scoreboard
+    compares grants and every ``inflight[k]`` every cycle."""
+    p = _params()
+    seed = seed_from_env() ^ int(credit_return * 100) << 12
+    rng = random.Random(seed)
+    tb = TB(dut, p, seed=seed, bytes_per_cycle=rng.choice([32, 64]), idle=0.2,
+            backpressure=0.2, credit_return=credit_return)
+    blocked = [0]
+
+    def count_blocked(tb):
+        blocked[0] += any(not all(ch.has_credit()) and any(ch.fifo)
+                          for ch in tb.scoreboard.model.channels)
+    tb.on_cycle = count_blocked
+    await tb.reset()
+    cfg = replace(random_config(p, rng, credits=True), starve_limit=rng.choice([16, 40, 100]),
+                  credits=(rng.choice([1, 2]), rng.choice([1, 2]), rng.choice([1, 3])))
+    await tb.program(cfg)
+    cycles = _cycles(1500)
+    random_traffic(tb, rng, count=cycles // 2, start=tb.cycle, span=cycles)
+    for _ in range(3):
+        await tb.run(cycles // 4)
+        await tb.run_task(tb.axil.write_dword(CREDITS, credits_word(random_credits(rng))))
+    await tb.end_checks()
+    kinds = [k for *_, k in tb.scoreboard.grant_log]
+    tb.log.info("credit_classes: %d cycles with a backlogged class out of credit, kinds %s",
+                blocked[0], {k: kinds.count(k) for k in set(kinds)})
+    assert blocked[0] > 0, "no head ever waited for credit"
+    assert URGENT in kinds, "no urgent grant"
+
+
+@cocotb.test()
 @cocotb.parametrize(idle=[0.0, 0.6], backpressure=[0.0, 0.5])
 async def random_sweep(dut, idle, backpressure):
     """Constrained-random configuration and traffic, swept over idle insertion at the
@@ -129,7 +174,9 @@ async def random_long(dut):
         fcfs = int(rng.random() < 0.15)
         tb.drivers_config(idle=rng.choice([0.0, 0.3, 0.7]))
         tb.memory.backpressure = rng.choice([0.0, 0.2, 0.6])
-        await tb.program(random_config(p, rng, fcfs=fcfs))
+        tb.memory.credit_return = rng.choice([0.0, 0.1, 0.5])
+        credits = bool(tb.memory.credit_return) and rng.random() < 0.5
+        await tb.program(random_config(p, rng, fcfs=fcfs, credits=credits))
         span = min(20000, max(500, total - tb.total_cycles))
         random_traffic(tb, rng, count=span // rng.choice([2, 4, 8]), start=tb.cycle, span=span)
         if rng.random() < 0.2:
