@@ -1,0 +1,251 @@
+"""Oracles for the guarantees of spec §7, written from their definitions.
+
+Nothing here imports or mirrors ``kvfabric.model.channel``: every check takes a
+log of what a channel did (who was granted how many bytes, when the request
+arrived, became head, was selected, was transferred) and the register values,
+and recomputes the guarantee from the spec's formulas (§3 cost, §7 bounds) and
+from first principles (a fluid GPS server, token-bucket arrival curves). The
+same functions judge the golden model's closed-loop runs and the RTL's grant
+logs (``kvfabric.engines.replay``), so a model that misreads the spec is caught
+by a reading that does not share its code.
+
+Every check returns a :class:`Verdict` (worst value, allowance, where) rather
+than asserting, so the tests can print it and the mutation runner can reuse it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from fractions import Fraction
+from typing import Iterable, Sequence
+
+FRAC_ONE = 8  # UQ.3: register units per byte (spec §3)
+
+
+@dataclass(frozen=True)
+class Event:
+    """One granted request, as a log states it (cycles; None = not known)."""
+
+    tenant: int
+    bytes: int
+    kind: str = "guaranteed"  # "guaranteed" | "burst" | "fcfs"
+    arrival: int | None = None
+    head: int | None = None
+    selected: int | None = None
+    transferred: int | None = None
+
+
+@dataclass(frozen=True)
+class Verdict:
+    """Outcome of one check: ``worst`` must not exceed ``allowed``."""
+
+    name: str
+    worst: Fraction | int
+    allowed: Fraction | int
+    where: str = ""
+
+    @property
+    def ok(self) -> bool:
+        return self.worst <= self.allowed
+
+    def __str__(self) -> str:
+        return (f"{self.name}: worst {float(self.worst):.1f} vs allowed {float(self.allowed):.1f}"
+                f" ({'ok' if self.ok else 'VIOLATED'}) {self.where}")
+
+
+# ---- definitions from the spec (§3), restated, not imported ------------------------------
+
+def spec_cost(nbytes: int, inv_weight: int, wfrac: int = 8, tag_shift: int = 5) -> int:
+    """§3: ``ceil(bytes * inv_weight / 2^(WFRAC + TAG_SHIFT))`` tag units."""
+    return -(-(nbytes * inv_weight) // (1 << (wfrac + tag_shift)))
+
+
+def share_of(inv_weight: int, wfrac: int = 8) -> Fraction:
+    """φ = 2^WFRAC / inv_weight: the share of the channel a weight register means (§3)."""
+    return Fraction(1 << wfrac, inv_weight)
+
+
+def q_cycles(nbytes: int, bytes_per_cycle: Fraction) -> int:
+    """§8: cycles one grant of ``nbytes`` occupies the memory side, ``ceil(s / B)``."""
+    return -(-Fraction(nbytes) // Fraction(bytes_per_cycle))
+
+
+# ---- fairness against a fluid GPS server ---------------------------------------------------
+
+def gps_fairness(order: Sequence[Event], inv_weights: Sequence[int], *, lmax: int,
+                 tag_unit: int = 32, wfrac: int = 8, tag_shift: int = 5) -> Verdict:
+    """Spec §7 fairness: all tenants backlogged throughout, equal priority.
+
+    The fluid GPS reference serves every backlogged tenant i at ``φ_i / Σφ`` of
+    the channel, so after ``total`` bytes it has given i ``share_i * total``.
+    The allowance at every grant is the spec's (re-derived in §7):
+    ``2·LMAX + TAG_UNIT·N`` for the packetised WF2Q+ with a stale V, plus the
+    rounding the per-request ``ceil`` in cost accumulates: each grant of i
+    charges it up to ``TAG_UNIT·φ_i`` bytes more than it received, so i's
+    bytes can trail its share by the charge it paid and lead it by the share
+    of what the others paid.
+    """
+    n = len(inv_weights)
+    # Floats: the values are below 2^40 and the allowance has bytes of slack, so
+    # double precision (53 bits) is exact enough and keeps a long log fast.
+    phi = [float(share_of(x, wfrac)) for x in inv_weights]
+    total_phi = sum(phi)
+    share = [f / total_phi for f in phi]
+    served = [0] * n
+    grants = [0] * n
+    total = 0
+    charge_all = 0.0  # Σ_j TAG_UNIT·φ_j·g_j
+    base = 2 * lmax + tag_unit * n
+    worst = -1e18
+    at = None
+    for k, e in enumerate(order):
+        i = e.tenant
+        served[i] += e.bytes
+        total += e.bytes
+        grants[i] += 1
+        charge_all += tag_unit * phi[i]
+        for j in range(n):
+            excess = (abs(served[j] - share[j] * total)
+                      - max(tag_unit * phi[j] * grants[j], share[j] * charge_all))
+            if excess > worst:
+                worst, at = excess, (j, k, served[j], share[j] * total)
+    where = "" if at is None else (f"tenant {at[0]} after grant {at[1]}: {at[2]} B served, "
+                                   f"GPS share {at[3]:.0f} B")
+    return Verdict("GPS lag beyond cost rounding", worst, base + 1e-6, where)
+
+
+def gps_lag_exact(order: Sequence[Event], shares: Sequence[Fraction]) -> Fraction:
+    """Largest |served_i - share_i * total| over every prefix of ``order`` (no allowance).
+    For scenarios whose costs round exactly, so the lag is the scheduler's alone."""
+    n = len(shares)
+    served = [0] * n
+    total = 0
+    worst = Fraction(0)
+    for e in order:
+        served[e.tenant] += e.bytes
+        total += e.bytes
+        for j in range(n):
+            worst = max(worst, abs(served[j] - shares[j] * total))
+    return worst
+
+
+# ---- token-bucket envelopes ----------------------------------------------------------------
+
+def max_window_excess(events: Iterable[tuple[int, int]], rate: Fraction) -> Fraction:
+    """max over every window [a, b] of cycles of ``bytes(a..b) - rate·(b - a + 1)``.
+
+    ``events`` are (cycle, bytes) in cycle order. O(n): the best window ending
+    at an event starts at the event that maximises ``rate·a - bytes before a``.
+    """
+    worst = None
+    best_start = None
+    before = 0
+    for cycle, nbytes in events:
+        start = rate * cycle - before
+        best_start = start if best_start is None or start > best_start else best_start
+        before += nbytes
+        value = before - rate * (cycle + 1) + best_start
+        worst = value if worst is None or value > worst else worst
+    return Fraction(0) if worst is None else Fraction(worst)
+
+
+def envelope(events: Sequence[Event], tenant: int, *, rate: int, capacity: int, peak_rate: int,
+             pcap: int, at: str = "selected", lmax: int = 0) -> list[Verdict]:
+    """§7 burst envelope of one tenant on one channel.
+
+    Over every window of w cycles: all granted bytes ≤ ``PCAP/8 + w·peak_rate/8``
+    and guaranteed-kind bytes ≤ ``capacity/8 + w·rate/8`` (register units are
+    UQ.3). On transfer times (``at='transferred'``) the grant register may hold
+    one more request, so ``lmax`` is added.
+    """
+    mine = sorted(((getattr(e, at), e.bytes, e.kind) for e in events if e.tenant == tenant),
+                  key=lambda x: x[0])
+    every = [(c, b) for c, b, _ in mine]
+    guaranteed = [(c, b) for c, b, k in mine if k == "guaranteed"]
+    return [
+        Verdict(f"tenant {tenant} peak envelope",
+                max_window_excess(every, Fraction(peak_rate, FRAC_ONE)),
+                Fraction(pcap, FRAC_ONE) + lmax),
+        Verdict(f"tenant {tenant} committed envelope",
+                max_window_excess(guaranteed, Fraction(rate, FRAC_ONE)),
+                Fraction(capacity, FRAC_ONE) + lmax),
+    ]
+
+
+# ---- guaranteed rate, delay, starvation ----------------------------------------------------
+
+def guaranteed_rate(events: Sequence[Event], tenant: int, *, rate: int, capacity: int, lmax: int,
+                    start: int, end: int) -> Verdict:
+    """§7 guaranteed rate: in every window [a, b] with start ≤ a ≤ b < end, tenant's
+    transferred bytes ≥ ``rate/8·w - capacity/8 - LMAX``. Returns the worst shortfall
+    ``rate/8·w - bytes`` over those windows."""
+    r = Fraction(rate, FRAC_ONE)
+    pts = sorted((e.transferred, e.bytes) for e in events
+                 if e.tenant == tenant and e.transferred is not None and start <= e.transferred < end)
+    # shortfall over [a, b] = r·(b - a + 1) - bytes in [a, b]; maximise over a at the
+    # window start (just after an event or at `start`) and b at the window end (just
+    # before an event or at end - 1).
+    worst = Fraction(0)
+    best = -r * start  # max over window starts a of (bytes before a) - r·a
+    before = 0
+    for cycle, nbytes in pts:
+        # window ending just before this event: b = cycle - 1
+        worst = max(worst, r * cycle + best - before)
+        before += nbytes
+        best = max(best, -r * (cycle + 1) + before)
+    worst = max(worst, r * end + best - before)
+    return Verdict(f"tenant {tenant} guaranteed-rate shortfall", worst,
+                   Fraction(capacity, FRAC_ONE) + lmax)
+
+
+def delay_bound(*, rate: int, capacity: int, lmax: int, bytes_per_cycle: Fraction) -> Fraction:
+    """§7 delay: ``capacity/rate + LMAX·8/rate + q(LMAX) + 3`` cycles (UQ.3 registers)."""
+    return (Fraction(capacity, rate) + Fraction(lmax * FRAC_ONE, rate)
+            + q_cycles(lmax, bytes_per_cycle) + 3)
+
+
+def delays(events: Sequence[Event], tenant: int, bound: Fraction) -> Verdict:
+    """Worst arrival-to-transfer wait of ``tenant`` against ``bound``."""
+    waits = [(e.transferred - e.arrival, e) for e in events
+             if e.tenant == tenant and e.transferred is not None]
+    if not waits:
+        return Verdict(f"tenant {tenant} delay", 0, bound, "no grants")
+    w, e = max(waits, key=lambda x: x[0])
+    return Verdict(f"tenant {tenant} delay", w, bound, f"arrived {e.arrival}, transferred {e.transferred}")
+
+
+def starvation_bound(*, starve_limit: int, rate: int, tenants: int, queue_depth: int, lmax: int,
+                     bytes_per_cycle: Fraction) -> int:
+    """§7 starvation: ``max(H, T_fill) + (N-1)·D·q(LMAX) + 1`` with
+    ``T_fill = ceil((LMAX << 3) / rate)``."""
+    t_fill = -(-(lmax * FRAC_ONE) // rate)
+    return max(starve_limit, t_fill) + (tenants - 1) * queue_depth * q_cycles(lmax, bytes_per_cycle) + 1
+
+
+def head_waits(events: Sequence[Event], tenant: int, bound: int) -> Verdict:
+    """Worst head-to-selection wait of ``tenant`` against ``bound``."""
+    waits = [(e.selected - e.head, e) for e in events
+             if e.tenant == tenant and e.selected is not None and e.head is not None]
+    if not waits:
+        return Verdict(f"tenant {tenant} head wait", 0, bound, "no grants")
+    w, e = max(waits, key=lambda x: x[0])
+    return Verdict(f"tenant {tenant} head wait", w, bound, f"head at {e.head}, selected {e.selected}")
+
+
+# ---- adapters ------------------------------------------------------------------------------
+
+KIND_BY_CODE = {0: "guaranteed", 1: "burst", 2: "fcfs"}  # spec §2 grant kinds
+
+
+def from_records(records) -> list[Event]:
+    """Events of ``kvfabric.model.harness`` records (granted ones), in transfer order."""
+    out = [Event(r.tenant, r.bytes, KIND_BY_CODE[r.kind], r.arrival, r.head, r.selected, r.transferred)
+           for r in records if r.transferred is not None]
+    return sorted(out, key=lambda e: (e.transferred, e.selected))
+
+
+def from_grant_log(rows, channel: int | None = None) -> list[Event]:
+    """Events of a replay grant log (``LogRow``: grant_cycle is the transfer cycle, §8)."""
+    out = [Event(r.tenant, r.bytes, r.kind, r.arrival_cycle, None, None, r.grant_cycle)
+           for r in rows if r.grant_cycle is not None and (channel is None or r.channel == channel)]
+    return sorted(out, key=lambda e: e.transferred)
