@@ -30,6 +30,7 @@ class Event:
     bytes: int
     kind: str = "guaranteed"  # "guaranteed" | "burst" | "fcfs"
     arrival: int | None = None
+    accepted: int | None = None
     head: int | None = None
     selected: int | None = None
     transferred: int | None = None
@@ -172,6 +173,47 @@ def envelope(events: Sequence[Event], tenant: int, *, rate: int, capacity: int, 
     ]
 
 
+def committed_after_burst(events: Sequence[Event], tenant: int, *, rate: int) -> Verdict:
+    """§6.3: a burst grant spends the committed bucket (its level becomes
+    ``min(rate, capacity)``), so from the cycle after a burst selection b up to
+    any later selection e, guaranteed-kind bytes selected in [b+1, e] are at
+    most ``(e - b)·rate/8``: what the bucket can refill in that time. Returns
+    the worst excess (must be <= 0). Needs selection cycles (model records)."""
+    r = Fraction(rate, FRAC_ONE)
+    mine = sorted((e.selected, e.bytes, e.kind) for e in events
+                  if e.tenant == tenant and e.selected is not None)
+    worst = Fraction(-10**18)
+    where = "no burst grant followed by a guaranteed one"
+    for k, (b, _, kind) in enumerate(mine):
+        if kind != "burst":
+            continue
+        got = 0
+        for e, nbytes, kind2 in mine[k + 1:]:
+            if kind2 == "burst":
+                break  # the next burst restarts the argument
+            got += nbytes
+            excess = got - r * (e - b)
+            if excess > worst:
+                worst, where = excess, f"burst at {b}, {got} B guaranteed by {e}"
+    return Verdict(f"tenant {tenant} committed bytes after a burst", worst, 0, where)
+
+
+def max_occupancy(events: Sequence[Event], tenant: int) -> int:
+    """§4: a request accepted at a occupies its tenant's queue (ingress register,
+    then FIFO) from a+1 through its selection cycle; ``ready = occupancy < D``
+    keeps this at most D. Returns the largest occupancy the log implies."""
+    delta: dict[int, int] = {}
+    for e in events:
+        if e.tenant == tenant and e.accepted is not None and e.selected is not None:
+            delta[e.accepted + 1] = delta.get(e.accepted + 1, 0) + 1
+            delta[e.selected + 1] = delta.get(e.selected + 1, 0) - 1
+    level = worst = 0
+    for cycle in sorted(delta):
+        level += delta[cycle]
+        worst = max(worst, level)
+    return worst
+
+
 # ---- guaranteed rate, delay, starvation ----------------------------------------------------
 
 def guaranteed_rate(events: Sequence[Event], tenant: int, *, rate: int, capacity: int, lmax: int,
@@ -237,15 +279,22 @@ def head_waits(events: Sequence[Event], tenant: int, bound: int) -> Verdict:
 KIND_BY_CODE = {0: "guaranteed", 1: "burst", 2: "fcfs"}  # spec §2 grant kinds
 
 
-def from_records(records) -> list[Event]:
-    """Events of ``kvfabric.model.harness`` records (granted ones), in transfer order."""
-    out = [Event(r.tenant, r.bytes, KIND_BY_CODE[r.kind], r.arrival, r.head, r.selected, r.transferred)
+def from_records(records, *, every: bool = False) -> list[Event]:
+    """Events of ``kvfabric.model.harness`` records, in transfer order: the
+    transferred ones, or with ``every`` all accepted ones (untransferred last)."""
+    if every:
+        out = [Event(r.tenant, r.bytes, KIND_BY_CODE.get(r.kind, "none"), r.arrival, r.accepted, r.head,
+                     r.selected if r.selected is not None else 10**12, r.transferred)
+               for r in records if r.accepted is not None]
+        return sorted(out, key=lambda e: e.selected)
+    out = [Event(r.tenant, r.bytes, KIND_BY_CODE[r.kind], r.arrival, r.accepted, r.head, r.selected,
+                 r.transferred)
            for r in records if r.transferred is not None]
     return sorted(out, key=lambda e: (e.transferred, e.selected))
 
 
 def from_grant_log(rows, channel: int | None = None) -> list[Event]:
     """Events of a replay grant log (``LogRow``: grant_cycle is the transfer cycle, §8)."""
-    out = [Event(r.tenant, r.bytes, r.kind, r.arrival_cycle, None, None, r.grant_cycle)
+    out = [Event(r.tenant, r.bytes, r.kind, r.arrival_cycle, transferred=r.grant_cycle)
            for r in rows if r.grant_cycle is not None and (channel is None or r.channel == channel)]
     return sorted(out, key=lambda e: e.transferred)

@@ -1,0 +1,254 @@
+"""Spec §7's guarantees judged by the independent oracles of ``tests/oracles.py``,
+on scenarios built to make each one bite (issue #16).
+
+Each scenario states why weaker behaviour would fail it: WFQ and SFQ order
+break the fairness bound on one heavy tenant against many light ones; buckets
+start full so the envelopes are reached, not just respected; the guaranteed
+rate is far above the tenant's weighted share, so only the committed bucket
+can deliver it; the delay bound is tight to within a maximum request. The
+same oracles judge the RTL's grant logs in ``tests/test_oracles_rtl.py``.
+"""
+
+import random
+from fractions import Fraction
+
+import pytest
+
+import oracles
+from kvfabric.model.harness import Backlogged, ClosedLoop, Greedy
+from kvfabric.model.registers import FabricConfig, TenantConfig
+from kvfabric.spec import FabricParams
+
+MAX16 = (1 << 16) - 1
+LMAX = 4096
+
+
+def exact_inv(weights):
+    """INV_WEIGHT = 256·Σw / w_i, asserted exact so Σφ = 1 and no cost rounds."""
+    total = sum(weights)
+    assert all(256 * total % w == 0 for w in weights)
+    return [256 * total // w for w in weights]
+
+
+def heavy_light(heavy_index, n=8):
+    """One tenant with weight n-1 (half the channel) and n-1 with weight 1."""
+    weights = [1] * n
+    weights[heavy_index] = n - 1
+    return weights
+
+
+def run_backlogged(weights, size, bpc=64, cycles=40000):
+    n = len(weights)
+    p = FabricParams(channels=1, tenants=n)
+    inv = exact_inv(weights)
+    cfg = FabricConfig([TenantConfig(rate=0, capacity=0, peak_rate=MAX16, inv_weight=inv[i], enable=1)
+                        for i in range(n)])
+    sources = {i: Backlogged([size], random.Random(i)) for i in range(n)}
+    loop = ClosedLoop(p, cfg, sources, Fraction(bpc))
+    loop.hold_grants_until = n * p.queue_depth + 4  # every queue full before the first transfer
+    loop.run(cycles)
+    return p, inv, loop
+
+
+# ---- fairness: WF2Q+ against WFQ and SFQ ---------------------------------------------------
+
+def wfq_order(weights, size, grants):
+    """Reference WFQ (smallest finish tag, no eligibility) for equal requests, all backlogged."""
+    n, total = len(weights), sum(weights)
+    finish = [Fraction(0)] * n
+    out = []
+    for _ in range(grants):
+        nxt = [finish[i] + Fraction(size * total, weights[i]) for i in range(n)]
+        w = min(range(n), key=lambda i: (nxt[i], i))
+        finish[w] = nxt[w]
+        out.append(oracles.Event(w, size))
+    return out
+
+
+def sfq_order(weights, size, grants):
+    """Reference SFQ (smallest start tag) for equal requests, all backlogged."""
+    n, total = len(weights), sum(weights)
+    start = [Fraction(0)] * n
+    out = []
+    for _ in range(grants):
+        w = min(range(n), key=lambda i: (start[i], i))
+        start[w] += Fraction(size * total, weights[w])
+        out.append(oracles.Event(w, size))
+    return out
+
+
+@pytest.mark.parametrize("order", [wfq_order, sfq_order])
+def test_fairness_oracle_rejects_wfq_and_sfq(order):
+    """The bound separates the disciplines: reference WFQ and SFQ schedules of the
+    scenario below exceed 2·LMAX + TAG_UNIT·N (by 1.5-1.75 LMAX)."""
+    weights = heavy_light(0)
+    schedule = order(weights, LMAX, 200)
+    lag = oracles.gps_lag_exact(schedule, [Fraction(w, sum(weights)) for w in weights])
+    assert lag > 2 * LMAX + 32 * len(weights), f"{order.__name__}: lag {float(lag)} B would pass"
+
+
+@pytest.mark.parametrize("heavy_index", [0, 3, 7])
+def test_wf2q_heavy_against_light(heavy_index):
+    """One heavy tenant (half the channel) against seven light ones, all backlogged,
+    equal maximum requests: the model stays within 2·LMAX + TAG_UNIT·N of GPS at
+    every grant (no cost rounds here, so no rounding allowance), which WFQ
+    (3.5·LMAX) and SFQ (3·LMAX) orders do not."""
+    weights = heavy_light(heavy_index)
+    p, inv, loop = run_backlogged(weights, LMAX)
+    events = oracles.from_records(loop.records)
+    assert len(events) > 500
+    lag = oracles.gps_lag_exact(events, [Fraction(w, sum(weights)) for w in weights])
+    bound = 2 * LMAX + p.tag_unit * p.tenants
+    assert lag <= bound, f"GPS lag {float(lag)} B > {bound} B"
+    verdict = oracles.gps_fairness(events, inv, lmax=LMAX)
+    assert verdict.ok, str(verdict)
+
+
+# ---- envelopes with buckets at capacity ------------------------------------------------------
+
+def bucket_scenario(seed):
+    """Tenant 0: committed bucket full (20 maximum requests), uncapped peak, so it
+    can take its whole capacity at channel speed. Tenant 1: as full, but a peak
+    rate of 20 B/cycle, so only the peak bucket holds it back. Tenant 2: a small
+    committed rate and capacity with an uncapped peak, served mostly by burst.
+    Tenant 3 floods at equal priority. All start after their buckets have filled."""
+    rng = random.Random(seed)
+    p = FabricParams(channels=1, tenants=4)
+    cap = 20 * p.pcap
+    start = 1 + cap // 80  # every bucket is full by then
+    tenants = [
+        dict(rate=80, capacity=cap, peak_rate=MAX16, inv_weight=1024),
+        dict(rate=80, capacity=cap, peak_rate=160, inv_weight=1024),
+        dict(rate=8 * rng.randint(1, 4), capacity=p.pcap, peak_rate=MAX16, inv_weight=1024),
+        dict(rate=0, capacity=0, peak_rate=MAX16, inv_weight=1024),
+    ]
+    cfg = FabricConfig([TenantConfig(enable=1, priority=0, **t) for t in tenants])
+    sizes = [512, 1024, 4096]
+    sources = {i: Backlogged(sizes, random.Random(rng.random())) for i in range(4)}
+    loop = ClosedLoop(p, cfg, sources, Fraction(256))
+    loop.hold_grants_until = start
+    for src in sources.values():  # nothing arrives before `start`
+        src.keep, keep = 0, src.keep
+    loop.run(start - 20)
+    for src in sources.values():
+        src.keep = 8
+    loop.run(12000)
+    return p, tenants, oracles.from_records(loop.records, every=True)
+
+
+def test_envelopes_reached_and_respected(seed):
+    p, tenants, events = bucket_scenario(seed)
+    done = [e for e in events if e.transferred is not None]
+    for i, t in enumerate(tenants[:3]):
+        for verdict in oracles.envelope(done, i, pcap=p.pcap, **{k: t[k] for k in ("rate", "capacity",
+                                                                                 "peak_rate")}):
+            assert verdict.ok, str(verdict)
+    # The envelopes bite: tenant 0 took (almost) its whole committed capacity in
+    # one window, tenant 1 (almost) its whole peak bucket plus its peak rate.
+    committed = oracles.envelope(done, 0, pcap=p.pcap, rate=80, capacity=tenants[0]["capacity"],
+                                 peak_rate=MAX16)[1]
+    assert committed.worst >= committed.allowed - 2 * LMAX, str(committed)
+    peak = oracles.envelope(done, 1, pcap=p.pcap, rate=80, capacity=tenants[1]["capacity"],
+                            peak_rate=160)[0]
+    assert peak.worst >= peak.allowed - LMAX, str(peak)
+    # A burst grant spends the committed bucket (spec §6.3).
+    after = oracles.committed_after_burst(events, 2, rate=tenants[2]["rate"])
+    assert after.ok, str(after)
+    assert any(e.kind == "burst" for e in done if e.tenant == 2)
+
+
+def test_queue_never_holds_more_than_depth(seed):
+    p, _, events = bucket_scenario(seed)
+    for i in range(4):
+        occ = oracles.max_occupancy(events, i)
+        assert occ <= p.queue_depth, f"tenant {i}: {occ} requests queued, depth {p.queue_depth}"
+    assert max(oracles.max_occupancy(events, i) for i in range(4)) == p.queue_depth, "queues never filled"
+
+
+# ---- guaranteed rate decoupled from weight -------------------------------------------------
+
+def test_guaranteed_rate_beyond_weighted_share(seed):
+    """Tenant 0 is promised 40 % of the channel with 1/64 of the weight; three
+    tenants with the rest of the weight flood at equal priority through the burst
+    path. Weighted sharing alone would give tenant 0 about 1.6 %, so only the
+    committed bucket can meet the bound."""
+    rng = random.Random(seed)
+    p = FabricParams(channels=1, tenants=4)
+    bpc = 64
+    rate = int(0.4 * bpc * 8)  # UQ13.3
+    cap = 4 * p.pcap
+    inv0 = 64 * 256
+    cfg = FabricConfig([TenantConfig(rate=rate, capacity=cap, peak_rate=MAX16, inv_weight=inv0, enable=1)]
+                       + [TenantConfig(rate=0, capacity=0, peak_rate=MAX16, inv_weight=260, enable=1)
+                          for _ in range(3)])
+    size = rng.choice([256, 512])
+    sources = {0: Backlogged([size], random.Random(0))}
+    sources.update({i: Backlogged([1024, 4096], random.Random(rng.random())) for i in (1, 2, 3)})
+    loop = ClosedLoop(p, cfg, sources, Fraction(bpc))
+    cycles = 12000
+    loop.run(cycles)
+    events = oracles.from_records(loop.records)
+    share_by_weight = Fraction(256, inv0) * bpc
+    assert Fraction(rate, 8) > 10 * share_by_weight  # the scenario is not met by weights
+    verdict = oracles.guaranteed_rate(events, 0, rate=rate, capacity=cap, lmax=LMAX, start=0,
+                                      end=loop.cycle - 2 * LMAX // bpc)
+    assert verdict.ok, str(verdict)
+
+
+# ---- delay bound, tight ---------------------------------------------------------------------
+
+def test_delay_bound_tight(seed):
+    """A tenant whose traffic conforms to (capacity, rate) - a full capacity burst
+    at once, then the rate - with its peak rate equal to its committed rate, so its
+    own peak bucket paces the burst: the worst wait comes within a maximum request
+    of the bound, and a flood at lower priority cannot push it over."""
+    rng = random.Random(seed)
+    p = FabricParams(channels=1, tenants=4)
+    rate = 8 * rng.choice([4, 8, 16])  # 4..16 B/cycle
+    cap = 8 * p.pcap
+    bpc = Fraction(128)
+    cfg = FabricConfig([TenantConfig(rate=rate, capacity=cap, peak_rate=rate, inv_weight=1024,
+                                     priority=0, enable=1)]
+                       + [TenantConfig(rate=0, capacity=0, peak_rate=MAX16, inv_weight=1024 // 3 + 1,
+                                       priority=1, enable=1) for _ in range(3)])
+    start = cap // rate + 10  # both buckets full when the burst arrives
+    sources = {0: Greedy(512, Fraction(cap, 8), Fraction(rate, 8), start=start)}
+    sources.update({i: Backlogged([256, 4096], random.Random(rng.random())) for i in (1, 2, 3)})
+    loop = ClosedLoop(p, cfg, sources, bpc)
+    loop.run(start + 3 * cap // rate)
+    bound = oracles.delay_bound(rate=rate, capacity=cap, lmax=LMAX, bytes_per_cycle=bpc)
+    verdict = oracles.delays(oracles.from_records(loop.records), 0, bound)
+    assert verdict.ok, str(verdict)
+    assert verdict.worst >= bound - 2 * Fraction(LMAX * 8, rate), f"not tight: {verdict}"
+
+
+# ---- starvation with several urgent heads ----------------------------------------------------
+
+def test_starvation_bound_with_urgent_competitors(seed):
+    """Three conforming tenants at priority 0 use 99 % of the channel with a small
+    starve_limit, so their own heads turn urgent too; the victim (priority 3, the
+    smallest weight) must still be selected within the bound, which needs urgent
+    heads served oldest first."""
+    rng = random.Random(seed)
+    n = 4
+    p = FabricParams(channels=1, tenants=n)
+    bpc = 256
+    H = rng.choice([40, 80, 160])
+    flood = int(bpc * 8 * 0.33)
+    tenants = [TenantConfig(rate=flood, capacity=16 * p.pcap, peak_rate=MAX16, inv_weight=300, priority=0,
+                            enable=1) for _ in range(n - 1)]
+    small = rng.randint(4, 16)
+    tenants.append(TenantConfig(rate=small, capacity=p.pcap, peak_rate=small, inv_weight=65535,
+                                priority=3, enable=1))
+    cfg = FabricConfig(tenants, starve_limit=H)
+    sources = {i: Backlogged([4096], random.Random(rng.random())) for i in range(n - 1)}
+    sources[n - 1] = Backlogged([rng.choice([64, 1024])], random.Random(0))
+    loop = ClosedLoop(p, cfg, sources, Fraction(bpc))
+    loop.run(40000)
+    bound = oracles.starvation_bound(starve_limit=H, rate=small, tenants=n, queue_depth=p.queue_depth,
+                                     lmax=LMAX, bytes_per_cycle=Fraction(bpc))
+    events = oracles.from_records(loop.records)
+    for i in range(n):
+        verdict = oracles.head_waits(events, i, bound)
+        assert verdict.ok, str(verdict)
+    assert sum(1 for e in events if e.tenant == n - 1) >= 3
