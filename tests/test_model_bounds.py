@@ -74,6 +74,8 @@ def test_gps_lag_bound(gps_seed):
         assert sum(e.bytes for e in events) > 30 * p.max_request_bytes, "too little traffic"
         verdict = oracles.gps_fairness(events, inv, lmax=p.max_request_bytes, tag_unit=p.tag_unit)
         assert verdict.ok, f"seed {gps_seed} trial {trial} (weights {weights}): {verdict}"
+        verdict = oracles.gps_charged_fairness(events, inv, lmax=p.max_request_bytes, tag_unit=p.tag_unit)
+        assert verdict.ok, f"seed {gps_seed} trial {trial} (weights {weights}): {verdict}"
 
 
 def test_gps_lag_bound_node_seed(seed):

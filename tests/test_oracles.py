@@ -318,3 +318,24 @@ def test_equal_keys_go_to_the_lower_index():
             order.append((res.transferred.tenant, cycle))
     assert [t for t, _ in order[:4]] == [0, 1, 2, 3], order
     assert order[0][1] == 11, order  # selected at 10 (2050 >= 2048), transferred at 11
+
+
+def test_charged_service_with_small_requests():
+    """Spec §3 rounds cost up per request, and the tags order tenants by that
+    charged service. A heavy tenant (inv_weight 300, φ = 0.85) sending 32-byte
+    requests is charged 2 tag units for 1.17 units of work, so it must get well
+    under its byte share, and exactly its share of the charged service (step (1)
+    of §7's fairness derivation, checked with §3's formula, no allowance)."""
+    inv = [300, 1792]
+    p = FabricParams(channels=1, tenants=2)
+    cfg = FabricConfig([TenantConfig(rate=0, capacity=0, peak_rate=MAX16, inv_weight=x, enable=1) for x in inv])
+    sources = {0: Backlogged([32], random.Random(0)), 1: Backlogged([4096], random.Random(1))}
+    loop = ClosedLoop(p, cfg, sources, Fraction(16))
+    loop.hold_grants_until = 12
+    loop.run(40000)
+    events = oracles.from_records(loop.records)
+    verdict = oracles.gps_charged_fairness(events, inv, lmax=LMAX)
+    assert verdict.ok, str(verdict)
+    got = sum(e.bytes for e in events if e.tenant == 0) / sum(e.bytes for e in events)
+    # charged 2 units per 32 B against 896 per 4096 B: a byte share of 448*32 / (448*32 + 4096)
+    assert abs(got - 14336 / (14336 + 4096)) < 0.01, got
