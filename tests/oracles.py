@@ -305,6 +305,46 @@ def head_waits(events: Sequence[Event], tenant: int, bound: int) -> Verdict:
     return Verdict(f"tenant {tenant} head wait", w, bound, f"head at {e.head}, selected {e.selected}")
 
 
+# ---- virtual time and tags, cycle by cycle (spec §6.4) ------------------------------------
+
+def _lt(a: int, b: int, bits: int) -> bool:
+    """§6.1 ``tag_lt``: ``(a - b) mod 2^bits >= 2^(bits-1)``."""
+    return (a - b) % (1 << bits) >= 1 << (bits - 1)
+
+
+def expected_tag_state(*, tags, vt, served, vmin, vmin_valid, nonempty, winner, winner_bytes, winner_cost,
+                       fabric, tag_bits, tag_shift, lag_window):
+    """Registers of §6.4 at t+1 from those at t, in the spec's words:
+
+    served' = served(s_w) after a fabric-mode winner, else 0; vmin' = tag_min over
+    non-empty FIFOs (valid iff any); V' = tag_max(V + served, vmin) if vmin_valid,
+    else V + served; the winner's tag becomes its finish tag; every other tag is
+    raised to V (empty FIFO) or V - LAG_WINDOW (non-empty), then capped at
+    V + LAG_WINDOW. Returns (tags', V', served', vmin', vmin_valid')."""
+    mask = (1 << tag_bits) - 1
+    tmax = lambda a, b: b if _lt(a, b, tag_bits) else a  # noqa: E731
+    tmin = lambda a, b: a if not _lt(b, a, tag_bits) else b  # noqa: E731
+    new_served = -(-winner_bytes // (1 << tag_shift)) if (winner is not None and fabric) else 0
+    busy = [i for i, ne in enumerate(nonempty) if ne]
+    if busy:
+        new_vmin = tags[busy[0]]
+        for i in busy[1:]:
+            new_vmin = tmin(new_vmin, tags[i])
+    else:
+        new_vmin = 0
+    new_vt = (vt + served) & mask
+    if vmin_valid:
+        new_vt = tmax(new_vt, vmin)
+    out = []
+    for i, tag in enumerate(tags):
+        if fabric and i == winner:
+            out.append((tag + winner_cost) & mask)
+            continue
+        raised = tmax(tag, vt if not nonempty[i] else (vt - lag_window) & mask)
+        out.append(tmin(raised, (vt + lag_window) & mask))
+    return out, new_vt, new_served, new_vmin, int(bool(busy))
+
+
 # ---- adapters ------------------------------------------------------------------------------
 
 KIND_BY_CODE = {0: "guaranteed", 1: "burst", 2: "fcfs"}  # spec §2 grant kinds
