@@ -345,6 +345,52 @@ def expected_tag_state(*, tags, vt, served, vmin, vmin_valid, nonempty, winner, 
     return out, new_vt, new_served, new_vmin, int(bool(busy))
 
 
+def expected_winner(*, heads, levels, peaks, tags, vt, now, tenants, starve_limit, fcfs, tag_bits, ts_bits,
+                    frac=3):
+    """§6.2's winner among ``heads`` (per tenant None or (bytes, ts, cost)), in the
+    spec's words; returns (tenant, kind) or None. ``tenants`` are TenantConfigs."""
+    best = None
+    for i, h in enumerate(heads):
+        if h is None:
+            continue
+        nbytes, ts, cost = h
+        if fcfs:
+            key = (ts,)
+            if best is None or _lt(ts, best[1][0], ts_bits):
+                best = (i, key, "fcfs")
+            continue
+        need = nbytes << frac
+        conform = levels[i] >= need and peaks[i] >= need
+        burst_ok = peaks[i] >= need
+        old = not _lt((now - starve_limit) % (1 << ts_bits), ts, ts_bits)  # ts_le(ts, now - H)
+        if conform and starve_limit != 0 and old:
+            cls = 0
+        elif conform:
+            cls = 1 + tenants[i].priority
+        elif burst_ok:
+            cls = 5
+        else:
+            continue
+        eligible = not _lt(vt, tags[i], tag_bits)  # tag_le(tag, V)
+        finish = (tags[i] + cost) % (1 << tag_bits)
+        key = (cls, eligible, finish, ts)
+        if best is None or _precedes(key, best[1], tag_bits, ts_bits):
+            best = (i, key, "guaranteed" if cls <= 4 else "burst")
+    return None if best is None else (best[0], best[2])
+
+
+def _precedes(a, b, tag_bits, ts_bits) -> bool:
+    """Key a strictly before key b (§6.2 rules 1-2; rule 3, the lower index, is the
+    caller's scan order)."""
+    if a[0] != b[0]:
+        return a[0] < b[0]
+    if a[0] == 0:
+        return _lt(a[3], b[3], ts_bits)
+    if a[1] != b[1]:
+        return a[1]
+    return _lt(a[2], b[2], tag_bits)
+
+
 # ---- adapters ------------------------------------------------------------------------------
 
 KIND_BY_CODE = {0: "guaranteed", 1: "burst", 2: "fcfs"}  # spec §2 grant kinds

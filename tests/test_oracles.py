@@ -346,9 +346,10 @@ def test_charged_service_with_small_requests():
 @pytest.mark.parametrize("tag_bits, lmax", [(20, 4096), (12, 256)])
 def test_virtual_time_and_tags_follow_6_4_every_cycle(seed, tag_bits, lmax):
     """Random traffic (sizes not multiples of TAG_UNIT, idle gaps, a refusing
-    memory side, mixed priorities and buckets): every cycle's V, served, vmin
-    and tags equal §6.4's update computed by ``oracles.expected_tag_state`` from
-    the previous cycle's registers; costs from §3's formula."""
+    memory side, mixed priorities, buckets and a starvation guard): every
+    cycle's selection equals §6.2's (``oracles.expected_winner``) and its V,
+    served, vmin and tags equal §6.4's update (``oracles.expected_tag_state``),
+    both computed from the previous cycle's registers; costs from §3's formula."""
     from kvfabric.model.channel import ChannelModel, Request  # the model under test
 
     rng = random.Random(seed)
@@ -370,8 +371,16 @@ def test_virtual_time_and_tags_follow_6_4_every_cycle(seed, tag_bits, lmax):
                    nonempty=[bool(q) for q in ch.fifo])
         heads = [q[0] if q else None for q in ch.fifo]
         load = ch.grant is None or ready
+        expect = oracles.expected_winner(
+            heads=[(h.bytes, h.ts, oracles.spec_cost(h.bytes, inv[i])) if h else None for i, h in enumerate(heads)],
+            levels=list(ch.level), peaks=list(ch.peak), tags=pre["tags"], vt=ch.vt, now=t & ((1 << p.ts_bits) - 1),
+            tenants=cfg.tenants, starve_limit=cfg.starve_limit, fcfs=False, tag_bits=tag_bits, ts_bits=p.ts_bits)
         ch.step(t, req, ready)
         winner = ch.grant.tenant if (load and ch.grant is not None) else None
+        if load:
+            got_kind = {0: "guaranteed", 1: "burst", 2: "fcfs"}[ch.grant.kind] if winner is not None else None
+            assert expect == (None if winner is None else (winner, got_kind)), \
+                f"cycle {t}: model selected {winner}, §6.2 selects {expect}"
         head = heads[winner] if winner is not None else None
         want = oracles.expected_tag_state(
             **pre, winner=winner, winner_bytes=head.bytes if head else 0,
