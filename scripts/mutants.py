@@ -240,7 +240,7 @@ def run_one(name: str, workdir: Path) -> Outcome:
     return Outcome(name, "error", seconds, detail=proc.stdout[-2000:])
 
 
-def report(outcomes: list[Outcome], baseline: Outcome, wall: float, out: Path) -> dict:
+def report(outcomes: list[Outcome], baseline: Outcome, wall: float, out: Path, note: str = "") -> dict:
     by_name = {m.name: m for m in MUTANTS}
     counted = [o for o in outcomes if o.status != "equivalent"]
     killed = [o for o in counted if o.status in ("killed", "timeout")]
@@ -253,7 +253,7 @@ def report(outcomes: list[Outcome], baseline: Outcome, wall: float, out: Path) -
         "errors": [o.name for o in counted if o.status == "error"],
         "score": round(score, 4),
         "listed_killed": sum(o.status in ("killed", "timeout") for o in listed), "listed": len(listed),
-        "baseline_seconds": round(baseline.seconds, 1), "wall_seconds": round(wall, 1),
+        "baseline_seconds": round(baseline.seconds, 1), "wall_seconds": round(wall, 1), "note": note,
         "results": [{"name": o.name, "what": by_name[o.name].what, "listed": by_name[o.name].listed,
                      "status": o.status, "killed_by": o.killed_by, "seconds": round(o.seconds, 1),
                      "reason": by_name[o.name].equivalent, "detail": o.detail} for o in outcomes],
@@ -272,7 +272,8 @@ def report(outcomes: list[Outcome], baseline: Outcome, wall: float, out: Path) -
         f"- Issue #16's listed mutants killed: {summary['listed_killed']} / {summary['listed']}",
         f"- Survivors: {', '.join(summary['survived']) or 'none'}",
         f"- Errors: {', '.join(summary['errors']) or 'none'}",
-        f"- Wall time: {wall / 60:.1f} min; the unmutated suite alone: {baseline.seconds:.0f} s",
+        f"- Wall time: {wall / 60:.1f} min ({note or 'one run'}); the unmutated suite alone: "
+        f"{baseline.seconds:.0f} s",
         "",
         "| mutant | misreading | listed | result | first failing test | s |",
         "|---|---|---|---|---|---|",
@@ -291,6 +292,9 @@ def main(argv=None) -> int:
     ap.add_argument("--jobs", type=int, default=1, help="mutants run in parallel (default 1)")
     ap.add_argument("--only", nargs="*", help="run only these mutants (no report files)")
     ap.add_argument("--out", default=str(ROOT / "reports"), help="where mutants.md/.json go")
+    ap.add_argument("--rerun-survivors", action="store_true",
+                    help="re-run only the survivors of OUT/mutants.json (after adding tests) and "
+                         "rewrite the report with their new results")
     ap.add_argument("--worker", help=argparse.SUPPRESS)
     ap.add_argument("--result", help=argparse.SUPPRESS)
     args = ap.parse_args(argv)
@@ -301,6 +305,13 @@ def main(argv=None) -> int:
     for m in MUTANTS:  # every substitution must still match: fail before spending minutes
         apply(source, m)
     names = [m.name for m in MUTANTS]
+    previous = None
+    if args.rerun_survivors:
+        previous = json.loads((Path(args.out) / "mutants.json").read_text())
+        known = {r["name"] for r in previous["results"]}
+        # survivors, errors, and mutants added to the list since that run
+        args.only = [r["name"] for r in previous["results"] if r["status"] in ("survived", "error")]
+        args.only += [n for n in names if n not in known]
     if args.only:
         unknown = sorted(set(args.only) - set(names))
         if unknown:
@@ -310,7 +321,7 @@ def main(argv=None) -> int:
     workdir.mkdir(parents=True, exist_ok=True)
     t0 = time.monotonic()
     # The unmutated model must pass first (skipped for --only, a quick re-check).
-    baseline = Outcome("none", "survived", 0.0) if args.only else run_one("none", workdir)
+    baseline = Outcome("none", "survived", 0.0) if args.only and not previous else run_one("none", workdir)
     print(f"unmutated suite: {baseline.status} in {baseline.seconds:.0f} s", flush=True)
     if baseline.status != "survived":
         print(f"the unmutated model fails the suite ({baseline.killed_by or baseline.detail}); stopping")
@@ -327,6 +338,17 @@ def main(argv=None) -> int:
     with ThreadPoolExecutor(max_workers=max(1, args.jobs)) as pool:
         outcomes = list(pool.map(one, names))
     wall = time.monotonic() - t0
+    if previous is not None:
+        rerun = {o.name: o for o in outcomes}
+        merged = [rerun.get(r["name"]) or Outcome(r["name"], r["status"], r["seconds"], r["killed_by"],
+                                                   r["detail"]) for r in previous["results"]]
+        merged += [o for o in outcomes if o.name not in {r["name"] for r in previous["results"]}]
+        note = (f"{previous['wall_seconds'] / 60:.1f} min for the full run, then "
+                f"{wall / 60:.1f} min re-running {len(outcomes)} survivor(s)/new mutant(s) "
+                f"({', '.join(o.name for o in outcomes)}) after tests were added")
+        summary = report(merged, baseline, previous["wall_seconds"] + wall, Path(args.out), note=note)
+        print(f"score {summary['score']:.1%}, survivors {summary['survived']}")
+        return 0 if not summary["survived"] and not summary["errors"] else 1
     if args.only:
         return 0 if all(o.status in ("killed", "timeout", "equivalent") for o in outcomes) else 1
     summary = report(outcomes, baseline, wall, Path(args.out))
