@@ -406,3 +406,19 @@ def test_ready_counts_the_ingress_register():
     ch = ChannelModel(p, cfg)
     accepted = [ch.step(t, Request(0, 64, t), True).accepted for t in range(6)]
     assert accepted == [True, True, True, True, False, False], accepted
+
+
+@pytest.mark.parametrize("nbytes, valid", [(0, False), (1, True), (LMAX, True), (LMAX + 1, False),
+                                           ((1 << 13) - 1, False)])
+def test_request_size_validity(nbytes, valid):
+    """Spec §4: bytes = 0 or bytes > LMAX is invalid: accepted, counted as dropped,
+    never queued; 1..LMAX is queued."""
+    from kvfabric.model.channel import ChannelModel, Request  # the model under test
+
+    p = FabricParams(channels=1, tenants=2)
+    cfg = FabricConfig([TenantConfig(peak_rate=0, inv_weight=512, enable=1) for _ in range(2)])
+    ch = ChannelModel(p, cfg)
+    res = ch.step(0, Request(1, nbytes, 7), True)
+    assert res.accepted and res.dropped == (not valid)
+    ch.step(1, None, True)
+    assert len(ch.fifo[1]) == (1 if valid else 0)
