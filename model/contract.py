@@ -81,7 +81,7 @@ def _number(value, where: str, *, minimum=0, strict=False, integer=False) -> Fra
         raise ContractError(f"{where} must be an integer, not {value!r}")
     # Decimal text of the TOML value, so 0.1 means one tenth, not a binary float.
     q = Fraction(str(value)) if isinstance(value, float) else Fraction(value)
-    if q < minimum or (strict and q == minimum):
+    if minimum is not None and (q < minimum or (strict and q == minimum)):
         op = ">" if strict else ">="
         raise ContractError(f"{where} must be {op} {minimum}, not {value!r}")
     return q
@@ -111,7 +111,11 @@ def load_contract(path: str | Path) -> CompiledContract:
             doc = tomllib.load(f)
     except tomllib.TOMLDecodeError as e:
         raise ContractError(f"{path}: not valid TOML: {e}") from None
-    return compile_contract(doc, source=str(path))
+    try:
+        return compile_contract(doc, source=str(path))
+    except ContractError as e:  # every message names the file, whatever table it is about
+        message = str(e)
+        raise ContractError(message if message.startswith(f"{path}:") else f"{path}: {message}") from None
 
 
 def _parse_fabric(doc: dict, source: str) -> dict:
@@ -126,12 +130,12 @@ def _parse_fabric(doc: dict, source: str) -> dict:
     out = {
         "clock_mhz": _number(fabric["clock_mhz"], "[fabric].clock_mhz", strict=True),
         "channel_gbps": _number(fabric["channel_gbps"], "[fabric].channel_gbps", strict=True),
-        "admission_limit": _number(fabric["admission_limit"], "[fabric].admission_limit", strict=True),
+        "admission_limit": _number(fabric["admission_limit"], "[fabric].admission_limit", minimum=None),
         "starvation_limit_us": _number(fabric.get("starvation_limit_us", DEFAULT_STARVATION_LIMIT_US),
                                        "[fabric].starvation_limit_us"),
         "epoch_ms": _number(fabric.get("epoch_ms", DEFAULT_EPOCH_MS), "[fabric].epoch_ms"),
     }
-    if out["admission_limit"] > 1:
+    if not 0 < out["admission_limit"] <= 1:
         raise ContractError(f"[fabric].admission_limit must be in (0, 1], not {fabric['admission_limit']!r}")
     fcfs = fabric.get("fcfs_bypass", False)
     if not isinstance(fcfs, bool):

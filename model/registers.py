@@ -40,7 +40,8 @@ class TenantConfig:
 
     def __post_init__(self):
         for name, bits in TENANT_FIELD_BITS.items():
-            check_field(name, int(getattr(self, name)), bits, "tenant register ")
+            # No int() first: it would turn 1.7 into 1 and True into 1 silently.
+            check_field(name, getattr(self, name), bits, "tenant register ")
 
 
 @dataclass

@@ -10,6 +10,7 @@ bytes 0 or above LMAX) have kind ``dropped`` and an empty grant cycle.
 from __future__ import annotations
 
 import csv
+import re
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -19,6 +20,20 @@ LOG_HEADER = ["id", "arrival_cycle", "grant_cycle", "channel", "tenant", "bytes"
 
 class TraceError(ValueError):
     """A malformed trace; the message names the file, line and field."""
+
+
+# Plain decimal digits (a minus sign only so a negative value gets its range
+# message): int() alone would also take "1_000", "+5", " 7" and "٣".
+_DECIMAL = re.compile(r"-?[0-9]+")
+
+
+def parse_int(text: str, where: str) -> int:
+    """``text`` as a decimal integer, or a TraceError naming ``where``."""
+    stripped = text.strip()
+    if not _DECIMAL.fullmatch(stripped):
+        raise TraceError(f"{where} must be an integer in decimal digits "
+                         f"(0-9, no sign but -, no _), not {text!r}")
+    return int(stripped, 10)
 
 
 @dataclass(frozen=True, slots=True)
@@ -65,10 +80,7 @@ def parse_trace(lines, params, source: str = "trace") -> list[TraceRow]:
                              f"({','.join(TRACE_HEADER)}), got {len(fields)}")
         values = {}
         for name, text in zip(TRACE_HEADER, fields):
-            try:
-                value = int(text.strip(), 10)
-            except ValueError:
-                raise TraceError(f"{source}:{line_no}: {name} must be an integer, not {text!r}") from None
+            value = parse_int(text, f"{source}:{line_no}: {name}")
             lo, hi = limits[name]
             if value < lo or (hi is not None and value > hi):
                 allowed = f"{lo}..{hi}" if hi is not None else f">= {lo}"
@@ -79,6 +91,9 @@ def parse_trace(lines, params, source: str = "trace") -> list[TraceRow]:
                              f"row's cycle {last_cycle}; the trace must be sorted by cycle")
         last_cycle = values["cycle"]
         rows.append(TraceRow(len(rows), **values))
+    if not rows:
+        raise TraceError(f"{source}: no requests after the header; a trace needs at least one row "
+                         f"({','.join(TRACE_HEADER)})")
     return rows
 
 
@@ -112,9 +127,12 @@ def read_log(path: str | Path) -> list[LogRow]:
             raise TraceError(f"{path}:1: header must be {','.join(LOG_HEADER)}")
         out = []
         for line_no, r in enumerate(reader, start=2):
-            try:
-                out.append(LogRow(int(r[0]), int(r[1]), int(r[2]) if r[2] else None,
-                                  int(r[3]), int(r[4]), int(r[5]), r[6]))
-            except (ValueError, IndexError):
-                raise TraceError(f"{path}:{line_no}: malformed grant-log row {r!r}") from None
+            if len(r) != len(LOG_HEADER):
+                raise TraceError(f"{path}:{line_no}: expected {len(LOG_HEADER)} fields "
+                                 f"({','.join(LOG_HEADER)}), got {len(r)}")
+            where = {name: f"{path}:{line_no}: {name}" for name in LOG_HEADER}
+            out.append(LogRow(parse_int(r[0], where["id"]), parse_int(r[1], where["arrival_cycle"]),
+                              parse_int(r[2], where["grant_cycle"]) if r[2] else None,
+                              parse_int(r[3], where["channel"]), parse_int(r[4], where["tenant"]),
+                              parse_int(r[5], where["bytes"]), r[6]))
         return out

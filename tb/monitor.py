@@ -19,26 +19,38 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-__all__ = ["XValue", "reader", "ChannelPorts", "AxiPorts", "Sample", "Monitor", "Layouts"]
+__all__ = ["XValue", "reader", "two_state_simulator", "ChannelPorts", "AxiPorts", "Sample", "Monitor", "Layouts"]
 
 
 class XValue(ValueError):
     pass
 
 
+def two_state_simulator() -> bool:
+    """True under Verilator, whose values have no X or Z bits to lose."""
+    import cocotb
+
+    return "verilator" in (getattr(cocotb, "SIM_NAME", None) or "").lower()
+
+
 def reader(handle, name: str | None = None):
-    """A fast ``() -> int`` reader of an unsigned signal."""
+    """A fast ``() -> int`` reader of an unsigned signal.
+
+    On a 4-state simulator (Icarus) every read goes through the bit string, so
+    an X or Z bit on any compared signal raises :class:`XValue` instead of
+    reading as 0 (``get_signal_val_long`` maps X and Z to 0). Verilator has
+    no X or Z, so there small signals take the faster integer read.
+    """
     gh = handle._handle
     width = len(handle)
     label = name or handle._path
-    if width <= 31:  # get_signal_val_long is a signed C long of 32 bits on some simulators
+    # get_signal_val_long is a signed C long of 32 bits on some simulators
+    if width <= 31 and two_state_simulator():
         get_long = gh.get_signal_val_long
         mask = (1 << width) - 1
 
         def read_small():
             return get_long() & mask
-        # Verify once that the simulator gives no X here (Amaranth inits every
-        # register); the binstr path below checks on every read.
         return read_small
     get_bin = gh.get_signal_val_binstr
 

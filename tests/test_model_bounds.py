@@ -8,6 +8,10 @@ served against a bound computed here from the spec's formulas.
 import random
 from fractions import Fraction
 
+import pytest
+
+import oracles
+
 from kvfabric.spec import FabricParams
 from kvfabric.model.channel import BURST, GUARANTEED
 from kvfabric.spec import URGENT
@@ -36,37 +40,48 @@ def per_tenant(records, tenant):
     return [r for r in records if r.tenant == tenant and r.selected is not None]
 
 
-def test_gps_lag_bound(seed):
-    """Equal priorities, zero committed rates, uncapped peaks, all backlogged:
-    every tenant stays within 2*LMAX + TAG_UNIT*N bytes of its GPS share."""
+# Seeds 59, 67 and 157 broke the old bound (2*LMAX + TAG_UNIT*N without the
+# cost-rounding term, issue #16). On this list the byte check reaches at most
+# 86 % of its bound (seed 4) and the charged-service check 96.5 % (seed 59).
+# CI runs this fixed list; the node-seeded variant below runs KVFABRIC_SEED's.
+GPS_SEEDS = (59, 67, 157, 4, 22, 101, 202, 303, 404, 505, 606, 707)
+
+
+def _gps_trials(seed):
+    """Four random all-backlogged channels: (weights, inverse weights, events)."""
     rng = random.Random(seed)
-    for trial in range(4):
+    for _ in range(4):
         n = rng.randint(2, 8)
         p = params(tenants=n)
         weights = [rng.randint(1, 16) for _ in range(n)]
         inv = inv_weights(weights)
         cfg = config([dict(rate=0, capacity=0, peak_rate=MAX16, inv_weight=inv[i], enable=1)
                       for i in range(n)])
-        sizes = [32 * k for k in range(1, 129)]
+        sizes = [32 * k for k in range(1, 129)]  # multiples of TAG_UNIT (spec §7's condition)
         sources = {i: Backlogged(sizes, random.Random(rng.random())) for i in range(n)}
         bpc = rng.choice([32, 64, 400])
         loop = ClosedLoop(p, cfg, sources, Fraction(bpc))
         loop.hold_grants_until = n * p.queue_depth + 4  # start with every queue full
         loop.run(120 * p.max_request_bytes // min(bpc, 64) + 200)
-        phi = [Fraction(256, x) for x in inv]
-        share = [f / sum(phi) for f in phi]
-        bound = 2 * p.max_request_bytes + p.tag_unit * n
-        served = [0] * n
-        total = 0
-        worst = 0
-        for r in loop.served():
-            served[r.tenant] += r.bytes
-            total += r.bytes
-            for i in range(n):
-                worst = max(worst, abs(served[i] - share[i] * total))
-        assert total > 30 * p.max_request_bytes, "too little traffic to mean anything"
-        assert worst <= bound, (f"trial {trial}: GPS lag {float(worst):.0f} B > bound {bound} B "
-                                f"(weights {weights})")
+        yield p, weights, inv, oracles.from_records(loop.records)
+
+
+@pytest.mark.parametrize("gps_seed", GPS_SEEDS)
+def test_gps_lag_bound(gps_seed):
+    """Equal priorities, zero committed rates, uncapped peaks, all backlogged: every
+    tenant stays within spec §7's fairness bound of its fluid GPS share at every
+    grant (2*LMAX + TAG_UNIT*N plus the accumulated cost rounding)."""
+    for trial, (p, weights, inv, events) in enumerate(_gps_trials(gps_seed)):
+        assert sum(e.bytes for e in events) > 30 * p.max_request_bytes, "too little traffic"
+        verdict = oracles.gps_fairness(events, inv, lmax=p.max_request_bytes, tag_unit=p.tag_unit)
+        assert verdict.ok, f"seed {gps_seed} trial {trial} (weights {weights}): {verdict}"
+        verdict = oracles.gps_charged_fairness(events, inv, lmax=p.max_request_bytes, tag_unit=p.tag_unit)
+        assert verdict.ok, f"seed {gps_seed} trial {trial} (weights {weights}): {verdict}"
+
+
+def test_gps_lag_bound_node_seed(seed):
+    """The same check on this node's seed (KVFABRIC_SEED explores others)."""
+    test_gps_lag_bound(seed)
 
 
 def test_work_conserving_when_uncapped(seed):

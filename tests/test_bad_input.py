@@ -1,0 +1,150 @@
+"""Bad input is refused with a message naming the file, line or table, the field
+and the allowed range (issue #16's list of cases still missing)."""
+
+import copy
+
+import pytest
+
+from kvfabric.model.contract import ContractError, compile_contract, load_contract
+from kvfabric.model.registers import FabricConfig, TenantConfig
+from kvfabric.model.trace import TraceError, parse_trace, read_log
+from kvfabric.spec import FabricParams
+
+HEADER = "cycle,channel,tenant,bytes\n"
+
+
+@pytest.mark.parametrize("text, message", [
+    ("", r"t\.csv: empty file, expected header cycle,channel,tenant,bytes"),
+    (HEADER, r"t\.csv: no requests after the header"),
+    (HEADER + "\n\n", r"t\.csv: no requests after the header"),
+    (HEADER + "0,-1,0,64\n", r"t\.csv:2: channel = -1 out of range 0\.\.7"),
+    (HEADER + "0,0,-3,64\n", r"t\.csv:2: tenant = -3 out of range 0\.\.15"),
+    (HEADER + "0,0,0,-64\n", r"t\.csv:2: bytes = -64 out of range 0\.\.8191"),
+    (HEADER + "1_000,0,0,64\n", r"t\.csv:2: cycle must be an integer in decimal digits \(0-9, no sign but -, no _\), not '1_000'"),
+    (HEADER + "0,0,0,6_4\n", r"t\.csv:2: bytes must be an integer in decimal digits"),
+    (HEADER + "0,+1,0,64\n", r"t\.csv:2: channel must be an integer in decimal digits"),
+    (HEADER + "0,0,0,64.0\n", r"t\.csv:2: bytes must be an integer in decimal digits"),
+    (HEADER + "0,0,0,True\n", r"t\.csv:2: bytes must be an integer in decimal digits"),
+])
+def test_trace_errors_name_line_field_and_range(text, message):
+    with pytest.raises(TraceError, match=message):
+        parse_trace(text.splitlines(keepends=True), FabricParams(), source="t.csv")
+
+
+def test_trace_accepts_plain_digits_with_spaces():
+    rows = parse_trace([HEADER, " 3, 1 ,2, 64\n"], FabricParams(), source="t.csv")
+    assert (rows[0].cycle, rows[0].channel, rows[0].tenant, rows[0].bytes) == (3, 1, 2, 64)
+
+
+def test_grant_log_errors_name_line_and_field(tmp_path):
+    log = tmp_path / "g.csv"
+    log.write_text("id,arrival_cycle,grant_cycle,channel,tenant,bytes,kind\n0,1_0,12,0,1,64,burst\n")
+    with pytest.raises(TraceError, match=r"g\.csv:2: arrival_cycle must be an integer in decimal digits"):
+        read_log(log)
+    log.write_text("id,arrival_cycle,grant_cycle,channel,tenant,bytes,kind\n0,1,12,0\n")
+    with pytest.raises(TraceError, match=r"g\.csv:2: expected 7 fields"):
+        read_log(log)
+
+
+# ---- contracts -------------------------------------------------------------------------------
+
+FABRIC = {"clock_mhz": 1000, "channels": 8, "channel_gbps": 400, "admission_limit": 0.85}
+TENANT = {"id": 0, "name": "a", "guaranteed_gbps": 10, "burst_gbps": 40, "burst_duration_ms": 1.0,
+          "priority": 1, "latency_slo_us": 25}
+
+
+def contract(fabric=None, tenant=None, drop_fabric=(), drop_tenant=()):
+    f = dict(FABRIC, **(fabric or {}))
+    t = dict(TENANT, **(tenant or {}))
+    for k in drop_fabric:
+        del f[k]
+    for k in drop_tenant:
+        del t[k]
+    return {"fabric": f, "tenant": [t]}
+
+
+@pytest.mark.parametrize("doc, message", [
+    ({"tenant": [TENANT]}, r"c\.toml: missing \[fabric\] table"),
+    ({"fabric": FABRIC}, r"c\.toml: at least one \[\[tenant\]\] table is required"),
+    (contract({"admission_limit": 0}), r"\[fabric\]\.admission_limit must be in \(0, 1\], not 0"),
+    (contract({"admission_limit": -0.5}), r"\[fabric\]\.admission_limit must be in \(0, 1\], not -0\.5"),
+    (contract({"admission_limit": 1.01}), r"\[fabric\]\.admission_limit must be in \(0, 1\], not 1\.01"),
+    (contract({"clock_mhz": 0}), r"\[fabric\]\.clock_mhz must be > 0, not 0"),
+    (contract({"channel_gbps": 0}), r"\[fabric\]\.channel_gbps must be > 0"),
+    (contract({"channels": 2.0}), r"\[fabric\]\.channels must be an integer, not 2\.0"),
+    (contract({"channels": True}), r"\[fabric\]\.channels must be a number, not True"),
+    (contract({"fcfs_bypass": 1}), r"\[fabric\]\.fcfs_bypass must be true or false, not 1"),
+    (contract({"channels": 17}), r"\[fabric\]: .*channels"),
+    (contract(tenant={"id": 1.0}), r"tenant 'a': id must be an integer, not 1\.0"),
+    (contract(tenant={"id": -1}), r"tenant 'a': id must be >= 0, not -1"),
+    (contract(tenant={"priority": True}), r"tenant 'a': priority must be a number, not True"),
+    (contract(tenant={"priority": 1.5}), r"tenant 'a': priority must be an integer"),
+    (contract(tenant={"weight": 0}), r"tenant 'a': weight must be > 0, not 0"),
+    (contract(tenant={"weight": -2}), r"tenant 'a': weight must be > 0"),
+    (contract(tenant={"guaranteed_gbps": 100000, "burst_gbps": 100000}),
+     r"tenant 'a': guaranteed_gbps is unrepresentable: .* 16-bit register holds at most 65535"),
+    (contract({"admission_limit": 1}, tenant={"guaranteed_gbps": 380, "burst_gbps": 100000}),
+     r"tenant 'a': burst_gbps is unrepresentable"),
+    (contract({"starvation_limit_us": 10**5}), r"\[fabric\]\.starvation_limit_us is unrepresentable"),
+    (contract(drop_tenant=("name",)), r"tenant #1: missing key\(s\) name"),
+])
+def test_contract_errors_name_file_table_field_and_range(tmp_path, doc, message):
+    import tomllib  # noqa: F401  (documents that the dict is what TOML would give)
+    path = tmp_path / "c.toml"
+    path.write_text(_toml(doc))
+    with pytest.raises(ContractError, match=message) as info:
+        load_contract(path)
+    assert str(info.value).startswith(f"{path}: "), f"no file name in: {info.value}"
+
+
+def _toml(doc):
+    """Minimal TOML writer for the flat tables above (no third-party dependency)."""
+    def value(v):
+        if isinstance(v, bool):
+            return "true" if v else "false"
+        if isinstance(v, str):
+            return '"' + v + '"'
+        return repr(v)
+    out = []
+    if "fabric" in doc:
+        out.append("[fabric]")
+        out += [f"{k} = {value(v)}" for k, v in doc["fabric"].items()]
+    for t in doc.get("tenant", []):
+        out.append("[[tenant]]")
+        out += [f"{k} = {value(v)}" for k, v in t.items()]
+    return "\n".join(out) + "\n"
+
+
+def test_contract_dict_errors_without_a_file():
+    with pytest.raises(ContractError, match=r"contract: missing \[fabric\] table"):
+        compile_contract({"tenant": [copy.deepcopy(TENANT)]})
+    with pytest.raises(ContractError, match=r"contract: at least one \[\[tenant\]\] table is required"):
+        compile_contract({"fabric": dict(FABRIC), "tenant": []})
+
+
+# ---- registers -------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("field, value, error, message", [
+    ("rate", 1.7, TypeError, r"tenant register rate must be an integer, not 1\.7"),
+    ("rate", True, TypeError, r"tenant register rate must be an integer, not True"),
+    ("inv_weight", 256.0, TypeError, r"tenant register inv_weight must be an integer"),
+    ("rate", 1 << 16, ValueError, r"rate = 65536 does not fit its 16-bit register \(allowed 0\.\.65535\)"),
+    ("capacity", 1 << 28, ValueError, r"capacity = 268435456 does not fit its 28-bit register"),
+    ("peak_rate", -1, ValueError, r"peak_rate = -1 does not fit .*allowed 0\.\.65535"),
+    ("priority", 4, ValueError, r"priority = 4 does not fit its 2-bit register \(allowed 0\.\.3\)"),
+    ("slo_cycles", 1 << 24, ValueError, r"slo_cycles = 16777216 does not fit its 24-bit register"),
+])
+def test_register_values_are_checked(field, value, error, message):
+    with pytest.raises(error, match=message):
+        TenantConfig(**{field: value})
+
+
+@pytest.mark.parametrize("field, value, error, message", [
+    ("starve_limit", 1 << 23, ValueError, r"starve_limit = 8388608 does not fit its 23-bit register"),
+    ("starve_limit", 2.5, TypeError, r"starve_limit must be an integer, not 2\.5"),
+    ("epoch_cycles", 1 << 32, ValueError, r"epoch_cycles = 4294967296 does not fit its 32-bit register"),
+    ("fcfs_bypass", 2, ValueError, r"fcfs_bypass = 2 does not fit its 1-bit register"),
+])
+def test_fabric_register_values_are_checked(field, value, error, message):
+    with pytest.raises(error, match=message):
+        FabricConfig([TenantConfig()], **{field: value})
