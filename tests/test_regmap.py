@@ -7,6 +7,9 @@ listed as pending); and the description must say what spec §9 says in words abo
 few registers that the map's consumers rely on.
 """
 
+from pathlib import Path
+from xml.etree import ElementTree
+
 from kvfabric import rdl
 from kvfabric.hw.config import PENDING, params_word, register_file_registers
 from kvfabric.hw.telemetry import telemetry_registers
@@ -76,3 +79,29 @@ def test_description_says_what_spec_9_says():
     assert REGMAP.decode(0x0FFC) is None and REGMAP.decode(0x0102) is None
     assert REGMAP.decode(0x0100 + 0x20 * 2, FabricParams(tenants=2)) is None
     assert params_word(FabricParams(tenants=2, channels=3, queue_depth=16, tag_bits=24)) == 0x18_10_03_02
+
+
+def test_spec_9_table_is_generated_from_the_description():
+    from kvfabric import regs
+    spec = (Path(__file__).resolve().parents[1] / "docs" / "spec.md").read_text()
+    body = spec.split(regs.SPEC_BEGIN + "\n", 1)[1].split("\n" + regs.SPEC_END, 1)[0]
+    assert body == regs.spec_table(), "docs/spec.md §9 table is stale: run `kvfabric regs --sync`"
+
+
+def test_regs_exports_header_ipxact_and_docs(tmp_path, capsys):
+    from kvfabric.cli import main
+    assert main(["regs", "--out", str(tmp_path / "regs")]) == 0
+    out = tmp_path / "regs"
+    assert sorted(p.name for p in out.iterdir()) == ["kvfabric.h", "kvfabric.md", "kvfabric.xml"]
+    header = (out / "kvfabric.h").read_text()
+    # The header's struct is laid out by the description's addresses (spec §9).
+    assert "} kvfabric_t;" in header and "KVFABRIC__CREDITS__CREDIT_BURST_bp 16" in header
+    # ... ending with DROPPED[16] at 0x1800: 0x1800 + 16 * 4 bytes.
+    assert "static_assert(sizeof(kvfabric_t) == 0x1840" in header
+    ipxact = ElementTree.parse(out / "kvfabric.xml").getroot()
+    ns = {"ipxact": ipxact.tag.split("}")[0][1:]}
+    regs = {r.findtext("ipxact:name", namespaces=ns): r.findtext("ipxact:addressOffset", namespaces=ns)
+            for r in ipxact.iter(f"{{{ns['ipxact']}}}register")}
+    assert int(regs["CREDITS"].replace("'h", "0x"), 0) == 0x1C
+    assert "DROPPED" in (out / "kvfabric.md").read_text()
+    assert "kvfabric.h" in capsys.readouterr().out
