@@ -105,3 +105,20 @@ def test_regs_exports_header_ipxact_and_docs(tmp_path, capsys):
     assert int(regs["CREDITS"].replace("'h", "0x"), 0) == 0x1C
     assert "DROPPED" in (out / "kvfabric.md").read_text()
     assert "kvfabric.h" in capsys.readouterr().out
+
+
+def test_mirror_knows_credits():
+    # CREDITS (issue #14, /work/notes/iface.md): RW, reset 0, [7:0] urgent,
+    # [15:8] guaranteed, [23:16] burst; bytes whose strobe is 0 keep their value.
+    from dataclasses import fields
+
+    from kvfabric.model.registers import FabricConfig
+    from kvfabric.tb.axil import CREDITS, RegisterMirror
+    mirror = RegisterMirror(FabricParams(tenants=2, channels=1))
+    assert mirror.read(CREDITS) == 0
+    assert mirror.write(CREDITS, 0xAA03_0201, strb=0b0011) is False
+    assert mirror.read(CREDITS) == 0x0201
+    mirror.write(CREDITS, 0x0007_0000, strb=0b0100)
+    assert mirror.read(CREDITS) == 0x07_0201  # bits [31:24] are not a field
+    if "credits" in {f.name for f in fields(FabricConfig)}:  # once the model has them (#14)
+        assert mirror.config.credits == (1, 2, 7)
