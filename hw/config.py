@@ -11,7 +11,7 @@ the AXI AW and W handshakes, see :mod:`hw.axil`). The register file decodes it
 and registers the decoded write (``cfg_wr_*``): the write *takes effect* in
 cycle t = h+1, when the active registers are written, and every channel uses
 the new values from cycle t+1. The same holds for ``CTRL.fcfs_bypass``,
-``EPOCH_CYCLES``, ``STARVE_LIMIT`` and ``CREDITS``, which are not staged. A ``CTRL`` write
+``EPOCH_CYCLES`` and ``STARVE_LIMIT``, which are not staged. A ``CTRL`` write
 with bit 1 set taking effect in cycle t makes ``cfg_snapshot`` 1 during cycle
 t+1, the cycle in which telemetry takes the snapshot (spec §10). The decode
 stage keeps the address comparison off the channels' paths: their next
@@ -24,6 +24,17 @@ return the active values (spec §9), never the staged ones; unmapped addresses,
 including unaligned ones and the registers of tenants ``>= N``, read 0 and
 ignore writes.
 
+The address decode is elaborated from the register description
+(:data:`kvfabric.regmap.REGMAP`, compiled from ``kvfabric.rdl``): every
+writable fabric field becomes a ``cfg_<field>`` register and port, every
+``kvf_staged`` register of the ``TENANT`` block a set of staged and active
+fields of :func:`hw.layouts.tenant_config_layout`, ``kvf_commit`` the commit
+strobe, and constants and ``PARAMS`` read from the description. The timing
+above is hand-written here and the same for every register. Registers in
+:data:`PENDING` are described but not implemented yet (they read 0 and ignore
+writes); telemetry's registers (snapshots and counters) are decoded by
+:class:`hw.telemetry.Telemetry`.
+
 Register names start with ``cfg_``: the state-budget script classifies
 flip-flops by name.
 """
@@ -34,61 +45,41 @@ from amaranth.lib.wiring import In, Out
 
 from .axil import RegisterBusSignature
 from .layouts import tenant_config_layout
-from kvfabric.spec import CREDIT_BITS, CREDIT_CLASSES, check_params
+from kvfabric.regmap import ADDR_WIDTH, DATA_WIDTH, REGMAP
+from kvfabric.spec import check_params
 
 
 __all__ = [
-    "ADDR_WIDTH", "DATA_WIDTH",
-    "ID", "VERSION", "ID_VALUE", "VERSION_VALUE", "PARAMS", "CTRL", "EPOCH_CYCLES",
-    "STARVE_LIMIT", "EPOCH_COUNT", "CREDITS", "TENANT_BASE", "TENANT_STRIDE", "TENANT_REGS", "COMMIT",
-    "TEL_TENANT_BASE", "TEL_TENANT_STRIDE", "TEL_TENANT_REGS", "DROPPED_BASE",
+    "ADDR_WIDTH", "DATA_WIDTH", "PENDING", "EARLY_FIELDS",
+    "is_telemetry_register", "register_file_registers", "fabric_fields",
     "params_word", "FabricComponent", "RegisterFile",
 ]
 
-#: AXI4-Lite address and data widths (spec §2).
-ADDR_WIDTH = 16
-DATA_WIDTH = 32
+#: Registers of the description whose logic is not in the RTL yet: they read 0 and
+#: ignore writes, like unmapped addresses. Register name -> why.
+PENDING: dict[str, str] = {}
 
-# Fabric registers (spec §9).
-ID            = 0x0000
-VERSION       = 0x0004
-PARAMS        = 0x0008
-CTRL          = 0x000C
-EPOCH_CYCLES  = 0x0010
-STARVE_LIMIT  = 0x0014
-EPOCH_COUNT   = 0x0018
-CREDITS       = 0x001C  # [7:0] urgent, [15:8] guaranteed, [23:16] burst (spec §6.6)
-ID_VALUE      = 0x4B564642  # "KVFB"
-VERSION_VALUE = 0x00000100  # 0.1
+#: Fabric fields whose next value the channels read one cycle early (``cfg_<field>_next``,
+#: spec §11: next cycle's selection keys are precomputed under them).
+EARLY_FIELDS = ("fcfs_bypass", "starve_limit")
 
-#: Per-tenant configuration registers at ``TENANT_BASE + TENANT_STRIDE * i + offset``:
-#: offset -> ((field of :func:`hw.layouts.tenant_config_layout`, lsb in the word), ...).
-TENANT_BASE   = 0x0100
-TENANT_STRIDE = 0x20
-TENANT_REGS = {
-    0x00: (("rate", 0),),
-    0x04: (("capacity", 0),),
-    0x08: (("peak_rate", 0),),
-    0x0C: (("inv_weight", 0),),
-    0x10: (("priority", 0), ("enable", 8)),
-    0x14: (("slo_cycles", 0),),
-}
-COMMIT = 0x18
 
-#: Telemetry snapshot registers at ``TEL_TENANT_BASE + TEL_TENANT_STRIDE * i + offset``
-#: (spec §9; implemented by :class:`hw.telemetry.Telemetry`).
-TEL_TENANT_BASE   = 0x1000
-TEL_TENANT_STRIDE = 0x20
-TEL_TENANT_REGS = {
-    "BYTES_LO":       0x00,
-    "BYTES_HI":       0x04,
-    "GRANTS":         0x08,
-    "BURST_GRANTS":   0x0C,
-    "SLO_VIOLATIONS": 0x10,
-    "QUEUE_HWM":      0x14,
-}
-#: ``DROPPED`` of channel c at ``DROPPED_BASE + 4 * c``.
-DROPPED_BASE = 0x1800
+def is_telemetry_register(reg):
+    """Snapshots and counters: decoded by :class:`hw.telemetry.Telemetry`."""
+    return reg.snapshot or any(f.counter for f in reg.fields)
+
+
+def register_file_registers(params=None):
+    """``(address, block, index, register)`` the register file decodes."""
+    return [entry for entry in REGMAP.registers(params)
+            if not is_telemetry_register(entry[3]) and entry[3].name not in PENDING]
+
+
+def fabric_fields():
+    """``(register, field)`` of the fabric's software-writable fields (``cfg_<field>``)."""
+    return [(reg, f) for reg in REGMAP.block("FABRIC").registers
+            if reg.name not in PENDING and not is_telemetry_register(reg)
+            for f in reg.fields if f.writable]
 
 
 class FabricComponent(wiring.Component):
@@ -110,9 +101,10 @@ class FabricComponent(wiring.Component):
 
 
 def params_word(params):
-    """Value of the ``PARAMS`` register: [7:0] N, [15:8] C, [23:16] D, [31:24] T."""
-    return (params.tenants | params.channels << 8 | params.queue_depth << 16
-            | params.tag_bits << 24)
+    """Value of the ``PARAMS`` register: each field the parameter of its name
+    ([7:0] N, [15:8] C, [23:16] D, [31:24] T)."""
+    reg = REGMAP.block("FABRIC").register("PARAMS")
+    return reg.word({f.name: getattr(params, f.name) for f in reg.fields if f.param})
 
 
 def _write_lanes(m, field, lsb, bus):
@@ -134,8 +126,18 @@ def _byte_mask(strb):
     return Cat(strb[b].replicate(8) for b in range(len(strb)))
 
 
+def _word(values, reg):
+    """A register's 32-bit word from the values of its readable fields (by name)."""
+    out = Const(0, DATA_WIDTH)
+    for f in reg.fields:
+        if f.readable:
+            out = out | (Value.cast(values[f.name]) << f.lsb)[:DATA_WIDTH]
+    return out
+
+
 class RegisterFile(FabricComponent):
-    """Configuration registers of spec §9 (everything but telemetry).
+    """Configuration registers of spec §9 (everything but telemetry), decoded from
+    :data:`kvfabric.regmap.REGMAP`.
 
     Parameters
     ----------
@@ -150,20 +152,13 @@ class RegisterFile(FabricComponent):
         addresses this block does not decode (telemetry's are ORed in by the top).
     cfg_tenant : ``Out(tenant_config_layout(params)).array(tenants)``
         Active per-tenant configuration, shared by every channel.
-    cfg_fcfs_bypass : ``Out(1)``
-        ``CTRL[0]``.
-    cfg_starve_limit : ``Out(23)``
-        ``STARVE_LIMIT``.
-    cfg_epoch_cycles : ``Out(32)``
-        ``EPOCH_CYCLES``.
-    cfg_credits : ``Out(8).array(3)``
-        ``CREDITS``: the in-flight limits of the credit classes urgent,
-        guaranteed, burst (spec §6.6); the channels read them in the cycle.
-    cfg_snapshot : ``Out(1)``
-        1 during the cycle after a ``CTRL`` write with bit 1 set takes effect.
+    cfg_<field> : ``Out(width)`` for each writable fabric field of the description
+        ``cfg_fcfs_bypass`` (``CTRL[0]``), ``cfg_epoch_cycles``, ``cfg_starve_limit``;
+        ``cfg_snapshot`` (``CTRL[1]``, a single pulse) is 1 during the cycle after a
+        ``CTRL`` write with bit 1 set takes effect.
     cfg_fcfs_bypass_next, cfg_starve_limit_next : ``Out(1)``, ``Out(23)``
         The values ``cfg_fcfs_bypass`` and ``cfg_starve_limit`` take at the next
-        clock edge (the registers' inputs).
+        clock edge (the registers' inputs; :data:`EARLY_FIELDS`).
     cfg_priority_next : ``Out(2).array(tenants)``
         The value each tenant's active ``priority`` takes at the next edge. The
         channels precompute next cycle's selection keys (spec §11) and need the
@@ -180,41 +175,40 @@ class RegisterFile(FabricComponent):
     """
     def __init__(self, params):
         check_params(params)
-        super().__init__(params, {
+        members = {
             "bus":          In(RegisterBusSignature(addr_width=ADDR_WIDTH, data_width=DATA_WIDTH)),
-            "cfg_tenant":       Out(tenant_config_layout(params)).array(params.tenants),
-            "cfg_fcfs_bypass":  Out(1),
-            "cfg_starve_limit": Out(params.starve_bits),
-            "cfg_epoch_cycles": Out(params.epoch_bits),
-            "cfg_credits":      Out(CREDIT_BITS).array(CREDIT_CLASSES),
-            "cfg_snapshot":     Out(1),
-            "cfg_fcfs_bypass_next":  Out(1),
-            "cfg_starve_limit_next": Out(params.starve_bits),
-            "cfg_priority_next":     Out(params.priority_bits).array(params.tenants),
-        })
+            "cfg_tenant":   Out(tenant_config_layout(params)).array(params.tenants),
+        }
+        for _, f in fabric_fields():
+            members[f"cfg_{f.name}"] = Out(f.width)
+        for name in EARLY_FIELDS:
+            members[f"cfg_{name}_next"] = Out(members[f"cfg_{name}"].shape)
+        members["cfg_priority_next"] = Out(params.priority_bits).array(params.tenants)
+        super().__init__(params, members)
 
     def elaborate(self, platform):
         m = Module()
         p, bus = self.params, self.bus
         layout = tenant_config_layout(p)
+        tenant = REGMAP.block("TENANT")
+        commit = [r for r in tenant.registers if r.commit]
+        staged_regs = [r for r in tenant.registers if r.staged]
+        fabric_regs = sorted({reg.name: reg for reg, _ in fabric_fields()}.values(),
+                             key=lambda reg: reg.offset)
 
         # Decode stage (spec §9): a write on the register bus in cycle t is
         # decoded and registered; it takes effect in t+1. The channels read
         # the next configuration (cfg_*_next) from these registers, so no
         # address decode lies on their paths.
-        wr_ctrl = Signal(name="cfg_wr_ctrl")
-        wr_epoch = Signal(name="cfg_wr_epoch")
-        wr_starve = Signal(name="cfg_wr_starve")
-        wr_credits = Signal(name="cfg_wr_credits")
+        wr_fabric = {reg.name: Signal(name=f"cfg_wr_{reg.name.lower()}") for reg in fabric_regs}
         wr_commit = Signal(p.tenants, name="cfg_wr_commit")
         wr_data = Signal(DATA_WIDTH, name="cfg_wr_data")
         wr_strb = Signal(len(bus.w_strb), name="cfg_wr_strb")
+        m.d.sync += [wr_fabric[reg.name].eq(bus.w_stb & (bus.w_addr == reg.offset))
+                     for reg in fabric_regs]
         m.d.sync += [
-            wr_ctrl.eq(bus.w_stb & (bus.w_addr == CTRL)),
-            wr_epoch.eq(bus.w_stb & (bus.w_addr == EPOCH_CYCLES)),
-            wr_starve.eq(bus.w_stb & (bus.w_addr == STARVE_LIMIT)),
-            wr_credits.eq(bus.w_stb & (bus.w_addr == CREDITS)),
-            wr_commit.eq(Cat(bus.w_stb & (bus.w_addr == TENANT_BASE + TENANT_STRIDE * i + COMMIT)
+            wr_commit.eq(Cat(bus.w_stb & Cat(bus.w_addr == tenant.base + tenant.stride * i + r.offset
+                                             for r in commit).any()
                              for i in range(p.tenants))),
             wr_data.eq(bus.w_data),
             wr_strb.eq(bus.w_strb),
@@ -225,53 +219,35 @@ class RegisterFile(FabricComponent):
             # The word the decoded write leaves in a register whose value is `old`.
             return (old & ~w_mask) | (wr_data & w_mask)
 
-        def word(value, fields):
-            # A register's 32-bit read value, from the fields it holds.
-            out = Const(0, DATA_WIDTH)
-            for name, lsb in fields:
-                out = out | (Value.cast(getattr(value, name)) << lsb)[:DATA_WIDTH]
-            return out
+        # Fabric registers: cfg_<field>, written through a combinational
+        # "next" signal (what the channels read for EARLY_FIELDS).
+        cfg = {}
+        for reg in fabric_regs:
+            for f in reg.fields:
+                if f.writable:
+                    cfg[f.name] = Signal(f.width, name=f"cfg_{f.name}")
+                    m.d.comb += getattr(self, f"cfg_{f.name}").eq(cfg[f.name])
+        for reg in fabric_regs:
+            new_word = merged(_word(cfg, reg))
+            for f in reg.fields:
+                if f.pulse:
+                    # 1 during the cycle after the write that sets it takes effect.
+                    m.d.sync += cfg[f.name].eq(wr_fabric[reg.name] & new_word[f.lsb:f.msb + 1].any())
+                elif f.writable:
+                    nxt = (getattr(self, f"cfg_{f.name}_next") if f.name in EARLY_FIELDS
+                           else Signal(f.width, name=f"cfg_{f.name}_next"))
+                    m.d.comb += nxt.eq(cfg[f.name])
+                    with m.If(wr_fabric[reg.name]):
+                        m.d.comb += nxt.eq(new_word[f.lsb:f.msb + 1])
+                    m.d.sync += cfg[f.name].eq(nxt)
 
-        cfg_fcfs_bypass  = Signal(name="cfg_fcfs_bypass")
-        cfg_starve_limit = Signal(p.starve_bits, name="cfg_starve_limit")
-        cfg_epoch_cycles = Signal(p.epoch_bits, name="cfg_epoch_cycles")
-        cfg_snapshot     = Signal(name="cfg_snapshot")
-        cfg_credits      = Signal(CREDIT_BITS * CREDIT_CLASSES, name="cfg_credits")
-        m.d.comb += [
-            *(self.cfg_credits[k].eq(cfg_credits.word_select(k, CREDIT_BITS))
-              for k in range(CREDIT_CLASSES)),
-            self.cfg_fcfs_bypass.eq(cfg_fcfs_bypass),
-            self.cfg_starve_limit.eq(cfg_starve_limit),
-            self.cfg_epoch_cycles.eq(cfg_epoch_cycles),
-            self.cfg_snapshot.eq(cfg_snapshot),
-        ]
-
+        # Per-tenant configuration: staged and active copies of every field.
         staged = [Signal(layout, name=f"cfg_staged_{i}") for i in range(p.tenants)]
         active = [Signal(layout, name=f"cfg_active_{i}") for i in range(p.tenants)]
+        prio_next = self.cfg_priority_next
         for i in range(p.tenants):
             m.d.comb += self.cfg_tenant[i].eq(active[i])
-
-        # Registers whose next value the channels read (see cfg_*_next) are
-        # written through a combinational "next" signal.
-        fcfs_next = self.cfg_fcfs_bypass_next
-        starve_next = self.cfg_starve_limit_next
-        prio_next = self.cfg_priority_next
-        m.d.comb += [fcfs_next.eq(cfg_fcfs_bypass), starve_next.eq(cfg_starve_limit)]
-        m.d.comb += [prio_next[i].eq(active[i].priority) for i in range(p.tenants)]
-        m.d.sync += [cfg_fcfs_bypass.eq(fcfs_next), cfg_starve_limit.eq(starve_next)]
-
-        # Writes that take effect (cycle t+1 of a bus write in t).
-        new_ctrl = merged(cfg_fcfs_bypass)
-        m.d.sync += cfg_snapshot.eq(wr_ctrl & new_ctrl[1] & wr_strb[0])
-        with m.If(wr_ctrl):
-            m.d.comb += fcfs_next.eq(new_ctrl[0])
-        with m.If(wr_epoch):
-            m.d.sync += cfg_epoch_cycles.eq(merged(cfg_epoch_cycles))
-        with m.If(wr_credits):
-            m.d.sync += cfg_credits.eq(merged(cfg_credits)[:len(cfg_credits)])
-        with m.If(wr_starve):
-            m.d.comb += starve_next.eq(merged(cfg_starve_limit)[:p.starve_bits])
-        for i in range(p.tenants):
+            m.d.comb += prio_next[i].eq(active[i].priority)
             with m.If(wr_commit[i]):
                 m.d.sync += active[i].eq(staged[i])
                 m.d.comb += prio_next[i].eq(staged[i].priority)
@@ -282,33 +258,29 @@ class RegisterFile(FabricComponent):
         with m.If(bus.w_stb):
             with m.Switch(bus.w_addr):
                 for i in range(p.tenants):
-                    base = TENANT_BASE + TENANT_STRIDE * i
-                    for offset, fields in TENANT_REGS.items():
-                        with m.Case(base + offset):
-                            for name, lsb in fields:
-                                field = getattr(staged[i], name)
-                                _write_lanes(m, field, lsb, bus)
+                    for reg in staged_regs:
+                        with m.Case(tenant.address(reg.name, i)):
+                            for f in reg.fields:
+                                _write_lanes(m, getattr(staged[i], f.name), f.lsb, bus)
 
-        # Reads (combinational in r_addr, which the AXI slave registers).
+        # Reads (combinational in r_addr, which the AXI slave registers):
+        # constants, parameters, fabric registers and active tenant values.
         with m.Switch(bus.r_addr):
-            with m.Case(ID):
-                m.d.comb += bus.r_data.eq(ID_VALUE)
-            with m.Case(VERSION):
-                m.d.comb += bus.r_data.eq(VERSION_VALUE)
-            with m.Case(PARAMS):
-                m.d.comb += bus.r_data.eq(params_word(p))
-            with m.Case(CTRL):
-                m.d.comb += bus.r_data.eq(cfg_fcfs_bypass)
-            with m.Case(EPOCH_CYCLES):
-                m.d.comb += bus.r_data.eq(cfg_epoch_cycles)
-            with m.Case(STARVE_LIMIT):
-                m.d.comb += bus.r_data.eq(cfg_starve_limit)
-            with m.Case(CREDITS):
-                m.d.comb += bus.r_data.eq(cfg_credits)
-            for i in range(p.tenants):
-                base = TENANT_BASE + TENANT_STRIDE * i
-                for offset, fields in TENANT_REGS.items():
-                    with m.Case(base + offset):
-                        m.d.comb += bus.r_data.eq(word(active[i], fields))
+            for addr, block, i, reg in register_file_registers(p):
+                if not any(f.readable for f in reg.fields):
+                    continue  # write-only (COMMIT): reads 0
+                if block.name == "TENANT":
+                    values = {f.name: getattr(active[i], f.name) for f in reg.fields}
+                else:
+                    values = {}
+                    for f in reg.fields:
+                        if f.param:
+                            values[f.name] = Const(getattr(p, f.name), f.width)
+                        elif f.hw == "na" and f.reset is not None:
+                            values[f.name] = Const(f.reset, f.width)
+                        elif f.readable:
+                            values[f.name] = cfg[f.name]
+                with m.Case(addr):
+                    m.d.comb += bus.r_data.eq(_word(values, reg))
 
         return m

@@ -19,8 +19,11 @@ Timing, exactly as spec §10 states it:
   :mod:`hw.config`); both in one cycle make one snapshot. With
   ``epoch_cycles = 0`` the epoch counter stays at 0.
 
-All counters are free running and wrap at their width. Register names start
-with ``tel_``: the state-budget script classifies flip-flops by name.
+All counters are free running and wrap at their width. The read decode is
+elaborated from the register description (:data:`kvfabric.regmap.REGMAP`):
+every snapshot or counter register, each field the value of its name (from bit
+``kvf_value_lsb``) of the tenant or channel of its block element. Register
+names start with ``tel_``: the state-budget script classifies flip-flops by name.
 """
 
 import operator
@@ -29,18 +32,23 @@ from amaranth import *
 from amaranth.lib import data
 from amaranth.lib.wiring import In, Out
 
-from .config import (ADDR_WIDTH, DATA_WIDTH, EPOCH_COUNT, TEL_TENANT_BASE, TEL_TENANT_STRIDE,
-                     TEL_TENANT_REGS, DROPPED_BASE, FabricComponent)
+from .config import ADDR_WIDTH, DATA_WIDTH, FabricComponent, is_telemetry_register
 from .layouts import Kind, tenant_config_layout
+from kvfabric.regmap import REGMAP
 from kvfabric.spec import check_params
 
 
-__all__ = ["BYTES_BITS", "COUNT_BITS", "grant_event_layout", "Telemetry"]
+__all__ = ["BYTES_BITS", "COUNT_BITS", "telemetry_registers", "grant_event_layout", "Telemetry"]
 
 #: Width of the per-tenant byte counters.
 BYTES_BITS = 48
 #: Width of the grant, burst grant, SLO violation, drop and epoch counters.
 COUNT_BITS = 32
+
+
+def telemetry_registers(params=None):
+    """``(address, block, index, register)`` telemetry decodes (snapshots and counters)."""
+    return [entry for entry in REGMAP.registers(params) if is_telemetry_register(entry[3])]
 
 
 def grant_event_layout(params):
@@ -201,22 +209,24 @@ class Telemetry(FabricComponent):
                                (snap_hwm, live_hwm), (snap_drop, live_drop)):
                 m.d.sync += [s.eq(v) for s, v in zip(snap, live)]
 
-        # Reads.
+        # Reads: each field of a telemetry register is the value of its name
+        # (per tenant or per channel, by its block), from bit kvf_value_lsb.
+        values = {
+            "bytes": snap_bytes, "grants": snap_grants, "burst_grants": snap_burst,
+            "slo_violations": snap_late, "queue_hwm": snap_hwm, "dropped": snap_drop,
+            "epoch_count": [epoch_count],
+        }
         with m.Switch(self.r_addr):
-            with m.Case(EPOCH_COUNT):
-                m.d.comb += self.r_data.eq(epoch_count)
-            for i in range(N):
-                base = TEL_TENANT_BASE + TEL_TENANT_STRIDE * i
-                for name, value in (("BYTES_LO", snap_bytes[i][:32]),
-                                    ("BYTES_HI", snap_bytes[i][32:]),
-                                    ("GRANTS", snap_grants[i]),
-                                    ("BURST_GRANTS", snap_burst[i]),
-                                    ("SLO_VIOLATIONS", snap_late[i]),
-                                    ("QUEUE_HWM", snap_hwm[i])):
-                    with m.Case(base + TEL_TENANT_REGS[name]):
-                        m.d.comb += self.r_data.eq(value)
-            for c in range(C):
-                with m.Case(DROPPED_BASE + 4 * c):
-                    m.d.comb += self.r_data.eq(snap_drop[c])
+            for addr, block, i, reg in telemetry_registers(p):
+                word = Const(0, DATA_WIDTH)
+                for f in reg.fields:
+                    if f.name not in values:
+                        raise NameError(f"register {block.name}.{reg.name}: field {f.name!r} names "
+                                        f"no telemetry value (known: {', '.join(values)})")
+                    value = Value.cast(values[f.name][i])
+                    bits = value[f.value_lsb:min(f.value_lsb + f.width, len(value))]
+                    word = word | (bits << f.lsb)[:DATA_WIDTH]
+                with m.Case(addr):
+                    m.d.comb += self.r_data.eq(word)
 
         return m

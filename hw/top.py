@@ -28,7 +28,7 @@ from .channel import ChannelArbiter
 from .checks import check_names
 from .config import ADDR_WIDTH, DATA_WIDTH, FabricComponent, RegisterFile
 from .layouts import grant_signature, request_signature
-from kvfabric.spec import CREDIT_CLASSES, check_params
+from kvfabric.spec import CREDIT_CLASS_NAMES, CREDIT_CLASSES, check_params
 from .telemetry import Telemetry
 
 
@@ -132,7 +132,8 @@ class KvFabric(FabricComponent):
                 ch.now.eq(now),
                 ch.now_next.eq(now_next),
                 ch.credit_return.eq(self.credit_return[c]),
-                *(ch.credit_limit[k].eq(regs.cfg_credits[k]) for k in range(CREDIT_CLASSES)),
+                *(ch.credit_limit[k].eq(getattr(regs, f"cfg_{name}"))
+                  for k, name in enumerate(CREDIT_CLASS_NAMES)),
                 tel.dropped[c].eq(ch.dropped),
                 tel.grants[c].valid.eq(ch.grant.valid & ch.grant.ready),
                 tel.grants[c].tenant.eq(ch.grant.payload.tenant),

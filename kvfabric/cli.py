@@ -6,6 +6,7 @@
     kvfabric vcd-check --vcd dump.vcd --config C.toml
     kvfabric verilog --out build/kvfabric.v [--tenants N --channels C ...]
     kvfabric system --contract C.toml --workload W.toml --policy P [--json out.json]
+    kvfabric regs [--out build/regs] [--sync]   C header, IP-XACT, docs from the register description
 
 Errors in user input (contracts, traces, parameters) print one line naming the
 file, line or field and exit with status 2.
@@ -81,6 +82,17 @@ def cmd_verilog(args) -> int:
     return 0
 
 
+def cmd_regs(args) -> int:
+    from kvfabric import regs  # systemrdl-compiler and PeakRDL: the `regs` extra
+    if args.sync:
+        changed = regs.sync(args.checkout)
+        print("regs --sync: " + (", ".join(map(str, changed)) + " rewritten" if changed
+                                 else "kvfabric/regmap_table.py and docs/spec.md are current"))
+    for path in regs.export(args.out):
+        print(f"{path}: {regs.EXPORTS[path.name]}")
+    return 0
+
+
 def _add_param_options(parser: argparse.ArgumentParser) -> None:
     # The option table lives beside the generator; repeated here without
     # importing Amaranth so that `kvfabric --help` stays instant.
@@ -122,6 +134,12 @@ def build_parser() -> argparse.ArgumentParser:
     _add_param_options(g)
     g.set_defaults(func=cmd_verilog)
     _system.add_parser(sub)
+    e = sub.add_parser("regs", help="C header, IP-XACT and docs from the register description")
+    e.add_argument("--out", default="build/regs", help="directory to write (default %(default)s)")
+    e.add_argument("--sync", action="store_true",
+                   help="first rewrite kvfabric/regmap_table.py and spec §9's table in a checkout")
+    e.add_argument("--checkout", default=".", help="the checkout --sync rewrites (default: .)")
+    e.set_defaults(func=cmd_regs)
     return p
 
 

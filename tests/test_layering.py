@@ -1,9 +1,10 @@
-"""The import graph points one way (spec -> model -> tb; spec -> hw), checked on the source.
+"""The import graph points one way (spec -> model -> tb; spec, regmap -> hw), checked on the source.
 
 ``kvfabric.model`` is the oracle: it may import only the standard library,
 ``kvfabric.spec`` and itself, so a bug in the RTL or the testbench can never
 leak into the reference they are checked against. ``kvfabric.spec`` imports
-nothing of ours; ``kvfabric.hw`` never reaches the model, the testbench or the
+nothing of ours; ``kvfabric.regmap`` (the register map compiled from the
+SystemRDL description) only its generated table; ``kvfabric.hw`` never reaches the model, the testbench or the
 system model. Every import of our own code goes through the ``kvfabric`` root
 (a bare ``import model`` would load a second copy of a module).
 """
@@ -86,13 +87,18 @@ def test_spec_imports_nothing_of_ours():
     assert _check("kvfabric.spec", set(), forbid_third_party=True) == []
 
 
-def test_hw_reaches_only_the_spec():
-    assert _check("kvfabric.hw", {"kvfabric.hw", "kvfabric.spec"}) == []
+def test_regmap_is_neutral():
+    assert _check("kvfabric.regmap", {"kvfabric.regmap", "kvfabric.regmap_table"},
+                  forbid_third_party=True) == []
+
+
+def test_hw_reaches_only_the_spec_and_the_register_map():
+    assert _check("kvfabric.hw", {"kvfabric.hw", "kvfabric.spec", "kvfabric.regmap"}) == []
 
 
 def test_testbench_never_imports_the_application_or_the_system_model():
     assert _check("kvfabric.tb", {"kvfabric.tb", "kvfabric.model", "kvfabric.spec", "kvfabric.hw",
-                                  "kvfabric.examples"}) == []
+                                  "kvfabric.regmap", "kvfabric.examples"}) == []
 
 
 @pytest.mark.parametrize("folder", ["tests", *PACKAGES])

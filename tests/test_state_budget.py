@@ -118,7 +118,7 @@ def test_count_follows_the_parameters(tenants, channels, tag_bits):
     ("channel_3.key_order_5", "key"),
     ("monkey_bars", None),                   # "key_" inside a word is no prefix
     ("channel_4.inflight_2", "inflight"),    # credit counters (spec §6.6)
-    ("regs.cfg_credits", "cfg"),
+    ("regs.cfg_credit_urgent", "cfg"),
 ])
 def test_classify_name(name, category):
     assert classify_name(name) == category

@@ -444,12 +444,12 @@ async def reprogram_under_traffic(dut):
         else:
             # Read back configuration registers (checked by the scoreboard), incl. unmapped ones.
             for addr in (regs.CTRL, regs.EPOCH_CYCLES, regs.STARVE_LIMIT,
-                         regs.tenant_reg(rng.randrange(p.tenants), rng.choice([0, 4, 8, 12, 16, 20, 24])),
-                         regs.tenant_reg(p.tenants, 0) if p.tenants < 16 else 0x0FFC, 0x0002, 0x1FFC):
+                         regs.tenant_reg(rng.randrange(p.tenants), rng.choice([r.name for r in regs.TENANT.registers])),
+                         regs.tenant_reg(p.tenants, "RATE") if p.tenants < 16 else 0x0FFC, 0x0002, 0x1FFC):
                 await tb.run_task(tb.axil.read_dword(addr))
         # Stage a value without committing: reads must still return the active one.
-        await tb.run_task(tb.axil.write_dword(regs.tenant_reg(0, 0), rng.randrange(1 << 16)))
-        await tb.run_task(tb.axil.read_dword(regs.tenant_reg(0, 0)))
+        await tb.run_task(tb.axil.write_dword(regs.tenant_reg(0, "RATE"), rng.randrange(1 << 16)))
+        await tb.run_task(tb.axil.read_dword(regs.tenant_reg(0, "RATE")))
     # Make sure everything can drain: every tenant enabled with a peak rate.
     tb.set_fcfs(False)
     await tb.program(random_config(p, rng))

@@ -1,0 +1,1 @@
+"""Shared helpers of the Amaranth-simulator tests: one AXI4-Lite manager, one register mirror."""

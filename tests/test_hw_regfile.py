@@ -1,0 +1,238 @@
+# amaranth: UnusedElaboratable=no
+"""Register file behind the AXI4-Lite slave (Amaranth simulator), and the bus signatures.
+
+Expected values come from the shared register mirror (tests/support/registers.py:
+the description's map, spec §9's behaviour), never from the RTL. Every test
+prints its seed (``KVFABRIC_SEED`` overrides it).
+"""
+
+import gc
+import random
+import warnings
+
+import pytest
+from amaranth import *
+from amaranth.hdl import UnusedElaboratable
+from amaranth.lib import wiring
+from amaranth.lib.wiring import In, Out
+
+from kvfabric.hw.axil import AXI4LiteSignature, AXI4LiteSlave, RegisterBusSignature
+from kvfabric.hw.config import RegisterFile
+from kvfabric.hw.layouts import tenant_config_layout
+from kvfabric.hw.telemetry import Telemetry
+from kvfabric.hw.top import KvFabric
+from kvfabric.model.registers import FabricConfig, TenantConfig
+from kvfabric.model.telemetry import Telemetry as TelemetryModel
+from kvfabric.regmap import REGMAP
+from kvfabric.spec import FabricParams
+
+from support.axil_manager import AxilManager, run_sim, seeded
+from support.registers import (CREDITS, CTRL, EPOCH_COUNT, ID, ID_VALUE, PARAMS,
+                               STARVE_LIMIT, VERSION, VERSION_VALUE, Mirror,
+                               config_write_addresses, tenant_reg)
+
+
+# --- parameter checks -------------------------------------------------------------------
+
+class TestInitWrong:
+    def test_init_wrong_addr_width(self):
+        with pytest.raises(TypeError,
+                           match=r"^Address width must be an integer between 1 and 32, not 0$"):
+            AXI4LiteSlave(addr_width=0)
+        with pytest.raises(TypeError,
+                           match=r"^Address width must be an integer between 1 and 32, not '16'$"):
+            AXI4LiteSignature(addr_width="16", data_width=32)
+        with pytest.raises(TypeError,
+                           match=r"^Address width must be an integer between 1 and 32, not 33$"):
+            RegisterBusSignature(addr_width=33, data_width=32)
+
+    def test_init_wrong_data_width(self):
+        with pytest.raises(TypeError, match=r"^Data width must be 32 or 64, not 16$"):
+            AXI4LiteSlave(data_width=16)
+        with pytest.raises(TypeError, match=r"^Data width must be 32 or 64, not 32.0$"):
+            AXI4LiteSignature(addr_width=16, data_width=32.0)
+        with pytest.raises(TypeError, match=r"^Data width must be 32 or 64, not 8$"):
+            RegisterBusSignature(addr_width=16, data_width=8)
+
+    @pytest.mark.parametrize("cls", [RegisterFile, Telemetry, KvFabric])
+    def test_init_wrong_params(self, cls):
+        # The half-built component would warn about never being elaborated.
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", UnusedElaboratable)
+            for value in (8, None):
+                with pytest.raises(TypeError, match=rf"^params must be a FabricParams, not {value}$"):
+                    cls(value)
+            gc.collect()
+
+
+def test_signatures():
+    sig = AXI4LiteSignature(addr_width=16, data_width=32)
+    assert sig == AXI4LiteSignature(addr_width=16, data_width=32)
+    assert sig != AXI4LiteSignature(addr_width=12, data_width=32)
+    assert repr(sig) == "AXI4LiteSignature(addr_width=16, data_width=32)"
+    assert Shape.cast(sig.members["wstrb"].shape) == unsigned(4)
+    assert sig.members["awready"].flow == In
+    bus = RegisterBusSignature(addr_width=16, data_width=64)
+    assert Shape.cast(bus.members["w_strb"].shape) == unsigned(8)
+    assert bus.members["r_data"].flow == In
+    slave = AXI4LiteSlave()
+    slave._MustUse__silence = True
+    assert (slave.addr_width, slave.data_width) == (16, 32)
+    assert slave.axil.signature.flip() == AXI4LiteSignature(addr_width=16, data_width=32)
+
+
+# --- register file behind the AXI slave -------------------------------------------------
+
+class _ConfigHarness(wiring.Component):
+    """AXI4LiteSlave + RegisterFile, with the register file's outputs visible."""
+
+    def __init__(self, params):
+        self._params = params
+        super().__init__({
+            "s_axil":       In(AXI4LiteSignature(addr_width=16, data_width=32)),
+            "cfg_tenant":   Out(tenant_config_layout(params)).array(params.tenants),
+            "fcfs_bypass":  Out(1),
+            "starve_limit": Out(23),
+            "epoch_cycles": Out(32),
+            "snapshot":     Out(1),
+            "fcfs_bypass_next":  Out(1),
+            "starve_limit_next": Out(23),
+            "priority_next":     Out(2).array(params.tenants),
+        })
+
+    def elaborate(self, platform):
+        m = Module()
+        m.submodules.axil = axil = AXI4LiteSlave()
+        m.submodules.regs = regs = RegisterFile(self._params)
+        wiring.connect(m, wiring.flipped(self.s_axil), axil.axil)
+        wiring.connect(m, axil.bus, regs.bus)
+        m.d.comb += [
+            self.fcfs_bypass.eq(regs.cfg_fcfs_bypass),
+            self.starve_limit.eq(regs.cfg_starve_limit),
+            self.epoch_cycles.eq(regs.cfg_epoch_cycles),
+            self.snapshot.eq(regs.cfg_snapshot),
+            self.fcfs_bypass_next.eq(regs.cfg_fcfs_bypass_next),
+            self.starve_limit_next.eq(regs.cfg_starve_limit_next),
+        ]
+        for i in range(self._params.tenants):
+            m.d.comb += [
+                self.cfg_tenant[i].eq(regs.cfg_tenant[i]),
+                self.priority_next[i].eq(regs.cfg_priority_next[i]),
+            ]
+        return m
+
+
+def _get_active(ctx, dut, params):
+    tenants = [TenantConfig(**{name: ctx.get(getattr(dut.cfg_tenant[i], name))
+                               for name in vars(TenantConfig())})
+               for i in range(params.tenants)]
+    return FabricConfig(tenants, ctx.get(dut.fcfs_bypass), ctx.get(dut.starve_limit),
+                        ctx.get(dut.epoch_cycles))
+
+
+def test_register_file_commit_atomic(seed):
+    """Every write of spec §9 with random strobes, AW/W orders and backpressure.
+
+    The active configuration must equal the mirror's every cycle: a COMMIT (or
+    a CTRL / EPOCH_CYCLES / STARVE_LIMIT write) whose handshake completes in
+    cycle h takes effect in h+1 and changes the outputs at h+2, all fields of
+    the tenant in the same cycle, and staged values are never visible before
+    their COMMIT, neither on the outputs nor in reads. ``snapshot`` is 1
+    exactly in the cycle after a CTRL write with bit 1 takes effect. The
+    ``cfg_*_next`` outputs (the channels
+    precompute selection keys under them, spec §11) equal in cycle t what the
+    mirror says is active at t+1.
+    """
+    params = FabricParams(tenants=3, channels=1)
+    rng = seeded(seed, 1)
+    dut = _ConfigHarness(params)
+    mirror = Mirror(params)
+    tel = TelemetryModel(params)  # never stepped: snapshots read 0
+    axil = AxilManager(dut.s_axil, rng, p_ready=0.7)
+    addrs = config_write_addresses(params, beyond=1)
+    for _ in range(160):
+        data = rng.randrange(1 << 32)
+        if rng.random() < 0.25:
+            addr = tenant_reg(rng.randrange(params.tenants + 1), "COMMIT")
+        elif rng.random() < 0.1:
+            addr, data = CTRL, data | 2
+        else:
+            addr = rng.choice(addrs + [ID, 0x0020, 0x0102, tenant_reg(0, "COMMIT") + 4])
+        strb = rng.choice([0xF, 0xF, rng.randrange(16)])
+        delays = rng.choice([(0, 0), (0, rng.randrange(1, 4)), (rng.randrange(1, 4), 0)])
+        axil.write(addr, data, strb, *delays)
+        if rng.random() < 0.5:
+            axil.read(rng.choice(addrs + [ID, PARAMS, EPOCH_COUNT, 0x0003]))
+    stats = {"commits": 0, "snapshots": 0, "orders": set()}
+
+    async def testbench(ctx):
+        snapshot_due = False
+        in_decode = None  # a write whose handshake completed last cycle
+        for cycle in range(3000):
+            assert _get_active(ctx, dut, params) == mirror.config, f"cycle {cycle}"
+            assert ctx.get(dut.snapshot) == snapshot_due, f"cycle {cycle}"
+            axil.drive(ctx, cycle)
+            r = axil.sampling_read(cycle)
+            if r is not None:
+                r.expected = mirror.read(r.addr, tel)
+            w = axil.sample(ctx, cycle)
+            snapshot_due = False
+            if in_decode is not None:
+                stats["orders"].add((in_decode.aw_at > in_decode.w_at) - (in_decode.aw_at < in_decode.w_at))
+                found = REGMAP.decode(in_decode.addr, params)
+                stats["commits"] += found is not None and found[2].commit
+                snapshot_due = mirror.write(in_decode.addr, in_decode.data, in_decode.strb)
+                stats["snapshots"] += snapshot_due
+            in_decode = w
+            nxt = mirror.config
+            got = (ctx.get(dut.fcfs_bypass_next), ctx.get(dut.starve_limit_next),
+                   [ctx.get(dut.priority_next[i]) for i in range(params.tenants)])
+            want = (nxt.fcfs_bypass, nxt.starve_limit, [t.priority for t in nxt.tenants])
+            assert got == want, f"cycle {cycle}: next-cycle configuration"
+            await ctx.tick()
+            if axil.idle() and in_decode is None:
+                break
+        else:
+            raise AssertionError("AXI transactions did not finish")
+
+    run_sim(dut, testbench)
+    assert len(axil.completed_reads) > 50
+    for r in axil.completed_reads:
+        assert r.data == r.expected, f"read {r.addr:#06x}"
+    assert stats["orders"] == {-1, 0, 1} and stats["commits"] > 20 and stats["snapshots"] > 2
+
+
+def test_register_file_read_map():
+    """ID/VERSION/PARAMS, reads of active values only, unmapped and unaligned reads 0."""
+    params = FabricParams(tenants=2, channels=3, queue_depth=16, tag_bits=24)
+    dut = _ConfigHarness(params)
+    axil = AxilManager(dut.s_axil, random.Random(0))
+    script = [
+        ("r", ID, ID_VALUE), ("r", VERSION, VERSION_VALUE),
+        ("r", PARAMS, 0x18_10_03_02),
+        ("w", tenant_reg(1, "CAPACITY"), 0xFFFF_FFFF), ("w", tenant_reg(1, "PRIO_EN"), 0x0000_0103),
+        ("r", tenant_reg(1, "CAPACITY"), 0), ("r", tenant_reg(1, "PRIO_EN"), 0),  # staged only
+        ("w", tenant_reg(1, "COMMIT"), 0),
+        ("r", tenant_reg(1, "CAPACITY"), 0x0FFF_FFFF), ("r", tenant_reg(1, "PRIO_EN"), 0x103),
+        ("r", tenant_reg(1, "COMMIT"), 0),  # write-only
+        ("w", ID, 0), ("r", ID, ID_VALUE),  # read-only
+        ("w", CTRL, 0xFFFF_FFFF), ("r", CTRL, 1),  # snapshot bit reads 0
+        ("w", STARVE_LIMIT, 0xFFFF_FFFF), ("r", STARVE_LIMIT, 0x7F_FFFF),
+        ("w", tenant_reg(2, "RATE"), 5), ("w", tenant_reg(2, "COMMIT"), 0),  # tenant >= N
+        ("r", tenant_reg(2, "RATE"), 0),
+        ("r", tenant_reg(1, "CAPACITY") + 1, 0), ("r", 0x0001, 0), ("r", CREDITS, 0), ("r", 0xFFFC, 0),
+    ]
+
+    async def testbench(ctx):
+        cycle = 0
+        for op, addr, value in script:  # one transaction at a time, in order
+            (axil.write(addr, value) if op == "w" else axil.read(addr))
+            while not axil.idle():
+                axil.drive(ctx, cycle)
+                axil.sample(ctx, cycle)
+                await ctx.tick()
+                cycle += 1
+
+    run_sim(dut, testbench)
+    got = [r.data for r in axil.completed_reads]
+    assert got == [value for op, _, value in script if op == "r"]

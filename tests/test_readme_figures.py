@@ -1,0 +1,39 @@
+"""The README's figures table is generated from reports/*.json and must be current."""
+
+import json
+import shutil
+from pathlib import Path
+
+from kvfabric.scripts import readme_figures
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def test_committed_table_matches_the_reports():
+    assert readme_figures.main(["--check", "--readme", str(ROOT / "README.md"),
+                                "--reports", str(ROOT / "reports")]) == 0
+
+
+def test_a_changed_report_makes_the_table_stale(tmp_path):
+    reports = tmp_path / "reports"
+    shutil.copytree(ROOT / "reports", reports)
+    readme = tmp_path / "README.md"
+    shutil.copy(ROOT / "README.md", readme)
+    state = json.loads((reports / "state_budget.json").read_text())
+    state["revision"] = "0123456789ab"
+    (reports / "state_budget.json").write_text(json.dumps(state))
+    args = ["--readme", str(readme), "--reports", str(reports)]
+    assert readme_figures.main(["--check", *args]) == 1
+    assert readme_figures.main(args) == 0  # rewrites the table
+    assert readme_figures.main(["--check", *args]) == 0
+    row = next(line for line in readme.read_text().splitlines() if "state_budget.json" in line
+               and line.startswith("| dynamic"))
+    assert row.endswith("| `0123456` |")
+
+
+def test_every_row_names_its_command_and_revision():
+    rows = readme_figures.rows(ROOT / "reports")
+    assert len(rows) >= 8
+    for what, figure, command, revision in rows:
+        assert command.startswith("`") and ("make " in command or "python -m kvfabric." in command), what
+        assert revision == "not recorded" or (revision.startswith("`") and len(revision) == 9), what
