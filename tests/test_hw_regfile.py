@@ -24,7 +24,7 @@ from kvfabric.hw.top import KvFabric
 from kvfabric.model.registers import FabricConfig, TenantConfig
 from kvfabric.model.telemetry import Telemetry as TelemetryModel
 from kvfabric.regmap import REGMAP
-from kvfabric.spec import FabricParams
+from kvfabric.spec import CREDIT_BITS, CREDIT_CLASS_NAMES, CREDIT_CLASSES, FabricParams
 
 from support.axil_manager import AxilManager, run_sim, seeded
 from support.registers import (CREDITS, CTRL, EPOCH_COUNT, ID, ID_VALUE, PARAMS,
@@ -94,6 +94,7 @@ class _ConfigHarness(wiring.Component):
             "fcfs_bypass":  Out(1),
             "starve_limit": Out(23),
             "epoch_cycles": Out(32),
+            "credits":      Out(CREDIT_BITS).array(CREDIT_CLASSES),
             "snapshot":     Out(1),
             "fcfs_bypass_next":  Out(1),
             "starve_limit_next": Out(23),
@@ -110,6 +111,7 @@ class _ConfigHarness(wiring.Component):
             self.fcfs_bypass.eq(regs.cfg_fcfs_bypass),
             self.starve_limit.eq(regs.cfg_starve_limit),
             self.epoch_cycles.eq(regs.cfg_epoch_cycles),
+            *(self.credits[k].eq(getattr(regs, f"cfg_{name}")) for k, name in enumerate(CREDIT_CLASS_NAMES)),
             self.snapshot.eq(regs.cfg_snapshot),
             self.fcfs_bypass_next.eq(regs.cfg_fcfs_bypass_next),
             self.starve_limit_next.eq(regs.cfg_starve_limit_next),
@@ -127,7 +129,7 @@ def _get_active(ctx, dut, params):
                                for name in vars(TenantConfig())})
                for i in range(params.tenants)]
     return FabricConfig(tenants, ctx.get(dut.fcfs_bypass), ctx.get(dut.starve_limit),
-                        ctx.get(dut.epoch_cycles))
+                        ctx.get(dut.epoch_cycles), tuple(ctx.get(x) for x in dut.credits))
 
 
 def test_register_file_commit_atomic(seed):
