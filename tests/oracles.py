@@ -28,7 +28,7 @@ class Event:
 
     tenant: int
     bytes: int
-    kind: str = "guaranteed"  # "guaranteed" | "burst" | "fcfs"
+    kind: str = "guaranteed"  # "guaranteed" | "burst" | "fcfs" | "urgent"
     arrival: int | None = None
     accepted: int | None = None
     head: int | None = None
@@ -193,7 +193,8 @@ def envelope(events: Sequence[Event], tenant: int, *, rate: int, capacity: int, 
     mine = sorted(((getattr(e, at), e.bytes, e.kind) for e in events if e.tenant == tenant),
                   key=lambda x: x[0])
     every = [(c, b) for c, b, _ in mine]
-    guaranteed = [(c, b) for c, b, k in mine if k == "guaranteed"]
+    # Urgent heads conform, and their grants debit the committed bucket (§6.3, §6.6).
+    guaranteed = [(c, b) for c, b, k in mine if k in ("guaranteed", "urgent")]
     return [
         Verdict(f"tenant {tenant} peak envelope",
                 max_window_excess(every, Fraction(peak_rate, FRAC_ONE)),
@@ -375,7 +376,7 @@ def expected_winner(*, heads, levels, peaks, tags, vt, now, tenants, starve_limi
         finish = (tags[i] + cost) % (1 << tag_bits)
         key = (cls, eligible, finish, ts)
         if best is None or _precedes(key, best[1], tag_bits, ts_bits):
-            best = (i, key, "guaranteed" if cls <= 4 else "burst")
+            best = (i, key, "urgent" if cls == 0 else "guaranteed" if cls <= 4 else "burst")
     return None if best is None else (best[0], best[2])
 
 
@@ -393,7 +394,7 @@ def _precedes(a, b, tag_bits, ts_bits) -> bool:
 
 # ---- adapters ------------------------------------------------------------------------------
 
-KIND_BY_CODE = {0: "guaranteed", 1: "burst", 2: "fcfs"}  # spec §2 grant kinds
+KIND_BY_CODE = {0: "guaranteed", 1: "burst", 2: "fcfs", 3: "urgent"}  # spec §2 grant kinds
 
 
 def from_records(records, *, every: bool = False) -> list[Event]:

@@ -289,7 +289,7 @@ def test_starvation_bound_all_urgent(seed):
     bound = oracles.starvation_bound(starve_limit=H, rate=rate, tenants=n, queue_depth=p.queue_depth,
                                      lmax=LMAX, bytes_per_cycle=Fraction(bpc))
     events = oracles.from_records(loop.records)
-    assert sum(1 for e in events if e.kind == "guaranteed") > len(events) // 2
+    assert sum(1 for e in events if e.kind == "urgent") > len(events) // 2
     for i in range(n):
         verdict = oracles.head_waits(events, i, bound)
         assert verdict.ok, str(verdict)
@@ -378,7 +378,7 @@ def test_virtual_time_and_tags_follow_6_4_every_cycle(seed, tag_bits, lmax):
         ch.step(t, req, ready)
         winner = ch.grant.tenant if (load and ch.grant is not None) else None
         if load:
-            got_kind = {0: "guaranteed", 1: "burst", 2: "fcfs"}[ch.grant.kind] if winner is not None else None
+            got_kind = oracles.KIND_BY_CODE[ch.grant.kind] if winner is not None else None
             assert expect == (None if winner is None else (winner, got_kind)), \
                 f"cycle {t}: model selected {winner}, §6.2 selects {expect}"
         head = heads[winner] if winner is not None else None
