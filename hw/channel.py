@@ -51,6 +51,8 @@ and the ingress register are ``q_*``; per-channel registers are ``vt``,
 selection keys are ``key_*`` (derived state, spec §11).
 """
 
+from dataclasses import dataclass
+
 from amaranth.hdl import C, Cat, Module, Mux, Signal
 from amaranth.lib import wiring
 from amaranth.lib.wiring import In, Out
@@ -264,146 +266,29 @@ class ChannelArbiter(wiring.Component):
         # Selection keys are registers (spec §11): ``key_*`` hold the key,
         # order value and conformance of the current head, computed in the
         # previous cycle for both outcomes of that cycle's selection.
-        hv, heads, competes, key, order, conform = [], [], [], [], [], []
-        finish = []
-        lvl_win, lvl_idle, pk_win, pk_idle, tag_idle = [], [], [], [], []
-        key_next_win, key_next_keep = [], []
         W = max(T, p.ts_bits)
-        for i in range(n):
-            cfg = self.tenant_cfg[i]
-            q = queues[i]
-            head = q.r_data
-            level, peak, tag = self.dyn_level[i], self.dyn_peak[i], self.dyn_tag[i]
-            k_comp = Signal(name=f"key_competes_{i}")
-            k_key = Signal(4, name=f"key_class_{i}", init=15)
-            k_order = Signal(W, name=f"key_order_{i}")
-            k_conf = Signal(name=f"key_conform_{i}")
-            need = Signal(p.peak_bits, name=f"need_{i}")
-            # The head's finish tag, tag + cost, precomputed like the key.
-            s_fin = Signal(T, name=f"key_finish_{i}")
-            m.d.comb += need.eq(head.bytes << p.frac)
-
-            # Next-state candidates, all from registers, in parallel with selection.
-            # level - need is only used when the head conforms (level >= need),
-            # peak - need only when it is burst_ok (peak >= need).
-            # Sum widths: the larger operand plus a carry (peak_rate is wider
-            # than the peak level when LMAX < 4096).
-            lsum_bits = max(p.level_bits, p.rate_bits) + 1
-            psum_bits = max(p.peak_bits, p.peak_rate_bits) + 1
-            s_lw_g = Signal(lsum_bits, name=f"lvl_sum_g_{i}")
-            s_li = Signal(lsum_bits, name=f"lvl_sum_i_{i}")
-            s_pw = Signal(psum_bits, name=f"pk_sum_w_{i}")
-            s_pi = Signal(psum_bits, name=f"pk_sum_i_{i}")
-            m.d.comb += [
-                s_li.eq(level + cfg.rate),
-                s_lw_g.eq(s_li - need),
-                s_pi.eq(peak + cfg.peak_rate),
-                s_pw.eq(s_pi - need),
-            ]
-            cap = cfg.capacity
-            lw = Signal(p.level_bits, name=f"lvl_win_{i}")
-            li = Signal(p.level_bits, name=f"lvl_idle_{i}")
-            pw = Signal(p.peak_bits, name=f"pk_win_{i}")
-            pi_ = Signal(p.peak_bits, name=f"pk_idle_{i}")
-            m.d.comb += [
-                li.eq(_min(s_li, cap)),
-                pw.eq(_min_pow2(s_pw, p.pcap)),
-                pi_.eq(_min_pow2(s_pi, p.pcap)),
-                # A burst grant spends the committed tokens (B_i = 0).
-                lw.eq(Mux(k_conf, _min(s_lw_g, cap), self.burst_level[i])),
-            ]
-
-            # Tag clamps (spec §6.4): empty queue -> max(tag, V),
-            # backlogged -> max(tag, V - LAG_WINDOW); then min(., V + LAG_WINDOW).
-            # Written as parallel comparisons of tag with fixed bounds: a
-            # raised tag (the floor) never exceeds the ceiling, because the
-            # floor is V or V - LAG_WINDOW and the ceiling V + LAG_WINDOW,
-            # less than the half range above it. All three comparisons come
-            # from one subtraction (_lag_position).
-            below = Signal(name=f"tag_below_floor_{i}")
-            above = Signal(name=f"tag_above_ceiling_{i}")
-            floor_ = Signal(T, name=f"tag_floor_{i}")
-            ti = Signal(T, name=f"tag_idle_{i}")
-            lt_vt, lt_vt_lo, gt_vt_hi = _lag_position(m, tag, vt, T, f"tag_{i}")
-            m.d.comb += [
-                below.eq(Mux(q.r_rdy, lt_vt_lo, lt_vt)),
-                above.eq(~below & gt_vt_hi),
-                floor_.eq(Mux(q.r_rdy, vt_lo, vt)),
-                ti.eq(Mux(below, floor_, Mux(above, vt_hi, tag))),
-            ]
-            elig_tag = le_vt_next(tag, f"eligible_tag_{i}")
-            elig_ti = Signal(name=f"eligible_tag_idle_{i}")
-            m.d.comb += elig_ti.eq(Mux(below, Mux(q.r_rdy, elig_vt_lo, elig_vt),
-                                       Mux(above, elig_vt_hi, elig_tag)))
-
-            # The key of the next cycle's head, for both outcomes of this
-            # cycle's selection. Bucket tests use min(a, cap) >= n <=> a >= n
-            # and cap >= n, so no comparison waits for a min().
-            keep_head = Signal.like(head, name=f"keep_head_{i}")
-            m.d.comb += keep_head.eq(Mux(q.r_rdy, head, q.w_data))
-            keep_need = Signal(p.peak_bits, name=f"keep_need_{i}")
-            m.d.comb += keep_need.eq(keep_head.bytes << p.frac)
-            # Finish tag of the kept head: the clamp's choice made after the
-            # additions (V + cost shifted by LAG_WINDOW for the bounds).
-            keep_fin = Signal(T, name=f"keep_finish_{i}")
-            v_cost = Signal(T, name=f"keep_vt_cost_{i}")
-            t_cost = Signal(T, name=f"keep_tag_cost_{i}")
-            m.d.comb += [
-                v_cost.eq(vt + keep_head.cost),
-                t_cost.eq(tag + keep_head.cost),
-                keep_fin.eq(Mux(below, Mux(q.r_rdy, _shift_lag(v_cost, -1), v_cost),
-                                Mux(above, _shift_lag(v_cost, 1), t_cost))),
-            ]
-            keep = _next_key(
-                m, p, f"keep_{i}",
-                valid=q.r_rdy | q.w_en, head=keep_head,
-                level_ok=_ge(s_li, keep_need) & _ge(cap, keep_need),
-                peak_ok=_ge(s_pi, keep_need),
-                eligible=elig_ti, finish=keep_fin, deadline_next=deadline_next,
-                fcfs_next=fcfs_next, starve_on_next=starve_on_next,
-                priority_next=self.priority_next[i])
-
-            # After a pop: the committed bucket is debited only by a
-            # guaranteed fabric-mode grant (level + rate - need >= 0 then),
-            # spent by a burst one, the peak bucket debited by any fabric-mode
-            # grant (peak + peak_rate - need >= 0 then), nothing in FCFS mode.
-            pop_head = q.pop_data
-            pop_need = Signal(p.peak_bits, name=f"pop_need_{i}")
-            m.d.comb += pop_need.eq(pop_head.bytes << p.frac)
-            pop_cap_ok = _ge(cap, pop_need)
-            pop_level_ok = Mux(fcfs, _ge(s_li, pop_need) & pop_cap_ok,
-                               Mux(k_conf, _ge(s_lw_g, pop_need) & pop_cap_ok,
-                                   _ge(self.burst_level[i], pop_need)))
-            pop_peak_ok = Mux(fcfs, _ge(s_pi, pop_need), _ge(s_pw, pop_need))
-            pop_tag = Signal(T, name=f"pop_tag_{i}")
-            pop_fin = Signal(T, name=f"pop_finish_{i}")
-            elig_fin = le_vt_next(s_fin, f"eligible_finish_{i}")
-            m.d.comb += [
-                pop_tag.eq(Mux(fcfs, ti, s_fin)),
-                pop_fin.eq(pop_tag + pop_head.cost),
-            ]
-            won = _next_key(
-                m, p, f"pop_{i}",
-                valid=(q.level >= 2) | q.w_en, head=pop_head,
-                level_ok=pop_level_ok, peak_ok=pop_peak_ok,
-                eligible=Mux(fcfs, elig_ti, elig_fin), finish=pop_fin, deadline_next=deadline_next,
-                fcfs_next=fcfs_next, starve_on_next=starve_on_next,
-                priority_next=self.priority_next[i])
-
-            hv.append(q.r_rdy)
-            heads.append(head)
-            competes.append(k_comp)
-            key.append(k_key)
-            order.append(k_order)
-            conform.append(k_conf)
-            finish.append(s_fin)
-            lvl_win.append(lw)
-            lvl_idle.append(li)
-            pk_win.append(pw)
-            pk_idle.append(pi_)
-            tag_idle.append(ti)
-            key_next_keep.append(keep)
-            key_next_win.append(won)
+        timing = _ChannelTiming(
+            vt=vt, vt_lo=vt_lo, vt_hi=vt_hi, eligible_at_vt=elig_vt, eligible_at_vt_lo=elig_vt_lo,
+            eligible_at_vt_hi=elig_vt_hi, le_vt_next=le_vt_next, fcfs=fcfs, fcfs_next=fcfs_next,
+            starve_on_next=starve_on_next, deadline_next=deadline_next)
+        tenants = [_tenant_candidates(m, p, i, timing, cfg=self.tenant_cfg[i], q=queues[i],
+                                      level=self.dyn_level[i], peak=self.dyn_peak[i], tag=self.dyn_tag[i],
+                                      burst_level=self.burst_level[i], priority_next=self.priority_next[i])
+                   for i in range(n)]
+        hv = [t.head_valid for t in tenants]
+        heads = [t.head for t in tenants]
+        competes = [t.key_competes for t in tenants]
+        key = [t.key_class for t in tenants]
+        order = [t.key_order for t in tenants]
+        conform = [t.key_conform for t in tenants]
+        finish = [t.key_finish for t in tenants]
+        lvl_win = [t.lvl_win for t in tenants]
+        lvl_idle = [t.lvl_idle for t in tenants]
+        pk_win = [t.pk_win for t in tenants]
+        pk_idle = [t.pk_idle for t in tenants]
+        tag_idle = [t.tag_idle for t in tenants]
+        key_next_keep = [t.key_next_keep for t in tenants]
+        key_next_win = [t.key_next_pop for t in tenants]
 
         # ---------------------------------------------------------- all-pairs selection
         # first[hi][lo] (hi > lo): tenant hi strictly precedes tenant lo.
@@ -571,6 +456,182 @@ class ChannelArbiter(wiring.Component):
             capacity=[self.tenant_cfg[i].capacity for i in range(n)], vt=vt,
             inflight=self.inflight, credit_limit=list(self.credit_limit)), self._checks)
         return m
+
+
+@dataclass
+class _ChannelTiming:
+    """Per-channel values every tenant's candidates read (spec §6.4, §11)."""
+
+    vt: Signal
+    vt_lo: Signal
+    vt_hi: Signal
+    eligible_at_vt: Signal
+    eligible_at_vt_lo: Signal
+    eligible_at_vt_hi: Signal
+    le_vt_next: object  # (value, name) -> tag_le(value, V at t+1)
+    fcfs: Signal
+    fcfs_next: Signal
+    starve_on_next: Signal
+    deadline_next: Signal
+
+
+@dataclass
+class _TenantCandidates:
+    """One tenant's registered selection key and every next-state candidate.
+
+    Field names follow the RTL signal names (``key_*_<i>``, ``lvl_win_<i>``,
+    ...). ``key_next_keep``/``key_next_pop`` are the register inputs of the
+    ``key_*`` registers for the two outcomes of this cycle's selection.
+    """
+
+    head_valid: object
+    head: object
+    key_competes: Signal
+    key_class: Signal
+    key_order: Signal
+    key_conform: Signal
+    key_finish: Signal
+    lvl_win: Signal
+    lvl_idle: Signal
+    pk_win: Signal
+    pk_idle: Signal
+    tag_idle: Signal
+    key_next_keep: tuple
+    key_next_pop: tuple
+
+
+def _tenant_candidates(m, p, i, timing, *, cfg, q, level, peak, tag, burst_level, priority_next):
+    """Tenant i's selection key registers and, from registers only, its next
+    state for both outcomes of the selection (spec §6.3-§6.4, §11): the
+    bucket levels and tag if it wins or not, and next cycle's key if its
+    head is kept or popped."""
+    T = p.tag_bits
+    W = max(T, p.ts_bits)
+    vt, vt_lo, vt_hi = timing.vt, timing.vt_lo, timing.vt_hi
+    elig_vt, elig_vt_lo, elig_vt_hi = timing.eligible_at_vt, timing.eligible_at_vt_lo, timing.eligible_at_vt_hi
+    le_vt_next, fcfs, fcfs_next = timing.le_vt_next, timing.fcfs, timing.fcfs_next
+    starve_on_next, deadline_next = timing.starve_on_next, timing.deadline_next
+    head = q.r_data
+    k_comp = Signal(name=f"key_competes_{i}")
+    k_key = Signal(4, name=f"key_class_{i}", init=15)
+    k_order = Signal(W, name=f"key_order_{i}")
+    k_conf = Signal(name=f"key_conform_{i}")
+    need = Signal(p.peak_bits, name=f"need_{i}")
+    # The head's finish tag, tag + cost, precomputed like the key.
+    s_fin = Signal(T, name=f"key_finish_{i}")
+    m.d.comb += need.eq(head.bytes << p.frac)
+
+    # Next-state candidates, all from registers, in parallel with selection.
+    # level - need is only used when the head conforms (level >= need),
+    # peak - need only when it is burst_ok (peak >= need).
+    # Sum widths: the larger operand plus a carry (peak_rate is wider
+    # than the peak level when LMAX < 4096).
+    lsum_bits = max(p.level_bits, p.rate_bits) + 1
+    psum_bits = max(p.peak_bits, p.peak_rate_bits) + 1
+    s_lw_g = Signal(lsum_bits, name=f"lvl_sum_g_{i}")
+    s_li = Signal(lsum_bits, name=f"lvl_sum_i_{i}")
+    s_pw = Signal(psum_bits, name=f"pk_sum_w_{i}")
+    s_pi = Signal(psum_bits, name=f"pk_sum_i_{i}")
+    m.d.comb += [
+        s_li.eq(level + cfg.rate),
+        s_lw_g.eq(s_li - need),
+        s_pi.eq(peak + cfg.peak_rate),
+        s_pw.eq(s_pi - need),
+    ]
+    cap = cfg.capacity
+    lw = Signal(p.level_bits, name=f"lvl_win_{i}")
+    li = Signal(p.level_bits, name=f"lvl_idle_{i}")
+    pw = Signal(p.peak_bits, name=f"pk_win_{i}")
+    pi_ = Signal(p.peak_bits, name=f"pk_idle_{i}")
+    m.d.comb += [
+        li.eq(_min(s_li, cap)),
+        pw.eq(_min_pow2(s_pw, p.pcap)),
+        pi_.eq(_min_pow2(s_pi, p.pcap)),
+        # A burst grant spends the committed tokens (B_i = 0).
+        lw.eq(Mux(k_conf, _min(s_lw_g, cap), burst_level)),
+    ]
+
+    # Tag clamps (spec §6.4): empty queue -> max(tag, V),
+    # backlogged -> max(tag, V - LAG_WINDOW); then min(., V + LAG_WINDOW).
+    # Written as parallel comparisons of tag with fixed bounds: a
+    # raised tag (the floor) never exceeds the ceiling, because the
+    # floor is V or V - LAG_WINDOW and the ceiling V + LAG_WINDOW,
+    # less than the half range above it. All three comparisons come
+    # from one subtraction (_lag_position).
+    below = Signal(name=f"tag_below_floor_{i}")
+    above = Signal(name=f"tag_above_ceiling_{i}")
+    floor_ = Signal(T, name=f"tag_floor_{i}")
+    ti = Signal(T, name=f"tag_idle_{i}")
+    lt_vt, lt_vt_lo, gt_vt_hi = _lag_position(m, tag, vt, T, f"tag_{i}")
+    m.d.comb += [
+        below.eq(Mux(q.r_rdy, lt_vt_lo, lt_vt)),
+        above.eq(~below & gt_vt_hi),
+        floor_.eq(Mux(q.r_rdy, vt_lo, vt)),
+        ti.eq(Mux(below, floor_, Mux(above, vt_hi, tag))),
+    ]
+    elig_tag = le_vt_next(tag, f"eligible_tag_{i}")
+    elig_ti = Signal(name=f"eligible_tag_idle_{i}")
+    m.d.comb += elig_ti.eq(Mux(below, Mux(q.r_rdy, elig_vt_lo, elig_vt),
+                               Mux(above, elig_vt_hi, elig_tag)))
+
+    # The key of the next cycle's head, for both outcomes of this
+    # cycle's selection. Bucket tests use min(a, cap) >= n <=> a >= n
+    # and cap >= n, so no comparison waits for a min().
+    keep_head = Signal.like(head, name=f"keep_head_{i}")
+    m.d.comb += keep_head.eq(Mux(q.r_rdy, head, q.w_data))
+    keep_need = Signal(p.peak_bits, name=f"keep_need_{i}")
+    m.d.comb += keep_need.eq(keep_head.bytes << p.frac)
+    # Finish tag of the kept head: the clamp's choice made after the
+    # additions (V + cost shifted by LAG_WINDOW for the bounds).
+    keep_fin = Signal(T, name=f"keep_finish_{i}")
+    v_cost = Signal(T, name=f"keep_vt_cost_{i}")
+    t_cost = Signal(T, name=f"keep_tag_cost_{i}")
+    m.d.comb += [
+        v_cost.eq(vt + keep_head.cost),
+        t_cost.eq(tag + keep_head.cost),
+        keep_fin.eq(Mux(below, Mux(q.r_rdy, _shift_lag(v_cost, -1), v_cost),
+                        Mux(above, _shift_lag(v_cost, 1), t_cost))),
+    ]
+    keep = _next_key(
+        m, p, f"keep_{i}",
+        valid=q.r_rdy | q.w_en, head=keep_head,
+        level_ok=_ge(s_li, keep_need) & _ge(cap, keep_need),
+        peak_ok=_ge(s_pi, keep_need),
+        eligible=elig_ti, finish=keep_fin, deadline_next=deadline_next,
+        fcfs_next=fcfs_next, starve_on_next=starve_on_next,
+        priority_next=priority_next)
+
+    # After a pop: the committed bucket is debited only by a
+    # guaranteed fabric-mode grant (level + rate - need >= 0 then),
+    # spent by a burst one, the peak bucket debited by any fabric-mode
+    # grant (peak + peak_rate - need >= 0 then), nothing in FCFS mode.
+    pop_head = q.pop_data
+    pop_need = Signal(p.peak_bits, name=f"pop_need_{i}")
+    m.d.comb += pop_need.eq(pop_head.bytes << p.frac)
+    pop_cap_ok = _ge(cap, pop_need)
+    pop_level_ok = Mux(fcfs, _ge(s_li, pop_need) & pop_cap_ok,
+                       Mux(k_conf, _ge(s_lw_g, pop_need) & pop_cap_ok,
+                           _ge(burst_level, pop_need)))
+    pop_peak_ok = Mux(fcfs, _ge(s_pi, pop_need), _ge(s_pw, pop_need))
+    pop_tag = Signal(T, name=f"pop_tag_{i}")
+    pop_fin = Signal(T, name=f"pop_finish_{i}")
+    elig_fin = le_vt_next(s_fin, f"eligible_finish_{i}")
+    m.d.comb += [
+        pop_tag.eq(Mux(fcfs, ti, s_fin)),
+        pop_fin.eq(pop_tag + pop_head.cost),
+    ]
+    won = _next_key(
+        m, p, f"pop_{i}",
+        valid=(q.level >= 2) | q.w_en, head=pop_head,
+        level_ok=pop_level_ok, peak_ok=pop_peak_ok,
+        eligible=Mux(fcfs, elig_ti, elig_fin), finish=pop_fin, deadline_next=deadline_next,
+        fcfs_next=fcfs_next, starve_on_next=starve_on_next,
+        priority_next=priority_next)
+
+    return _TenantCandidates(
+        head_valid=q.r_rdy, head=head, key_competes=k_comp, key_class=k_key, key_order=k_order,
+        key_conform=k_conf, key_finish=s_fin, lvl_win=lw, lvl_idle=li, pk_win=pw, pk_idle=pi_,
+        tag_idle=ti, key_next_keep=keep, key_next_pop=won)
 
 
 def _next_key(m, p, sfx, *, valid, head, level_ok, peak_ok, eligible, finish, deadline_next,
