@@ -38,7 +38,7 @@ bench: setup
 	$(WITH_TOOLS) $(PY) -m kvfabric.scripts.bench
 
 experiments: setup
-	$(PY) -m kvfabric.sim.experiments
+	$(PY) -m kvfabric.sim.experiments $(EXPERIMENTS_ARGS)
 
 clean:
 	rm -rf build
