@@ -264,7 +264,7 @@ def qos_section(w, results, by):
           + "; ".join(f"{p} {e[0]:.1%}" for p, e in iso.items()) + ".")
         w("")
     w("**Knobs a user sets** (`kvfabric.sim.fabric.QosKnobs`; `kvfabric system` derives them from "
-      "`read_queue`: guaranteed and burst `read_queue` entries each, urgent an eighth of it):")
+      "`read_queue`: guaranteed `read_queue` entries, burst three quarters of it, urgent an eighth of it):")
     w("")
     w("* *entries per class* by Little's law: entries = accesses per cycle x cycles an access stays "
       "queued. A decode step of S bytes that should finish in T cycles needs S / 32 / T accesses per "
