@@ -53,7 +53,7 @@ mutants: setup
 	$(PY) -m kvfabric.scripts.mutants --jobs $(JOBS)
 
 experiments: setup
-	$(PY) -m kvfabric.sim.experiments
+	$(PY) -m kvfabric.sim.experiments $(EXPERIMENTS_ARGS)
 
 clean:
 	rm -rf build

@@ -31,8 +31,9 @@ def _percentile(sorted_values, q):
 def qos_knobs_for(read_queue, write_queue):
     """The QoS controller's classes out of the workload's queue sizes.
 
-    Guaranteed and burst each get ``read_queue`` entries, urgent an eighth of
-    it (128 -> 16 / 128 / 128, the default measured in reports/experiments.md);
+    Guaranteed gets ``read_queue`` entries, burst three quarters of it, urgent
+    an eighth of it (128 -> 16 / 128 / 96, the default measured in
+    reports/experiments.md);
     reads and writes of a class share its entries, so ``write_queue`` is not
     used.  docs/system-model.md says how to size them by Little's law instead.
     """
@@ -41,7 +42,8 @@ def qos_knobs_for(read_queue, write_queue):
     del write_queue  # writes share their class's entries
     urgent = max(4, read_queue // 8 // 4 * 4)
     main = max(4, read_queue // 4 * 4)
-    return QosKnobs(entries=(urgent, main, main))
+    burst = max(4, read_queue * 3 // 4 // 4 * 4)
+    return QosKnobs(entries=(urgent, main, burst))
 
 
 def make_policy(name, contract_doc, workload):

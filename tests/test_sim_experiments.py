@@ -18,6 +18,20 @@ def test_plan_has_unique_ids_and_every_kind():
         assert {s["kind"] for s in specs} == {"setup_a", "setup_b", "isolation", "idle", "admission"}
 
 
+def test_horizon_cuts_every_run_but_keeps_a_whole_prefill_job():
+    full = {s["id"]: s["params"] for s in plan()}
+    cut = {s["id"]: s["params"] for s in plan(horizon=Fraction(1, 3))}
+    assert cut.keys() == full.keys()
+    for key, p in cut.items():
+        if "periods" in p:
+            # A third of the time, but never below half a prefill period.
+            assert p["periods"] == max(Fraction(1, 2), full[key]["periods"] / 3), key
+        else:
+            assert p["cycles"] * 3 == full[key]["cycles"], key
+    with pytest.raises(ValueError, match="horizon"):
+        plan(horizon=Fraction(3, 2))
+
+
 def test_scale_maps_essay_time_consistently():
     scale = Scale(25)
     assert scale.cycles(1) == 64_000          # 1 essay ms = 40 us at 1.6 GHz
