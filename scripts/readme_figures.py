@@ -101,12 +101,31 @@ def _synth_rows(synth: dict) -> list:
     return out
 
 
-def _experiment_rows(exp: dict) -> list:
-    claims = exp.get("claims") or exp.get("verdicts") or []
+def _experiment_rows(runs: list) -> list:
+    """Issue #14's targets from ``experiments.json`` (one object per run): the
+    decode-step p99 under Fabric-QoS against decode alone (target at most 1.2x)
+    with the prefill's bandwidth against FR-FCFS (at least 90 %), per setup,
+    and the isolation error (at most 1 %)."""
+    by_id = {r["id"]: r for r in runs}
+    cmd = "`make experiments` → `reports/experiments.md`"
     out = []
-    for claim in claims if isinstance(claims, list) else []:
-        out.append((f"essay claim: {claim.get('name', '?')}", str(claim.get("verdict", claim.get("result", "?"))),
-                    "`make experiments` → `reports/experiments.md`", _rev(exp)))
+    for setup in ("A", "B"):
+        alone, qos, frfcfs = (by_id.get(f"{setup}/{k}") for k in ("decode only", "Fabric-QoS", "FR-FCFS"))
+        if not (alone and qos and frfcfs) or not alone.get("p99_ns") or not frfcfs.get("prefill_job_gbps"):
+            continue
+        ratio = qos["p99_ns"] / alone["p99_ns"]
+        kept = qos["prefill_job_gbps"] / frfcfs["prefill_job_gbps"]
+        met = "met" if ratio <= 1.2 and kept >= 0.9 else "not met"
+        out.append((f"decode tail behind a prefill, setup {setup} (Fabric-QoS)",
+                    f"decode-step p99 {qos['p99_ns']:,.0f} ns = {ratio:.2f}x decode alone "
+                    f"({alone['p99_ns']:,.0f} ns; FR-FCFS {frfcfs['p99_ns']:,.0f} ns), prefill keeps "
+                    f"{kept:.0%} of its FR-FCFS bandwidth (targets 1.2x and 90 %: {met})", cmd, "not recorded"))
+    iso = {p: by_id.get(f"isolation/{p}", {}).get("isolation_error_max") for p in ("Fabric", "Fabric-QoS")}
+    if all(v is not None for v in iso.values()):
+        met = "met" if iso["Fabric-QoS"] <= 0.01 else "not met"
+        out.append(("bandwidth isolation error, largest over tenants",
+                    f"Fabric {iso['Fabric']:.1%}, Fabric-QoS {iso['Fabric-QoS']:.1%} (target 1 %: {met})",
+                    cmd, "not recorded"))
     return out
 
 
