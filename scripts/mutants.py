@@ -39,6 +39,7 @@ TESTS = [
     "tests/test_replay.py",
     "tests/test_model_telemetry.py",
     "tests/test_model_wrap.py",
+    "tests/test_model_credits.py",
 ]
 #: Runs the CLI in a subprocess, which would load the unmutated model.
 DESELECT = ["tests/test_replay.py::test_cli_replay_end_to_end"]
