@@ -33,13 +33,13 @@ TARGET = "model/channel.py"
 MODULE = "kvfabric.model.channel"
 #: Fast model-level tests, most discriminating first (the run stops at the first failure).
 TESTS = [
+    "tests/test_model_credits.py",  # seconds: kills the credit mutants before the long oracles run
     "tests/test_oracles.py",
     "tests/test_model_bounds.py",
     "tests/test_model_urgency.py",
     "tests/test_replay.py",
     "tests/test_model_telemetry.py",
     "tests/test_model_wrap.py",
-    "tests/test_model_credits.py",
 ]
 #: Runs the CLI in a subprocess, which would load the unmutated model.
 DESELECT = ["tests/test_replay.py::test_cli_replay_end_to_end"]
