@@ -162,6 +162,7 @@ def run_random(params, traffic, seed):
     model = ChannelModel(params, config)
     dut = ChannelArbiter(params, checks=True)
     stats = {"grants": 0, "accepted": 0, "dropped": 0, "kinds": [0, 0, 0, 0], "stalls": 0,
+             "max_occupancy": 0,
              "no_credit": 0}
 
     async def testbench(ctx):
@@ -179,6 +180,7 @@ def run_random(params, traffic, seed):
             credit_return = tuple(int(rng.random() < traffic.p_return) for _ in range(3))
             ctx.set(dut.credit_return, sum(b << k for k, b in enumerate(credit_return)))
             stats["no_credit"] += not all(model.has_credit())
+            stats["max_occupancy"] = max(stats["max_occupancy"], *model.occupancy())
             ctx.set(dut.now, now)
             ctx.set(dut.now_next, (now + 1) % (1 << params.ts_bits))
             ctx.set(dut.grant.ready, grant_ready)
@@ -235,6 +237,8 @@ EXPECT_KINDS = {"default": (0, 1), "fcfs_toggle": (0, 1, 2), "starvation": (0, 1
                 "credits": (0, 1, 3), "credits_fcfs": (0, 1, 2)}
 # Cases whose default seed must meet cycles in which some class lacks credit.
 EXPECT_NO_CREDIT = ("credits", "credits_fcfs")
+# Cases whose default seed must fill some queue to its depth D.
+EXPECT_FULL = ("deep_queues", "full_queues")
 
 CASES = {
     # name: (params, traffic, default seed)
@@ -271,6 +275,12 @@ CASES = {
                      Traffic(cycles=2000, p_req=0.9, p_ready=0.8, starve=(0, 30),
                              credits=(0, 1, 4), p_return=0.2, p_credit_change=0.01,
                              p_fcfs_toggle=0.01), 10),
+    # The deepest queues the parameters allow (D = 64, spec §1): grants rarely
+    # taken, so queues fill past the LUT-RAM ring's 16-entry cells and wrap.
+    "deep_queues": (FabricParams(tenants=3, queue_depth=64, max_request_bytes=256, id_width=8,
+                                 tag_bits=16),
+                    Traffic(cycles=2500, p_req=0.95, p_ready=0.05, avoid_full=False,
+                            small_bytes=256, max_inv_weight=256), 11),
     # T = 32: the half range is out of reach, so the full inv_weight range is safe.
     "full_queues": (FabricParams(tenants=16, queue_depth=8, tag_bits=32, id_width=32),
                     Traffic(cycles=1200, p_req=0.95, p_ready=0.3, avoid_full=False,
@@ -290,6 +300,8 @@ def test_channel_matches_model(case):
             assert stats["kinds"][kind] > 0, f"no grant of kind {kind}"
         if case in EXPECT_NO_CREDIT:
             assert stats["no_credit"] > 0, "no cycle without credit"
+        if case in EXPECT_FULL:
+            assert stats["max_occupancy"] == params.queue_depth, "no queue ever filled"
 
 
 def test_latency_idle_channel():

@@ -133,6 +133,10 @@ FABRICS = {
                         id_width=6, tag_bits=16),
     "2x3": FabricParams(tenants=2, channels=3, queue_depth=1, max_request_bytes=32,
                         id_width=1, tag_bits=12),
+    # The most channels the parameters allow (C = 16, spec §1): the DROPPED
+    # array and the telemetry sum over channels at their widest.
+    "2x16": FabricParams(tenants=2, channels=16, queue_depth=1, max_request_bytes=32,
+                         id_width=1, tag_bits=12),
 }
 
 
