@@ -17,6 +17,13 @@ Read timing: an AR handshake in cycle t registers the address, the register
 file's combinational ``r_data`` for that address is sampled at the end of
 cycle t+1 and presented with ``RVALID`` from cycle t+2. The extra stage keeps
 the register file's wide read multiplexer off the AXI input pins.
+
+Addresses (spec §9): AXI4-Lite transfers are always the full data width, and a
+manager may signal an unaligned start address with the low address bits and
+the byte strobes (AMBA AXI, unaligned transfers): a byte store to ``0x111``
+arrives as ``AWADDR = 0x111``, ``WSTRB = 0b0010``. The slave therefore clears
+the address bits below the data width before the register bus: the address
+selects the word, ``WSTRB`` the bytes, and a read returns the whole word.
 """
 
 from amaranth import *
@@ -124,9 +131,9 @@ class RegisterBusSignature(_BusSignature):
     so there is no read strobe: ``r_data`` is a combinational function of
     ``r_addr`` (registered by the initiator).
 
-    Addresses are byte addresses; an address that is not a multiple of the
-    data width in bytes is an unmapped address like any other (spec §9:
-    reads 0, writes ignored).
+    Addresses are byte addresses of whole words: :class:`AXI4LiteSlave` clears
+    the bits below the data width (spec §9: an unaligned AXI address selects the
+    word that contains it; the strobes select its bytes).
 
     Parameters
     ----------
@@ -241,13 +248,15 @@ class AXI4LiteSlave(wiring.Component):
             axil.bvalid.eq(b_valid),
             axil.bresp.eq(0),  # OKAY
         ]
+        # The word an address selects (spec §9): its bits below the data width cleared.
+        word_mask = ~((self.data_width // 8) - 1) & ((1 << self.addr_width) - 1)
         aw_hs = axil.awvalid & axil.awready
         w_hs  = axil.wvalid & axil.wready
         have_aw = aw_full | aw_hs
         have_w  = w_full | w_hs
 
         m.d.comb += [
-            bus.w_addr.eq(Mux(aw_full, aw_addr, axil.awaddr)),
+            bus.w_addr.eq(Mux(aw_full, aw_addr, axil.awaddr & word_mask)),
             bus.w_data.eq(Mux(w_full, w_data, axil.wdata)),
             bus.w_strb.eq(Mux(w_full, w_strb, axil.wstrb)),
             bus.w_stb.eq(have_aw & have_w),
@@ -260,7 +269,7 @@ class AXI4LiteSlave(wiring.Component):
             ]
         with m.Else():
             with m.If(aw_hs):
-                m.d.sync += [aw_full.eq(1), aw_addr.eq(axil.awaddr)]
+                m.d.sync += [aw_full.eq(1), aw_addr.eq(axil.awaddr & word_mask)]
             with m.If(w_hs):
                 m.d.sync += [w_full.eq(1), w_data.eq(axil.wdata), w_strb.eq(axil.wstrb)]
         with m.If(b_valid & axil.bready):
@@ -280,7 +289,7 @@ class AXI4LiteSlave(wiring.Component):
             bus.r_addr.eq(ar_addr),
         ]
         with m.If(axil.arvalid & axil.arready):
-            m.d.sync += [ar_full.eq(1), ar_addr.eq(axil.araddr)]
+            m.d.sync += [ar_full.eq(1), ar_addr.eq(axil.araddr & word_mask)]
         with m.If(ar_full):
             m.d.sync += [ar_full.eq(0), r_valid.eq(1), r_data.eq(bus.r_data)]
         with m.If(r_valid & axil.rready):

@@ -21,8 +21,9 @@ Writes honour the AXI byte strobes: bytes whose strobe is 0 keep their old
 (staged) value. ``COMMIT`` commits on any write, whatever its strobes; the
 snapshot bit of ``CTRL`` is in byte 0 and needs that byte's strobe. Reads
 return the active values (spec §9), never the staged ones; unmapped addresses,
-including unaligned ones and the registers of tenants ``>= N``, read 0 and
-ignore writes.
+including the registers of tenants ``>= N``, read 0 and ignore writes. The bus
+carries word addresses (:class:`hw.axil.AXI4LiteSlave` clears the low bits of an
+unaligned AXI address, which selects the word containing it).
 
 The address decode is elaborated from the register description
 (:data:`kvfabric.regmap.REGMAP`, compiled from ``kvfabric.rdl``): every

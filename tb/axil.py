@@ -20,7 +20,7 @@ from kvfabric.spec import CREDIT_CLASS_NAMES
 __all__ = [
     "FABRIC", "TENANT", "TEL", "DROPPED",
     "ID", "VERSION", "PARAMS", "CTRL", "EPOCH_CYCLES", "STARVE_LIMIT", "EPOCH_COUNT", "CREDITS",
-    "credits_word",
+    "credits_word", "word_address",
     "ID_VALUE", "VERSION_VALUE", "MARK_ADDR", "MARK_DATA", "MARK_GAP",
     "tenant_reg", "tel_reg", "dropped_reg", "tenant_words", "params_word",
     "RegisterMirror", "program", "commit_tenant", "take_snapshot", "read_telemetry",
@@ -71,6 +71,11 @@ def params_word(params) -> int:
     return reg.word({f.name: getattr(params, f.name) for f in reg.fields if f.param})
 
 
+def word_address(addr: int) -> int:
+    """The register an AXI address selects (spec §9): the 32-bit word containing it."""
+    return addr & ~3
+
+
 def _bytemask(strb: int) -> int:
     return sum(0xFF << (8 * b) for b in range(4) if strb >> b & 1)
 
@@ -116,9 +121,10 @@ class RegisterMirror:
         return replace(cfg, **values)
 
     def write(self, addr: int, data: int, strb: int = 0xF) -> bool:
-        """Apply one write; return True if it requests a snapshot."""
+        """Apply one write (``addr`` selects the word containing it, ``strb`` its
+        bytes); return True if it requests a snapshot."""
         cfg, snap = self.config, False
-        found = REGMAP.decode(addr, self.params)
+        found = REGMAP.decode(word_address(addr), self.params)
         if found is not None:
             block, i, reg = found
             mask = _bytemask(strb)
@@ -139,11 +145,11 @@ class RegisterMirror:
         return snap
 
     def read(self, addr: int, telemetry=None) -> int | None:
-        """Expected read value: 0 for unmapped addresses; configuration registers from the
+        """Expected read value of the word containing ``addr``: 0 for unmapped addresses; configuration registers from the
         mirror; telemetry registers from ``telemetry`` (a :class:`kvfabric.model.telemetry.Telemetry`),
         or None without one."""
         p = self.params
-        found = REGMAP.decode(addr, p)
+        found = REGMAP.decode(word_address(addr), p)
         if found is None:
             return 0
         block, i, reg = found

@@ -205,7 +205,9 @@ def test_register_file_commit_atomic(seed):
 
 
 def test_register_file_read_map():
-    """ID/VERSION/PARAMS, reads of active values only, unmapped and unaligned reads 0."""
+    """ID/VERSION/PARAMS, reads of active values only, unmapped reads 0, and an
+    unaligned address selecting the word that contains it (spec §9): a byte
+    store to PRIO_EN + 1 with WSTRB 0b0010 writes the enable byte alone."""
     params = FabricParams(tenants=2, channels=3, queue_depth=16, tag_bits=24)
     dut = _ConfigHarness(params)
     axil = AxilManager(dut.s_axil, random.Random(0))
@@ -222,13 +224,26 @@ def test_register_file_read_map():
         ("w", STARVE_LIMIT, 0xFFFF_FFFF), ("r", STARVE_LIMIT, 0x7F_FFFF),
         ("w", tenant_reg(2, "RATE"), 5), ("w", tenant_reg(2, "COMMIT"), 0),  # tenant >= N
         ("r", tenant_reg(2, "RATE"), 0),
-        ("r", tenant_reg(1, "CAPACITY") + 1, 0), ("r", 0x0001, 0), ("r", CREDITS, 0), ("r", 0xFFFC, 0),
+        ("r", tenant_reg(1, "CAPACITY") + 1, 0x0FFF_FFFF), ("r", 0x0001, ID_VALUE),
+        ("r", CREDITS, 0), ("r", 0xFFFC, 0), ("r", 0xFFFF, 0),
+        # Unaligned byte and half-word stores (the address's low bits and the strobes
+        # of an AXI manager's sub-word write): only the strobed bytes change.
+        ("w", tenant_reg(0, "PRIO_EN") + 1, 0x0000_0100, 0b0010),
+        ("w", tenant_reg(0, "RATE") + 2, 0xABCD_0000, 0b1100),  # bytes 2-3: RATE is [15:0]
+        ("w", tenant_reg(0, "RATE") + 1, 0x0000_3400, 0b0010),
+        ("w", tenant_reg(0, "COMMIT") + 3, 0, 0b1000),
+        ("r", tenant_reg(0, "PRIO_EN") + 2, 0x100), ("r", tenant_reg(0, "RATE") + 3, 0x3400),
+        ("w", STARVE_LIMIT + 3, 0x0000_0000, 0b1000), ("r", STARVE_LIMIT, 0x7F_FFFF),  # [31:24] unused
+        ("w", STARVE_LIMIT + 2, 0x0012_0000, 0b0100), ("r", STARVE_LIMIT + 1, 0x12_FFFF),
+        ("w", CTRL + 1, 0x0000_0000, 0b0010), ("r", CTRL, 1),  # byte 1 holds no field
+        ("w", CTRL, 0x0000_0000, 0b0000), ("r", CTRL, 1),  # no strobes: no change
+        ("w", ID + 2, 0, 0b0100), ("r", ID + 3, ID_VALUE),
     ]
 
     async def testbench(ctx):
         cycle = 0
-        for op, addr, value in script:  # one transaction at a time, in order
-            (axil.write(addr, value) if op == "w" else axil.read(addr))
+        for op, addr, value, *strb in script:  # one transaction at a time, in order
+            (axil.write(addr, value, *strb) if op == "w" else axil.read(addr))
             while not axil.idle():
                 axil.drive(ctx, cycle)
                 axil.sample(ctx, cycle)
@@ -237,4 +252,4 @@ def test_register_file_read_map():
 
     run_sim(dut, testbench)
     got = [r.data for r in axil.completed_reads]
-    assert got == [value for op, _, value in script if op == "r"]
+    assert got == [value for op, _, value, *_ in script if op == "r"]
