@@ -11,6 +11,8 @@ not from the RTL's decode. The Amaranth tests (tests/support/) share this mirror
 
 from __future__ import annotations
 
+import random
+from collections.abc import Iterator, Mapping
 from dataclasses import fields as dataclass_fields, replace
 
 from kvfabric.model.registers import FabricConfig, TenantConfig
@@ -24,6 +26,7 @@ __all__ = [
     "ID_VALUE", "VERSION_VALUE", "MARK_ADDR", "MARK_DATA", "MARK_GAP",
     "tenant_reg", "tel_reg", "dropped_reg", "tenant_words", "params_word",
     "RegisterMirror", "program", "commit_tenant", "take_snapshot", "read_telemetry",
+    "AXIL_CHANNELS", "PAUSE_PATTERNS", "pause_pattern", "AxiStress",
 ]
 
 FABRIC, TENANT, TEL, DROPPED = (REGMAP.block(name) for name in ("FABRIC", "TENANT", "TEL", "DROPPED"))
@@ -220,3 +223,138 @@ async def read_telemetry(axil, params) -> dict:
     dropped = [await axil.read_dword(dropped_reg(c)) for c in range(params.channels)]
     epoch_count = await axil.read_dword(EPOCH_COUNT)
     return {"tenants": tenants, "dropped": dropped, "epoch_count": epoch_count}
+
+
+# --- idle insertion and backpressure on every AXI4-Lite channel ----------------------
+
+#: The five channels, in AXI order: the manager drives AW, W and AR (a pause there is
+#: an idle cycle, VALID low with a transfer waiting) and BREADY, RREADY (a pause there
+#: is backpressure, READY low with a response waiting).
+AXIL_CHANNELS = ("aw", "w", "b", "ar", "r")
+
+#: Named pause patterns (:func:`pause_pattern`); ``none`` is the control.
+PAUSE_PATTERNS = ("none", "random", "bursts", "periodic", "heavy")
+
+
+def pause_pattern(name: str, rng: random.Random) -> Iterator[bool]:
+    """An endless per-cycle pause pattern of one channel: True pauses that cycle.
+
+    ``random``: each cycle with a probability drawn once in [0.2, 0.6];
+    ``bursts``: runs of 1-6 free cycles and 1-12 paused ones, so a transfer can
+    wait many cycles and its partner channel (AW for W, W for AW) runs ahead;
+    ``periodic``: paused in all but one cycle of every 2-5 (a rhythm that can beat
+    against the slave's own one-transaction-at-a-time rhythm), from a random
+    phase and slipping by a cycle now and then, so that AW and W drawing the
+    same period still come apart;
+    ``heavy``: paused with probability 0.85; ``none``: never.
+    Everything random comes from ``rng``, so a seed reproduces the pattern.
+    """
+    if name not in PAUSE_PATTERNS:
+        raise ValueError(f"pause pattern must be one of {PAUSE_PATTERNS}, not {name!r}")
+
+    def cycles():
+        if name == "none":
+            while True:
+                yield False
+        elif name == "random":
+            p = rng.uniform(0.2, 0.6)
+            while True:
+                yield rng.random() < p
+        elif name == "bursts":
+            while True:
+                yield from [False] * rng.randint(1, 6)
+                yield from [True] * rng.randint(1, 12)
+        elif name == "periodic":
+            period = rng.randint(2, 5)
+            yield from [True] * rng.randrange(period)  # a random phase
+            while True:
+                yield from [False] + [True] * (period - 1)
+                if rng.random() < 0.1:
+                    yield True  # a slip: two channels of one period never stay in step
+        else:  # heavy
+            while True:
+                yield rng.random() < 0.85
+    return cycles()
+
+
+class AxiStress:
+    """Idle cycles on the manager's AW, W and AR channels and backpressure (BREADY,
+    RREADY low) on B and R, one seeded :func:`pause_pattern` per channel, through
+    cocotbext-axi's pause hooks on ``axil`` (an ``AxiLiteMaster``); and counts, once
+    per cycle from the bus (``ports``, a :class:`tb.monitor.AxiPorts`), what they did.
+
+    Counters: ``<ch>_idle`` (AW, W, AR): cycles with VALID low and READY high while
+    the manager had had that channel's transfer waiting since before the cycle's
+    clock edge (so the source chose to pause); ``b_stall``/``r_stall``: cycles with
+    VALID high and READY low; ``aw_first``/``w_first``/``aw_w_together``: writes by
+    the order of their AW and W handshakes; ``writes``/``reads``: B and R handshakes.
+    :meth:`check` fails unless every paused channel shows its counter above 0 (and
+    the ``none`` control shows none), so a generator that never pauses fails.
+    """
+
+    def __init__(self, axil, ports, rng: random.Random, patterns: str | Mapping[str, str]):
+        if isinstance(patterns, str):
+            patterns = dict.fromkeys(AXIL_CHANNELS, patterns)
+        self.patterns = dict(patterns)
+        self.ports = ports
+        self._sources = {"aw": axil.write_if.aw_channel, "w": axil.write_if.w_channel,
+                         "ar": axil.read_if.ar_channel}
+        channels = {**self._sources, "b": axil.write_if.b_channel, "r": axil.read_if.r_channel}
+        for ch in AXIL_CHANNELS:
+            channels[ch].set_pause_generator(pause_pattern(self.patterns[ch], random.Random(rng.random())))
+        self._channels = channels
+        self.counts = dict.fromkeys(("aw_idle", "w_idle", "ar_idle", "b_stall", "r_stall", "aw_first",
+                                     "w_first", "aw_w_together", "writes", "reads"), 0)
+        self._waiting = dict.fromkeys(self._sources, False)
+        self._aw_at = self._w_at = None
+        self._cycle = 0
+
+    def stop(self) -> None:
+        """Back to a manager that never pauses (the channels' generators removed)."""
+        for channel in self._channels.values():
+            channel.clear_pause_generator()
+
+    def sample(self) -> None:
+        """Count one cycle; call once per cycle with the signals settled (``ReadOnly``)."""
+        a, n = self.ports, self.counts
+        for ch, source in self._sources.items():
+            valid, ready = getattr(a, f"{ch}valid")(), getattr(a, f"{ch}ready")()
+            waiting = not source.empty()
+            if waiting and self._waiting[ch] and not valid and ready:
+                n[f"{ch}_idle"] += 1
+            self._waiting[ch] = waiting
+        bvalid, bready, rvalid, rready = a.bvalid(), a.bready(), a.rvalid(), a.rready()
+        n["b_stall"] += bvalid and not bready
+        n["r_stall"] += rvalid and not rready
+        n["writes"] += bvalid and bready
+        n["reads"] += rvalid and rready
+        if a.awvalid() and a.awready():
+            self._aw_at = self._cycle
+        if a.wvalid() and a.wready():
+            self._w_at = self._cycle
+        if self._aw_at is not None and self._w_at is not None:
+            order = ("aw_first" if self._aw_at < self._w_at else
+                     "w_first" if self._w_at < self._aw_at else "aw_w_together")
+            n[order] += 1
+            self._aw_at = self._w_at = None
+        self._cycle += 1
+
+    def check(self, *, min_transactions: int = 1) -> None:
+        """Fail unless every channel's pattern showed on the bus (module docstring)."""
+        n, pat = self.counts, self.patterns
+        want = {"aw": "aw_idle", "w": "w_idle", "ar": "ar_idle", "b": "b_stall", "r": "r_stall"}
+        problems = []
+        if n["writes"] < min_transactions or n["reads"] < min_transactions:
+            problems.append(f"fewer than {min_transactions} writes or reads completed")
+        for ch, counter in want.items():
+            paused = pat[ch] != "none"
+            if paused and n[counter] == 0:
+                problems.append(f"{ch.upper()} pattern {pat[ch]!r} never showed ({counter} = 0)")
+            if not paused and n[counter] != 0:
+                problems.append(f"{ch.upper()} never pauses, yet {counter} = {n[counter]}")
+        if pat["aw"] != "none" and pat["w"] != "none" and not (n["aw_first"] and n["w_first"]):
+            problems.append("AW and W never came in both orders on different cycles")
+        if pat["aw"] == pat["w"] == "none" and (n["aw_first"] or n["w_first"]):
+            problems.append("AW and W came apart although neither pauses")
+        if problems:
+            raise AssertionError(f"AXI stress {pat}: {'; '.join(problems)}; counts {n}")
