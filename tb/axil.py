@@ -283,6 +283,11 @@ class AxiStress:
     cocotbext-axi's pause hooks on ``axil`` (an ``AxiLiteMaster``); and counts, once
     per cycle from the bus (``ports``, a :class:`tb.monitor.AxiPorts`), what they did.
 
+    :meth:`sample` also checks AXI's handshake rule on all five channels (AMBA AXI
+    A3.2.1): once VALID is high it stays high, with the payload unchanged, until
+    the handshake. A slave that drops a read or write response under backpressure
+    fails in the cycle it does, instead of hanging the manager.
+
     Counters: ``<ch>_idle`` (AW, W, AR): cycles with VALID low and READY high while
     the manager had had that channel's transfer waiting since before the cycle's
     clock edge (so the source chose to pause); ``b_stall``/``r_stall``: cycles with
@@ -307,6 +312,7 @@ class AxiStress:
                                      "w_first", "aw_w_together", "writes", "reads"), 0)
         self._waiting = dict.fromkeys(self._sources, False)
         self._aw_at = self._w_at = None
+        self._presented = dict.fromkeys(("AW", "W", "B", "AR", "R"))  # payload held from last cycle
         self._cycle = 0
 
     def stop(self) -> None:
@@ -317,6 +323,19 @@ class AxiStress:
     def sample(self) -> None:
         """Count one cycle; call once per cycle with the signals settled (``ReadOnly``)."""
         a, n = self.ports, self.counts
+        for name, valid, ready, payload in (
+                ("AW", a.awvalid, a.awready, (a.awaddr,)), ("W", a.wvalid, a.wready, (a.wdata, a.wstrb)),
+                ("B", a.bvalid, a.bready, (a.bresp,)), ("AR", a.arvalid, a.arready, (a.araddr,)),
+                ("R", a.rvalid, a.rready, (a.rdata, a.rresp))):
+            v = valid()
+            now = tuple(r() for r in payload) if v else None
+            held = self._presented[name]
+            if held is not None and now != held:
+                raise AssertionError(
+                    f"AXI handshake rule broken on {name} in stress cycle {self._cycle}: presented "
+                    f"{tuple(hex(x) for x in held)} without a handshake, now "
+                    f"{'VALID low' if now is None else tuple(hex(x) for x in now)} (patterns {self.patterns})")
+            self._presented[name] = now if v and not ready() else None
         for ch, source in self._sources.items():
             valid, ready = getattr(a, f"{ch}valid")(), getattr(a, f"{ch}ready")()
             waiting = not source.empty()

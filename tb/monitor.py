@@ -189,6 +189,7 @@ class AxiPorts:
         self.arvalid, self.arready, self.araddr = g("arvalid"), g("arready"), g("araddr")
         self.rvalid, self.rready, self.rdata = g("rvalid"), g("rready"), g("rdata")
         self.bvalid, self.bready = g("bvalid"), g("bready")
+        self.bresp, self.rresp = g("bresp"), g("rresp")
 
 
 @dataclass(slots=True)
