@@ -14,8 +14,9 @@ from kvfabric.tb.tests.axil_tests import STRESS
 
 pytestmark = pytest.mark.cosim
 
-#: 3 tenants on 2 channels: tenant 3's registers are unmapped, and a small build.
-PARAMS = FabricParams(tenants=3, channels=2)
+#: tests/test_cosim.py's 4 tenants on 2 channels (the same simulator builds; tenant
+#: 4's registers are unmapped addresses).
+PARAMS = FabricParams(tenants=4, channels=2)
 
 
 @pytest.mark.parametrize("pattern", STRESS)

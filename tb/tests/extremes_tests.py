@@ -22,8 +22,8 @@ from kvfabric.tb.tests.cosim_tests import _cycles, _params, random_config, rando
 
 @cocotb.test()
 async def deep_queues(dut):
-    """A flood that ignores ``queue_full`` on every channel and tenant, drained at
-    8 B/cycle: every tenant's queue on every channel must reach D (the
+    """A flood that ignores ``queue_full`` for every tenant on two channels, drained
+    at 8 B/cycle: every tenant's queue must reach D (the
     telemetry's ``QUEUE_HWM`` read over AXI equals D for every tenant), ready
     must drop, and then everything drains, checked against the model."""
     p = _params()
@@ -38,8 +38,10 @@ async def deep_queues(dut):
     t0 = tb.cycle
     # Per channel and tenant D + 24 requests, all tenants interleaved, arriving far faster
     # than 8 B/cycle drains them (a grant per 12 cycles per channel on average).
+    # Two channels are enough to fill every tenant's queue; the others stay idle.
     reqs = [(t0 + k // 2, c, i, rng.choice([64, 128]))
-            for k in range(p.queue_depth + 24) for c in range(p.channels) for i in range(p.tenants)]
+            for k in range(p.queue_depth + 24) for c in range(min(2, p.channels))
+            for i in range(p.tenants)]
     tb.add(sorted(reqs, key=lambda r: r[0]))
     await tb.run(_cycles(300))
     occupancy = [max(len(q) for q in ch.fifo) for ch in tb.scoreboard.model.channels]
