@@ -7,6 +7,10 @@ Addresses and fields come from the register description
 behaviour (staging and COMMIT, byte strobes, single pulses, snapshots) is applied
 here from the description's properties, so the mirror is written from the spec,
 not from the RTL's decode. The Amaranth tests (tests/support/) share this mirror.
+
+:class:`AxiStress` puts seeded idle cycles (AW, W, AR) and backpressure (B, R) on
+every channel of that master, through cocotbext-axi's pause hooks, and counts and
+checks on the bus what they did (spec §9's register behaviour must hold under all).
 """
 
 from __future__ import annotations
