@@ -30,7 +30,7 @@ __all__ = [
     "ID_VALUE", "VERSION_VALUE", "MARK_ADDR", "MARK_DATA", "MARK_GAP",
     "tenant_reg", "tel_reg", "dropped_reg", "tenant_words", "params_word",
     "RegisterMirror", "program", "commit_tenant", "take_snapshot", "read_telemetry",
-    "AXIL_CHANNELS", "PAUSE_PATTERNS", "pause_pattern", "AxiStress",
+    "write_strobed", "AXIL_CHANNELS", "PAUSE_PATTERNS", "pause_pattern", "AxiStress",
 ]
 
 FABRIC, TENANT, TEL, DROPPED = (REGMAP.block(name) for name in ("FABRIC", "TENANT", "TEL", "DROPPED"))
@@ -194,6 +194,22 @@ async def commit_tenant(axil, i: int, t: TenantConfig) -> None:
     for name, word in tenant_words(t).items():
         await axil.write_dword(tenant_reg(i, name), word)
     await axil.write_dword(tenant_reg(i, _COMMIT.name), 1)
+
+
+async def write_strobed(axil, addr: int, data: int, strb: int) -> int:
+    """One write with any ``WSTRB`` (0 and non-contiguous ones such as ``0b0101``
+    included), which ``AxiLiteMaster.write`` cannot express: it derives the strobes
+    from the address and the length. Sends on the master's own AW and W channels (so
+    their pause patterns apply) and takes the B response itself, so the master must
+    have no write of its own in flight. Returns ``BRESP``."""
+    from cocotbext.axi.axil_channels import AxiLiteAWTransaction, AxiLiteWTransaction
+    wi = axil.write_if
+    if not wi.idle():
+        raise RuntimeError("write_strobed needs the master's write side idle")
+    await wi.aw_channel.send(AxiLiteAWTransaction(awaddr=addr))
+    await wi.w_channel.send(AxiLiteWTransaction(wdata=data, wstrb=strb))
+    b = await wi.b_channel.recv()
+    return int(b.bresp)
 
 
 async def program(axil, config: FabricConfig) -> None:

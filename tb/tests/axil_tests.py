@@ -88,6 +88,21 @@ async def register_storm(tb: TB, rng: random.Random, count: int) -> list:
     return resps
 
 
+async def strobe_storm(tb: TB, rng: random.Random, count: int) -> list:
+    """``count`` writes with random ``WSTRB`` (any of the 16, 0 and non-contiguous
+    ones included) at random aligned and unaligned addresses, one at a time."""
+    writable, commits, readonly, unmapped = _address_pools(tb.params)
+    resps = []
+    for _ in range(count):
+        base = rng.choice(rng.choices([writable, commits, readonly, unmapped], weights=[8, 1, 1, 1])[0])
+        addr = base + rng.choice([0, 0, rng.randrange(4)])
+        strb = rng.choice([0b0000, 0b0101, 0b1010, 0b1001, 0b0110, rng.randrange(16)])
+        resps.append((addr, strb, await regs.write_strobed(tb.axil, addr, rng.randrange(1 << 32), strb)))
+        if rng.random() < 0.3:
+            await tb.axil.read(addr & ~3, 4)  # checked by the scoreboard
+    return resps
+
+
 async def byte_lanes(tb: TB) -> None:
     """Directed sub-word writes with literal expectations (spec §9): the word a byte
     address selects, the bytes its strobes select; also checked by the scoreboard."""
@@ -112,7 +127,8 @@ async def axil_stress(dut, pattern):
     """Random register traffic (words and 1-3 byte spans at every offset, to writable,
     read-only, COMMIT and unmapped addresses, several transfers queued at once)
     with channel traffic, under one pause pattern on all five channels (``mixed``:
-    one per channel); then the directed sub-word writes, a read of every
+    one per channel); then writes with any WSTRB (0 and non-contiguous included),
+    the directed sub-word writes, a read of every
     register, and the usual end checks. Every response must be OKAY, and the
     pattern must show on the bus (:meth:`AxiStress.check`)."""
     p = _params()
@@ -129,6 +145,8 @@ async def axil_stress(dut, pattern):
     random_traffic(tb, rng, count=300, start=tb.cycle, span=1500)
     # A lost response hangs the manager: fail within a few times the storm's length.
     resps = await tb.run_task(register_storm(tb, rng, 160), limit=20_000)
+    strobed = await tb.run_task(strobe_storm(tb, rng, 40), limit=20_000)
+    resps += [(addr, 4, resp) for addr, _, resp in strobed]
     await tb.run_task(byte_lanes(tb))
     # Every register of the map and a few unmapped words, read under the same patterns.
     addrs = [a for a, *_ in REGMAP.registers(p)] + [0x0020, 0x0FFC, 0xFFFC]
