@@ -28,7 +28,7 @@ from kvfabric.tb.axil import AXIL_CHANNELS, AxiStress
 from kvfabric.tb.env import TB, seed_from_env
 from kvfabric.tb.tests.cosim_tests import _params, random_config, random_traffic
 
-#: The patterns one scenario each; ``mixed`` draws one per channel.
+#: The pause patterns, one scenario each (``none`` is the control; ``mixed`` draws one per channel).
 STRESS = ("none", "random", "bursts", "periodic", "heavy", "mixed")
 _ACTIVE = ("random", "bursts", "periodic", "heavy")
 
