@@ -163,6 +163,7 @@ class Channel:
         self.geometry = geometry
         self.batches_writes = self.policy.batches_writes
         self.scheduler = self.policy.name
+        self._act_gate = getattr(self.policy, "may_activate", None)
         self.refresh = refresh
         g = geometry
         nb = g.banks
@@ -494,6 +495,7 @@ class Channel:
                      for t, faw in zip(self.pc_next_act, self.pc_faw)]
         pc_pre_ok = [row_bus_ok and t <= now for t in self.pc_next_pre]
         cache = self._cand
+        act_gate = self._act_gate
 
         best_col = None
         best_col_rank = NEVER
@@ -548,6 +550,10 @@ class Channel:
                 else:
                     ok = (pc_act_ok[pc_of[b]] and next_act[b] <= now
                           and bg_next_act[bg_of[b]] <= now)
+                    if ok and act_gate is not None:
+                        # The scheduler may hold an activation back (a policy
+                        # decision); it is looked at again next cycle.
+                        ok = act_gate(self, req, pc_of[b], now)
                 if ok:
                     best_row, best_row_rank = (cmd, b, req), rank
                 else:

@@ -241,6 +241,10 @@ class QosKnobs:
         Row hits that may bypass an older request of their class.
     write_high, write_low : int
         Write-drain watermarks per pseudo-channel.
+    guard_activations : bool
+        Burst-class reads open rows only into an empty tFAW window while
+        guaranteed or urgent reads wait in their pseudo-channel
+        (:class:`~sim.controller.QosScheduler`).
     preempt_below : int
         Reads of classes below this cut a write drain short (1: urgent only,
         2: urgent and guaranteed).
@@ -251,6 +255,7 @@ class QosKnobs:
 
     entries: tuple = (16, 128, 96)
     row_hit_caps: tuple = (16, 16, 4)
+    guard_activations: bool = True
     write_high: int = 28
     write_low: int = 4
     preempt_below: int = 1
@@ -279,7 +284,7 @@ class FabricQosPolicy(FabricPolicy):
 
     def controller_args(self):
         k = self.knobs
-        return dict(scheduler=QosScheduler(k.row_hit_caps), admission=ReservedEntries(k.entries),
+        return dict(scheduler=QosScheduler(k.row_hit_caps, k.guard_activations), admission=ReservedEntries(k.entries),
                     drain=PreemptingDrain(k.write_high, k.write_low, preempt_below=k.preempt_below),
                     refresh_policy=QosRefresh(max_postponed=k.refresh_postpone))
 

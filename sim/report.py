@@ -275,6 +275,10 @@ def qos_section(w, results, by):
       "`CREDITS` register.")
     w("* *row-hit caps* (best effort small, 4), *write watermarks*, which classes cut a write drain "
       "short (urgent by default) and how many refresh slots may be postponed (8).")
+    w("* *activation guard* (on): while guaranteed or urgent reads wait in a pseudo-channel, burst-class "
+      "reads open rows there only into an empty tFAW window. It trades a few % of best-effort bandwidth "
+      "for the guaranteed reads' activations; turn it off (`guard_activations=False`) when no tenant is "
+      "latency-bound.")
     w("")
 
 

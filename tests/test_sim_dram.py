@@ -419,3 +419,42 @@ def test_qos_refresh_avoids_banks_with_guaranteed_reads_and_postpones_within_its
     other = Channel(refresh=False, n_tenants=1)
     other.enqueue(Request(0, False, 0, 3, 0), 0)  # a burst read does not protect its bank
     assert policy.pick(other, 0, {0, 1}) == 1 and not policy._protected(other, 0)
+
+
+def test_burst_activation_waits_for_an_empty_tfaw_window_while_guaranteed_reads_wait():
+    """QosScheduler's activation guard: a burst read does not take a tFAW slot
+    that the guaranteed reads queued in its pseudo-channel could use."""
+
+    def run(guard):
+        ch = Channel(refresh=False, n_tenants=2, log_commands=True,
+                     scheduler=QosScheduler((16, 16, 4), guard_activations=guard),
+                     admission=ReservedEntries((4, 8, 8)))
+        seq = 0
+
+        def put(bank, row, qclass, axqos, now):
+            nonlocal seq
+            seq += 1
+            r = Request(0, False, bank, row, now)
+            r.seq, r.qclass, r.axqos, r.rank = seq, qclass, axqos, qos_rank(axqos, seq)
+            ch.enqueue(r, now)
+            return r
+
+        # Two guaranteed reads in one bank (the second must wait tRC for its
+        # row), a burst read in another bank of the same pseudo-channel.
+        g_bank, b_bank = G.bank_id(0, 0, 0, 0), G.bank_id(0, 0, 1, 0)
+        first = put(g_bank, 1, GUARANTEED_CLASS, 10, 0)
+        second = put(g_bank, 2, GUARANTEED_CLASS, 10, 0)
+        burst = put(b_bank, 7, BURST_CLASS, 4, 0)
+        t = 0
+        while burst.done < 0 or second.done < 0:
+            t = ch.tick(t)
+        check_command_log(ch.log)
+        acts = {b: c for c, cmd, b, *_ in ch.log if cmd == "ACT" and b == b_bank}
+        first_act = min(c for c, cmd, b, *_ in ch.log if cmd == "ACT" and b == g_bank)
+        return acts[b_bank], first_act, second
+
+    burst_act, guaranteed_act, second = run(guard=True)
+    assert burst_act >= guaranteed_act + T.tFAW, "the burst ACT must wait for an empty tFAW window"
+    assert burst_act < second.issued, "but it must not wait for every guaranteed read to finish"
+    unguarded_act, guaranteed_act, _ = run(guard=False)
+    assert unguarded_act < guaranteed_act + T.tFAW, "without the guard the burst ACT goes at once"
