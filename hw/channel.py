@@ -8,7 +8,8 @@ in fabric mode when its tenant's peak bucket covers it (``burst_ok``); it is
 *urgent* when it is also older than ``starve_limit`` cycles. The winner has the
 smallest key ``(class, sub-key, tenant index)`` where class 0 = urgent (sub-key
 age, oldest first), 1..4 = guaranteed at priority 0..3, 5 = burst, and the
-sub-key of classes 1..5 is WF2Q+ order: eligible (start tag <= V) before
+sub-key of classes 1..5 is WF2Q+ order: eligible (start tag <= the previous
+cycle's V) before
 ineligible, then the smaller finish tag. In FCFS-bypass mode every non-empty
 queue competes and the oldest head wins. Buckets refill every cycle; the
 winner's start tag becomes its finish tag; everyone else's tag is clamped to
@@ -223,8 +224,8 @@ class ChannelArbiter(wiring.Component):
         fcfs = self.fcfs_bypass
         vt, served, vmin, vmin_valid = self.vt, self.served, self.vmin, self.vmin_valid
 
-        # V at t+1 (spec §6.4), from registers only: the register's input, and
-        # the virtual time the precomputed eligibility is taken against.
+        # V at t+1 (spec §6.4), from registers only. Next cycle's eligibility
+        # is taken against V at t (spec §6.2), so V's choice stays off the keys.
         v_sum = Signal(T, name="vt_sum")
         vt_take_min = Signal(name="vt_take_min")
         vt_next = Signal(T, name="vt_next")
@@ -235,22 +236,13 @@ class ChannelArbiter(wiring.Component):
         ]
         m.d.sync += vt.eq(vt_next)
 
-        def le_vt_next(x, name):
-            # tag_le(x, V at t+1) as a choice between two comparisons made in
-            # parallel with V's own (exact: a mux of comparisons).
-            le = Signal(name=name)
-            m.d.comb += le.eq(Mux(vt_take_min, ~mod_lt(vmin, x, T), ~mod_lt(v_sum, x, T)))
-            return le
-
-        # The clamp bounds of spec §6.4 and their eligibility, per channel.
-        # _shift_lag and _lag_position rely on LAG_WINDOW = 2^(T-3).
+        # The clamp bounds of spec §6.4, per channel. _shift_lag and
+        # _lag_position rely on LAG_WINDOW = 2^(T-3). Eligibility at t+1 is
+        # taken against V at t (spec §6.2), the register itself.
         assert p.lag_window == 1 << (T - 3)
         vt_lo = Signal(T, name="vt_minus_lag")
         vt_hi = Signal(T, name="vt_plus_lag")
         m.d.comb += [vt_lo.eq(_shift_lag(vt, -1)), vt_hi.eq(_shift_lag(vt, 1))]
-        elig_vt = le_vt_next(vt, "eligible_at_vt")
-        elig_vt_lo = le_vt_next(vt_lo, "eligible_at_vt_minus_lag")
-        elig_vt_hi = le_vt_next(vt_hi, "eligible_at_vt_plus_lag")
         fcfs_next = self.fcfs_bypass_next
         limit_next = self.starve_limit_next
         starve_on_next = Signal(name="starve_on_next")
@@ -268,8 +260,7 @@ class ChannelArbiter(wiring.Component):
         # previous cycle for both outcomes of that cycle's selection.
         W = max(T, p.ts_bits)
         timing = _ChannelTiming(
-            vt=vt, vt_lo=vt_lo, vt_hi=vt_hi, eligible_at_vt=elig_vt, eligible_at_vt_lo=elig_vt_lo,
-            eligible_at_vt_hi=elig_vt_hi, le_vt_next=le_vt_next, fcfs=fcfs, fcfs_next=fcfs_next,
+            vt=vt, vt_lo=vt_lo, vt_hi=vt_hi, fcfs=fcfs, fcfs_next=fcfs_next,
             starve_on_next=starve_on_next, deadline_next=deadline_next)
         tenants = [_tenant_candidates(m, p, i, timing, cfg=self.tenant_cfg[i], q=queues[i],
                                       level=self.dyn_level[i], peak=self.dyn_peak[i], tag=self.dyn_tag[i],
@@ -465,10 +456,6 @@ class _ChannelTiming:
     vt: Signal
     vt_lo: Signal
     vt_hi: Signal
-    eligible_at_vt: Signal
-    eligible_at_vt_lo: Signal
-    eligible_at_vt_hi: Signal
-    le_vt_next: object  # (value, name) -> tag_le(value, V at t+1)
     fcfs: Signal
     fcfs_next: Signal
     starve_on_next: Signal
@@ -508,8 +495,7 @@ def _tenant_candidates(m, p, i, timing, *, cfg, q, level, peak, tag, burst_level
     T = p.tag_bits
     W = max(T, p.ts_bits)
     vt, vt_lo, vt_hi = timing.vt, timing.vt_lo, timing.vt_hi
-    elig_vt, elig_vt_lo, elig_vt_hi = timing.eligible_at_vt, timing.eligible_at_vt_lo, timing.eligible_at_vt_hi
-    le_vt_next, fcfs, fcfs_next = timing.le_vt_next, timing.fcfs, timing.fcfs_next
+    fcfs, fcfs_next = timing.fcfs, timing.fcfs_next
     starve_on_next, deadline_next = timing.starve_on_next, timing.deadline_next
     head = q.r_data
     k_comp = Signal(name=f"key_competes_{i}")
@@ -562,17 +548,19 @@ def _tenant_candidates(m, p, i, timing, *, cfg, q, level, peak, tag, burst_level
     above = Signal(name=f"tag_above_ceiling_{i}")
     floor_ = Signal(T, name=f"tag_floor_{i}")
     ti = Signal(T, name=f"tag_idle_{i}")
-    lt_vt, lt_vt_lo, gt_vt_hi = _lag_position(m, tag, vt, T, f"tag_{i}")
+    lt_vt, lt_vt_lo, gt_vt_hi, vt_lt = _lag_position(m, tag, vt, T, f"tag_{i}")
     m.d.comb += [
         below.eq(Mux(q.r_rdy, lt_vt_lo, lt_vt)),
         above.eq(~below & gt_vt_hi),
         floor_.eq(Mux(q.r_rdy, vt_lo, vt)),
         ti.eq(Mux(below, floor_, Mux(above, vt_hi, tag))),
     ]
-    elig_tag = le_vt_next(tag, f"eligible_tag_{i}")
+    # Eligibility of the clamped tag against V at t (spec §6.2: V one cycle
+    # old at t+1): a floor (V or V - LAG_WINDOW) is at most V, the ceiling
+    # V + LAG_WINDOW is above it, and a tag in between is eligible unless
+    # tag_lt(V, tag), which the clamp's subtraction already gives.
     elig_ti = Signal(name=f"eligible_tag_idle_{i}")
-    m.d.comb += elig_ti.eq(Mux(below, Mux(q.r_rdy, elig_vt_lo, elig_vt),
-                               Mux(above, elig_vt_hi, elig_tag)))
+    m.d.comb += elig_ti.eq(below | (~above & ~vt_lt))
 
     # The key of the next cycle's head, for both outcomes of this
     # cycle's selection. Bucket tests use min(a, cap) >= n <=> a >= n
@@ -615,7 +603,8 @@ def _tenant_candidates(m, p, i, timing, *, cfg, q, level, peak, tag, burst_level
     pop_peak_ok = Mux(fcfs, _ge(s_pi, pop_need), _ge(s_pw, pop_need))
     pop_tag = Signal(T, name=f"pop_tag_{i}")
     pop_fin = Signal(T, name=f"pop_finish_{i}")
-    elig_fin = le_vt_next(s_fin, f"eligible_finish_{i}")
+    elig_fin = Signal(name=f"eligible_finish_{i}")
+    m.d.comb += elig_fin.eq(~mod_lt(vt, s_fin, T))
     m.d.comb += [
         pop_tag.eq(Mux(fcfs, ti, s_fin)),
         pop_fin.eq(pop_tag + pop_head.cost),
@@ -640,7 +629,7 @@ def _next_key(m, p, sfx, *, valid, head, level_ok, peak_ok, eligible, finish, de
 
     ``valid``: the tenant has a head next cycle; ``head``: that head;
     ``level_ok``/``peak_ok``: next cycle's committed/peak level covers it;
-    ``eligible``: next cycle's start tag is at most next cycle's V;
+    ``eligible``: next cycle's start tag is at most this cycle's V (spec §6.2);
     ``finish``: next cycle's start tag plus the head's cost;
     ``deadline_next``: next cycle's ``now - starve_limit``. Returns the
     register inputs ``(competes, key, order, conform, finish)`` in the order
@@ -692,9 +681,9 @@ def _shift_lag(x, sign):
 
 
 def _lag_position(m, tag, vt, bits, sfx):
-    """``tag_lt(tag, V)``, ``tag_lt(tag, V - W)`` and ``tag_lt(V + W, tag)``
-    for ``W = LAG_WINDOW = 2^(bits-3)`` (spec §6.4's clamp bounds), from one
-    subtraction.
+    """``tag_lt(tag, V)``, ``tag_lt(tag, V - W)``, ``tag_lt(V + W, tag)``
+    for ``W = LAG_WINDOW = 2^(bits-3)`` (spec §6.4's clamp bounds) and
+    ``tag_lt(V, tag)`` (eligibility, §6.2), from one subtraction.
 
     With ``d = (tag - V) mod 2^bits``: ``tag_lt(tag, V)`` is d's top bit;
     ``tag - (V - W) = d + W`` only adds to d's top three bits ``t``, so its
@@ -709,7 +698,8 @@ def _lag_position(m, tag, vt, bits, sfx):
     top = Signal(3, name=f"{sfx}_minus_vt_top")
     low_equal = Signal(name=f"{sfx}_low_equals_vt")
     neg_top = Signal(3, name=f"{sfx}_vt_minus_top")
-    lt_v, lt_lo, gt_hi = (Signal(name=f"{sfx}_{n}") for n in ("lt_vt", "lt_vt_lo", "gt_vt_hi"))
+    lt_v, lt_lo, gt_hi, v_lt = (Signal(name=f"{sfx}_{n}")
+                                for n in ("lt_vt", "lt_vt_lo", "gt_vt_hi", "vt_lt"))
     m.d.comb += [
         diff.eq(tag - vt),
         top.eq(diff[low:]),
@@ -718,8 +708,10 @@ def _lag_position(m, tag, vt, bits, sfx):
         lt_v.eq(diff[bits - 1]),
         lt_lo.eq((top + 1)[2]),
         gt_hi.eq((neg_top + 1)[2]),
+        # (V - tag) mod 2^bits = -d: its top bit is neg_top's.
+        v_lt.eq(neg_top[2]),
     ]
-    return lt_v, lt_lo, gt_hi
+    return lt_v, lt_lo, gt_hi, v_lt
 
 
 def _ge(big, small):

@@ -108,6 +108,9 @@ class ChannelModel:
         self.ingress: tuple[int, int, int, int, int] | None = None  # tenant, bytes, id, ts, cost
         self.grant: Grant | None = None
         self.vt = 0
+        #: V of the previous cycle (0 in cycle 0): eligibility is taken against
+        #: it (spec §6.2), so the RTL tests it from registers a cycle ahead.
+        self.vt_prev = 0
         self.served = 0
         self.vmin = 0
         self.vmin_valid = 0
@@ -142,7 +145,8 @@ class ChannelModel:
                      for limit, held in zip(self.config.credits, self.inflight))
 
     def quiescent(self) -> bool:
-        """True when a cycle without inputs changes nothing but bucket refills."""
+        """True when a cycle without inputs changes nothing but bucket refills
+        (and ``vt_prev``, which catches up with the constant V)."""
         return (self.ingress is None and self.grant is None and self.served == 0
                 and not self.vmin_valid and not any(self.fifo))
 
@@ -165,7 +169,8 @@ class ChannelModel:
             cls = 5
         else:
             cls = NO_CLASS
-        eligible = not mod_lt(self.vt, self.tag[i], p.tag_bits)
+        # tag_le(tag_i, V at t-1) (spec §6.2): V one cycle old.
+        eligible = not mod_lt(self.vt_prev, self.tag[i], p.tag_bits)
         finish = (self.tag[i] + head.cost) & ((1 << p.tag_bits) - 1)
         return cls, eligible, finish, head.ts
 
@@ -292,7 +297,7 @@ class ChannelModel:
             x = x if x < _INFLIGHT_MAX else _INFLIGHT_MAX
             inflight[k] = x - 1 if (credit_return[k] and x > 0) else x
 
-        self.vt, self.served = next_vt, next_served
+        self.vt_prev, self.vt, self.served = self.vt, next_vt, next_served
         self.vmin, self.vmin_valid = next_vmin, next_vmin_valid
 
         # Queues, ingress register, grant register.
@@ -318,6 +323,7 @@ class ChannelModel:
         # One real cycle applies the idle tag clamp; after it V is constant, so the
         # clamp is idempotent and buckets follow min(level + k*rate, cap).
         self._refill(cycles)
+        self.vt_prev = self.vt  # V is constant while quiescent
         for i in range(self.params.tenants):
             self.tag[i] = mod_max(self.tag[i], self.vt, self.params.tag_bits)
 
@@ -363,13 +369,13 @@ class ChannelModel:
         assert self.ingress is None
         mask = (1 << self.params.ts_bits) - 1
         while cycles > 0:
-            before = (self.vt, self.served, self.vmin, self.vmin_valid, tuple(self.tag))
+            before = (self.vt_prev, self.vt, self.served, self.vmin, self.vmin_valid, tuple(self.tag))
             held = self.grant
             self.step(now & mask, None, False)
             assert self.grant is held, "advance_inert() called on a cycle with a selection"
             now += 1
             cycles -= 1
-            if before == (self.vt, self.served, self.vmin, self.vmin_valid, tuple(self.tag)):
+            if before == (self.vt_prev, self.vt, self.served, self.vmin, self.vmin_valid, tuple(self.tag)):
                 break
         if cycles > 0:
             self._refill(cycles)

@@ -62,7 +62,7 @@ def M(name, what, *edits, listed=False, equivalent=""):
 MUTANTS = [
     # ---- the eleven of issue #16 ----
     M("wfq_no_eligibility", "WF2Q+ eligibility removed (plain WFQ)",
-      ("eligible = not mod_lt(self.vt, self.tag[i], p.tag_bits)", "eligible = True"), listed=True),
+      ("eligible = not mod_lt(self.vt_prev, self.tag[i], p.tag_bits)", "eligible = True"), listed=True),
     M("sfq_start_tag_order", "heads ordered by start tag instead of finish tag",
       ("finish = (self.tag[i] + head.cost) & ((1 << p.tag_bits) - 1)", "finish = self.tag[i]"), listed=True),
     M("v_never_jumps_to_vmin", "V never jumps to vmin",
@@ -95,7 +95,7 @@ MUTANTS = [
     M("tie_to_higher_index", "equal keys go to the higher tenant index",
       ("if best is None or self._beats(key, best_key):", "if best is None or not self._beats(best_key, key):")),
     M("eligible_strict", "eligible only when the start tag is strictly below V",
-      ("eligible = not mod_lt(self.vt, self.tag[i], p.tag_bits)", "eligible = mod_lt(self.tag[i], self.vt, p.tag_bits)")),
+      ("eligible = not mod_lt(self.vt_prev, self.tag[i], p.tag_bits)", "eligible = mod_lt(self.tag[i], self.vt_prev, p.tag_bits)")),
     M("ineligible_first", "ineligible heads before eligible ones",
       ("        if a[1] != b[1]:\n            return a[1]", "        if a[1] != b[1]:\n            return b[1]")),
     M("priority_inverted", "priority 3 is the highest",

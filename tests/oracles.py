@@ -346,10 +346,11 @@ def expected_tag_state(*, tags, vt, served, vmin, vmin_valid, nonempty, winner, 
     return out, new_vt, new_served, new_vmin, int(bool(busy))
 
 
-def expected_winner(*, heads, levels, peaks, tags, vt, now, tenants, starve_limit, fcfs, tag_bits, ts_bits,
-                    frac=3):
+def expected_winner(*, heads, levels, peaks, tags, v_prev, now, tenants, starve_limit, fcfs, tag_bits,
+                    ts_bits, frac=3):
     """§6.2's winner among ``heads`` (per tenant None or (bytes, ts, cost)), in the
-    spec's words; returns (tenant, kind) or None. ``tenants`` are TenantConfigs."""
+    spec's words; returns (tenant, kind) or None. ``tenants`` are TenantConfigs;
+    ``v_prev`` is V in the previous cycle (0 in cycle 0), which eligibility uses."""
     best = None
     for i, h in enumerate(heads):
         if h is None:
@@ -372,7 +373,7 @@ def expected_winner(*, heads, levels, peaks, tags, vt, now, tenants, starve_limi
             cls = 5
         else:
             continue
-        eligible = not _lt(vt, tags[i], tag_bits)  # tag_le(tag, V)
+        eligible = not _lt(v_prev, tags[i], tag_bits)  # tag_le(tag, V at t-1)
         finish = (tags[i] + cost) % (1 << tag_bits)
         key = (cls, eligible, finish, ts)
         if best is None or _precedes(key, best[1], tag_bits, ts_bits):

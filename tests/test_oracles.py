@@ -347,9 +347,10 @@ def test_charged_service_with_small_requests():
 def test_virtual_time_and_tags_follow_6_4_every_cycle(seed, tag_bits, lmax):
     """Random traffic (sizes not multiples of TAG_UNIT, idle gaps, a refusing
     memory side, mixed priorities, buckets and a starvation guard): every
-    cycle's selection equals §6.2's (``oracles.expected_winner``) and its V,
-    served, vmin and tags equal §6.4's update (``oracles.expected_tag_state``),
-    both computed from the previous cycle's registers; costs from §3's formula."""
+    cycle's selection equals §6.2's (``oracles.expected_winner``, eligibility
+    against the V this test saw one cycle earlier) and its V, served, vmin and
+    tags equal §6.4's update (``oracles.expected_tag_state``), both computed
+    from the previous cycle's registers; costs from §3's formula."""
     from kvfabric.model.channel import ChannelModel, Request  # the model under test
 
     rng = random.Random(seed)
@@ -362,6 +363,7 @@ def test_virtual_time_and_tags_follow_6_4_every_cycle(seed, tag_bits, lmax):
     ch = ChannelModel(p, cfg)
     sizes = [1, 31, 33, 64, 100, lmax // 2 + 1, lmax]
     checked = 0
+    v_prev = 0  # V in cycle t - 1 (0 before cycle 0)
     for t in range(6000):
         busy = (t // 500) % 4 != 3  # idle phases let queues drain and tenants return
         req = Request(rng.randrange(p.tenants), rng.choice(sizes), t & 0xFFFF) if busy and rng.random() < 0.8 \
@@ -373,9 +375,10 @@ def test_virtual_time_and_tags_follow_6_4_every_cycle(seed, tag_bits, lmax):
         load = ch.grant is None or ready
         expect = oracles.expected_winner(
             heads=[(h.bytes, h.ts, oracles.spec_cost(h.bytes, inv[i])) if h else None for i, h in enumerate(heads)],
-            levels=list(ch.level), peaks=list(ch.peak), tags=pre["tags"], vt=ch.vt, now=t & ((1 << p.ts_bits) - 1),
+            levels=list(ch.level), peaks=list(ch.peak), tags=pre["tags"], v_prev=v_prev, now=t & ((1 << p.ts_bits) - 1),
             tenants=cfg.tenants, starve_limit=cfg.starve_limit, fcfs=False, tag_bits=tag_bits, ts_bits=p.ts_bits)
         ch.step(t, req, ready)
+        v_prev = pre["vt"]
         winner = ch.grant.tenant if (load and ch.grant is not None) else None
         if load:
             got_kind = oracles.KIND_BY_CODE[ch.grant.kind] if winner is not None else None

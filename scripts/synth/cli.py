@@ -11,7 +11,7 @@ import datetime
 import sys
 from pathlib import Path
 
-from .families import DEFAULT_TARGETS, FAMILIES, TARGETS
+from .families import DEFAULT_TARGETS, FAMILIES, GENERIC_ADDERS, TARGETS
 from .flows import run_target
 from .report import format_markdown, load_results, write_reports
 from .tools import ToolError, log, source_revision
@@ -52,6 +52,10 @@ def build_parser():
                         help="one-channel Verilog for the ecp5_1ch and ice40 targets (default: "
                              "--verilog if given, else build/kvfabric_1ch.v generated with "
                              "kvfabric verilog --channels 1)")
+    parser.add_argument("--generic-adders", choices=GENERIC_ADDERS, default="default",
+                        help="how the generic target maps adders and comparisons: Yosys's "
+                             "default techmap or another parallel-prefix network (default: "
+                             "%(default)s)")
     parser.add_argument("--tenants", type=int, help="design tenants, for the report only")
     parser.add_argument("--channels", type=int, help="design channels, for the report only")
     parser.add_argument("--clock", default="clk", help="clock port (default: %(default)s)")

@@ -18,7 +18,7 @@ from typing import Mapping
 from .. import netlist_paths
 
 __all__ = ["Device", "Family", "Target", "FAMILIES", "TARGETS", "DEFAULT_TARGETS",
-           "GENERIC_GATES", "GENERIC_FF_CELLS", "BREAKDOWN_COLUMNS"]
+           "GENERIC_GATES", "GENERIC_ADDERS", "GENERIC_FF_CELLS", "BREAKDOWN_COLUMNS"]
 
 
 @dataclass(frozen=True)
@@ -126,6 +126,10 @@ DEFAULT_TARGETS = tuple(name for name, t in TARGETS.items() if t.default)
 
 #: The generic target's gate library (``abc -g``) and its flip-flop cells.
 GENERIC_GATES = "AND,NAND,OR,NOR,XOR,XNOR,MUX"
+#: How the generic target maps carry chains (``--generic-adders``): Yosys's
+#: default techmap (a Brent-Kung network, which ABC then restructures for area)
+#: or one of its other parallel-prefix networks (``+/choices/*.v``).
+GENERIC_ADDERS = ("default", "sklansky", "kogge-stone", "han-carlson")
 GENERIC_FF_CELLS = ("$_DFF", "$_SDFF", "$_DFFE", "$_SDFFE", "$_SDFFCE", "$_ALDFF", "$_DFFSR",
                     "$_DLATCH")
 #: The columns of the per-module breakdown, in the order its rows list them.

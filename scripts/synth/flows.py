@@ -19,7 +19,7 @@ import time
 
 from .. import netlist_paths
 from ..yosys_util import MARK_REGISTERS, Netlist, design_params, name_pattern
-from .families import BREAKDOWN_COLUMNS, GENERIC_FF_CELLS, GENERIC_GATES, TARGETS
+from .families import BREAKDOWN_COLUMNS, GENERIC_ADDERS, GENERIC_FF_CELLS, GENERIC_GATES, TARGETS
 from .harness import make_renamer, top_ports, write_harness
 from .parsers import (cell_counts, count_cells, critical_path, fmax_from_report, over_capacity,
                       parse_ltp, utilisation_from_log, with_percent, yosys_cells)
@@ -242,6 +242,17 @@ def run_breakdown(target, opts, verilog, workdir):
             "runtime_s": {"yosys": round(ysec, 1)}}
 
 
+def generic_adder_map(adders):
+    """The ``synth`` option that maps adders and comparisons (Yosys ``$lcu``
+    carry cells) as ``adders``: ``default`` is Yosys's own techmap, the others
+    the parallel-prefix networks Yosys ships in ``+/choices/``. After ``abc
+    -g`` a 32-bit sum of the default map is 62 gate levels deep, Kogge-Stone's
+    34 (``tests/test_synth_tools.py``)."""
+    if adders not in GENERIC_ADDERS:
+        raise ValueError(f"generic adders must be one of {', '.join(GENERIC_ADDERS)}, not {adders!r}")
+    return "" if adders == "default" else f" -extra-map +/choices/{adders}.v"
+
+
 def run_generic(target, opts, verilog, workdir):
     """Generic gates: logic depth with ``ltp -noff`` and per-endpoint ranking."""
     progress = Progress(target)
@@ -250,7 +261,7 @@ def run_generic(target, opts, verilog, workdir):
     yargs, ysec = run_yosys_script(target, [
         f"read_verilog {verilog}",
         f"hierarchy -check -top {opts.top}", "proc", "flatten", *MARK_REGISTERS,
-        f"synth -flatten -top {opts.top} -noabc",
+        f"synth -flatten -top {opts.top} -noabc{generic_adder_map(opts.generic_adders)}",
         f"abc -g {GENERIC_GATES}",
         "opt_clean",
         f"tee -q -o {workdir}/stat.json stat -json",
@@ -263,8 +274,9 @@ def run_generic(target, opts, verilog, workdir):
                                            top_n=opts.top_paths)
     ffs = count_cells(cells, *GENERIC_FF_CELLS)
     return {
-        "device": f"generic gates ({GENERIC_GATES}, NOT)",
+        "device": f"generic gates ({GENERIC_GATES}, NOT), {opts.generic_adders} adders",
         "status": "ok",
+        "adders": opts.generic_adders,
         "logic_depth": depth,
         "logic_depth_path": {"start": ltp_names[0], "end": ltp_names[-1]} if ltp_names else None,
         "logic_depth_reg_to_reg": info["worst"],
