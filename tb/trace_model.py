@@ -29,9 +29,9 @@ from kvfabric.model.registers import FabricConfig
 
 from .axil import RegisterMirror
 from .trace_format import (END, MEMORY, MODE, REQ, RESET, SEED, WAIT, WRITE, ZERO, draw,
-                           pending_depth)
+                           pending_depth, read_stimulus)
 
-__all__ = ["StimulusError", "ModelRun", "model_log"]
+__all__ = ["StimulusError", "ModelRun", "model_log", "model_log_parallel"]
 
 # Per-channel timeline entries (cycle, order, kind, payload); order keeps the
 # stimulus order within a cycle.
@@ -94,12 +94,13 @@ def _split(events, params):
     return glob, per_channel, writes, seed, end
 
 
-def model_log(params, events) -> ModelRun:
-    """The model's grant log for ``events`` (a list of trace_format.Event)."""
+def model_log(params, events, channels=None) -> ModelRun:
+    """The model's grant log for ``events`` (trace_format.Event), of the channels
+    in ``channels`` (default all: a subset lets processes share the work)."""
     glob, per_channel, writes, seed, end = _split(events, params)
     grants = []
     stepped = waiting = max_waiting = 0
-    for c in range(params.channels):
+    for c in (range(params.channels) if channels is None else channels):
         g, s, w, mw = _run_channel(params, c, glob, per_channel[c], seed, end)
         grants.extend(g)
         stepped += s
@@ -236,3 +237,21 @@ def _run_channel(params, c, glob, mine, seed, end):
             busy_until = t + (q if q > 0 else 1)
         t += 1
     return grants, stepped, waiting, max_waiting
+
+
+def _worker(params, stimulus_path, channels):
+    return model_log(params, list(read_stimulus(stimulus_path)), channels)
+
+
+def model_log_parallel(params, stimulus_path, jobs: int) -> ModelRun:
+    """:func:`model_log` of a stimulus file with the channels shared by ``jobs``
+    processes (each reads the file itself, so no event crosses a pipe)."""
+    if jobs <= 1 or params.channels == 1:
+        return model_log(params, list(read_stimulus(stimulus_path)))
+    from concurrent.futures import ProcessPoolExecutor
+    groups = [list(range(k, params.channels, jobs)) for k in range(min(jobs, params.channels))]
+    with ProcessPoolExecutor(len(groups)) as pool:
+        runs = list(pool.map(_worker, [params] * len(groups), [stimulus_path] * len(groups), groups))
+    grants = sorted((g for r in runs for g in r.grants), key=lambda g: (g[0], g[1]))
+    return ModelRun(grants, runs[0].writes, runs[0].end, sum(r.stepped for r in runs),
+                    sum(r.waiting_at_end for r in runs), max(r.max_waiting for r in runs))
