@@ -57,10 +57,11 @@ def _drainable(params, rng) -> FabricConfig:
 
 
 def soak_stimulus(params, seed: int, cycles: int, *, bytes_per_cycle: int = 64,
-                  tail: int = 60_000) -> list[Event]:
+                  tail: int = 60_000, max_span: int = 20_000) -> list[Event]:
     """``cycles`` cycles of random phases (the cocotb soak's choices, see the module
-    docstring), the last ``tail`` of them a drainable configuration without new
-    traffic, so every request that a reset did not flush is granted."""
+    docstring) of at most ``max_span`` cycles of traffic each, the last ``tail``
+    cycles a drainable configuration without new traffic, so every request that
+    a reset did not flush is granted."""
     from .tests.cosim_tests import random_config, random_size  # the cocotb soak's own choices
     rng = random.Random(seed)
     p = params
@@ -88,7 +89,7 @@ def soak_stimulus(params, seed: int, cycles: int, *, bytes_per_cycle: int = 64,
         config = random_config(p, rng, fcfs=fcfs, credits=credits)
         t = program(t, config)
         ev.append(Event(MODE, t, fcfs, _prob(idle), _prob(backpressure), _prob(credit_return)))
-        span = min(20_000, max(500, last_phase - t))
+        span = min(max_span, max(500, last_phase - t))
         # Per channel one request every 16..128 cycles on average: from about 1.5x
         # the memory side's bandwidth (B = 64, mean request ~1.5 kB) down to 0.2x.
         count = span * p.channels // rng.choice([16, 32, 64, 128])
