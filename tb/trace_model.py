@@ -193,6 +193,24 @@ def _run_channel(params, c, glob, mine, seed, end):
                 ch.skip(nxt - t)
                 t = nxt
                 continue
+        # Inert stretches (as the model's replay engine does): nothing presented
+        # (nothing waiting, or every waiting tenant's queue full, which stays so
+        # without a selection), no ingress, no credit return that counts, and
+        # either the grant register held by a busy memory side or no head
+        # competing; ChannelModel.advance_inert is exact for them.
+        if held < 0 and ch.ingress is None and (p_cr == 0 or not any(ch.inflight)) and (
+                not waiting or (not fcfs and _all_blocked(queues, ch.queue_full(), n))):
+            k = 0
+            if ch.grant is not None:
+                k = busy_until - t
+            else:
+                k = ch.cycles_until_competing()
+                k = (end - t) if k is None else k
+            k = min(k, timeline[ti][0] - t)
+            if k > 1:
+                ch.advance_inert((t - epoch) & ts_mask, k)
+                t += k
+                continue
         z = draw(seed, t, c, channels) if (p_idle or p_bp or p_cr) else 0xFFFFFFFFFFFFFFFF
         # Upstream driver.
         tag = held
@@ -255,3 +273,11 @@ def model_log_parallel(params, stimulus_path, jobs: int) -> ModelRun:
     grants = sorted((g for r in runs for g in r.grants), key=lambda g: (g[0], g[1]))
     return ModelRun(grants, runs[0].writes, runs[0].end, sum(r.stepped for r in runs),
                     sum(r.waiting_at_end for r in runs), max(r.max_waiting for r in runs))
+
+
+def _all_blocked(queues, full, n) -> bool:
+    """No waiting request can be presented: each waiting tenant is valid and full."""
+    for k, q in enumerate(queues):
+        if q and (k >= n or not full[k]):
+            return False
+    return True
