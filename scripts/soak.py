@@ -45,15 +45,18 @@ def soak(params, sims, cycles: int, seed: int, jobs: int, work: Path) -> dict:
     res = run_check(params, events, sims, work, jobs=jobs, stimulus_seconds=gen_s)
     out = {"cycles": res.cycles, "seed": seed, "events": res.stimulus_events,
            "stimulus_seconds": round(gen_s, 1), "model_seconds": round(res.model_seconds, 1),
+           "model_cpu_seconds": round(res.model_cpu_seconds, 1),
            "model_cycles_per_s": round(res.cycles / res.model_seconds),
            "model_grants": res.model_grants, "waiting_at_end": res.waiting_at_end,
            "wall_seconds": round(res.wall_seconds, 1), "sims": []}
     for s in res.sims:
         print(f"[soak] {s.sim:9s} {s.cycles:>11,} cycles {s.seconds:8.1f} s {s.rate:>9,.0f} cycles/s "
+              f"(CPU {s.cpu_seconds:.1f} s, {s.cpu_rate:,.0f} cycles/CPU-s) "
               f"{s.grants:>10,} grants  mismatches {s.mismatches}"
               + (f"  {s.mismatch}" if s.mismatch else ""), flush=True)
         out["sims"].append({"sim": s.sim, "cycles": s.cycles, "seconds": round(s.seconds, 1),
-                            "cycles_per_s": round(s.rate), "grants": s.grants,
+                            "cycles_per_s": round(s.rate), "cpu_seconds": round(s.cpu_seconds, 1),
+                            "cycles_per_cpu_s": round(s.cpu_rate), "grants": s.grants,
                             "mismatches": s.mismatches,
                             "first_mismatch": str(s.mismatch) if s.mismatch else None,
                             "build_seconds": round(s.build_seconds, 1)})
@@ -101,12 +104,15 @@ def main(argv=None) -> int:
     lines = ["# kvfabric soak (`make soak`)", "",
              f"{params.tenants} tenants x {params.channels} channels; machine: {os.cpu_count()} CPUs, "
              f"load average {report['machine']['loadavg_1m']} at the end; total {total / 60:.1f} min.", "",
-             "| simulator | cycles | seconds | cycles/s | grants | mismatches | model s (jobs) |",
-             "|---|---|---|---|---|---|---|"]
+             "| simulator | cycles | seconds | cycles/s | CPU s | cycles/CPU-s | grants | mismatches "
+             "| model s (CPU s, jobs) | check wall s |",
+             "|---|---|---|---|---|---|---|---|---|---|"]
     for r in runs:
         for s in r["sims"]:
             lines.append(f"| {s['sim']} | {s['cycles']:,} | {s['seconds']:,} | {s['cycles_per_s']:,} | "
-                         f"{s['grants']:,} | {s['mismatches']} | {r['model_seconds']} ({args.jobs}) |")
+                         f"{s['cpu_seconds']:,} | {s['cycles_per_cpu_s']:,} | "
+                         f"{s['grants']:,} | {s['mismatches']} | {r['model_seconds']} "
+                         f"({r['model_cpu_seconds']}, {args.jobs}) | {r['wall_seconds']} |")
     Path(args.json).with_suffix(".md").write_text("\n".join(lines) + "\n")
     print(f"[soak] total {total:.0f} s; wrote {args.json} and {Path(args.json).with_suffix('.md')}")
     bad = [s for r in runs for s in r["sims"] if s["mismatches"]]

@@ -27,7 +27,8 @@ __all__ = ["SimResult", "CheckResult", "run_check"]
 class SimResult:
     sim: str
     cycles: int
-    seconds: float
+    seconds: float  # wall clock of the simulator's run
+    cpu_seconds: float  # its CPU time
     build_seconds: float
     grants: int
     mismatch: object  # trace_compare.Mismatch or None
@@ -36,6 +37,10 @@ class SimResult:
     @property
     def rate(self) -> float:
         return self.cycles / self.seconds if self.seconds else 0.0
+
+    @property
+    def cpu_rate(self) -> float:
+        return self.cycles / self.cpu_seconds if self.cpu_seconds else 0.0
 
     @property
     def mismatches(self) -> int:
@@ -49,6 +54,7 @@ class CheckResult:
     stimulus_events: int
     stimulus_seconds: float
     model_seconds: float
+    model_cpu_seconds: float
     model_grants: int
     model_stepped: int
     waiting_at_end: int
@@ -89,18 +95,20 @@ def run_check(params, events, sims, work_dir, *, jobs: int = 2, log=print,
     model_s = time.monotonic() - t0
     write_model_log(work_dir / "model.log", model)
     log(f"[trace-check] model: {end} cycles in {model_s:.1f} s ({end / model_s:,.0f} cycles/s, "
+        f"{model.cpu_seconds:.1f} CPU s in {jobs} processes, "
         f"{model.stepped:,} channel-cycles stepped, the rest skipped exactly)")
     for th in threads:
         th.join()
     if errors:
         raise next(iter(errors.values()))
-    result = CheckResult(end, nev, stimulus_seconds, model_s, len(model.grants), model.stepped,
+    result = CheckResult(end, nev, stimulus_seconds, model_s, model.cpu_seconds, len(model.grants),
+                         model.stepped,
                          model.waiting_at_end, model.max_waiting, 0.0)
     for sim in sims:
         r = runs[sim]
         actual = read_sim_log(r.log)
         mm = first_mismatch(model, actual, params.channels)
-        result.sims.append(SimResult(sim, end, r.seconds, builds[sim].build_seconds,
+        result.sims.append(SimResult(sim, end, r.seconds, r.cpu_seconds, builds[sim].build_seconds,
                                      len(actual.grants), mm, r.log))
     result.wall_seconds = time.monotonic() - t_start
     return result

@@ -21,6 +21,7 @@ shows up as a mismatch.
 from __future__ import annotations
 
 import heapq
+import time
 from collections import deque
 from dataclasses import dataclass
 
@@ -51,6 +52,7 @@ class ModelRun:
     stepped: int  # channel-cycles stepped (the rest were skipped exactly)
     waiting_at_end: int
     max_waiting: int
+    cpu_seconds: float = 0.0  # process time of the model's run(s)
 
 
 def _split(events, params):
@@ -258,21 +260,25 @@ def _run_channel(params, c, glob, mine, seed, end):
 
 
 def _worker(params, stimulus_path, channels):
-    return model_log(params, list(read_stimulus(stimulus_path)), channels)
+    t0 = time.process_time()
+    run = model_log(params, list(read_stimulus(stimulus_path)), channels)
+    run.cpu_seconds = time.process_time() - t0
+    return run
 
 
 def model_log_parallel(params, stimulus_path, jobs: int) -> ModelRun:
     """:func:`model_log` of a stimulus file with the channels shared by ``jobs``
     processes (each reads the file itself, so no event crosses a pipe)."""
     if jobs <= 1 or params.channels == 1:
-        return model_log(params, list(read_stimulus(stimulus_path)))
+        return _worker(params, stimulus_path, None)
     from concurrent.futures import ProcessPoolExecutor
     groups = [list(range(k, params.channels, jobs)) for k in range(min(jobs, params.channels))]
     with ProcessPoolExecutor(len(groups)) as pool:
         runs = list(pool.map(_worker, [params] * len(groups), [stimulus_path] * len(groups), groups))
     grants = sorted((g for r in runs for g in r.grants), key=lambda g: (g[0], g[1]))
     return ModelRun(grants, runs[0].writes, runs[0].end, sum(r.stepped for r in runs),
-                    sum(r.waiting_at_end for r in runs), max(r.max_waiting for r in runs))
+                    sum(r.waiting_at_end for r in runs), max(r.max_waiting for r in runs),
+                    sum(r.cpu_seconds for r in runs))
 
 
 def _all_blocked(queues, full, n) -> bool:

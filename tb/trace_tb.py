@@ -44,6 +44,7 @@ without VPI here.
 from __future__ import annotations
 
 import hashlib
+import os
 import shutil
 import subprocess
 import time
@@ -326,9 +327,24 @@ class TraceBuild:
     build_seconds: float
 
 
+#: Verilator's options besides file names (part of the build's cache key).
+_VERILATOR_TB_ARGS = [
+    "--binary", "-j", "1", "--top-module", TB_TOP, *_VERILATOR_ARGS, "-Wno-STMTDLY", "-Wno-INITIALDLY",
+    "-MAKEFLAGS", "CFG_CXXFLAGS_PCH_I=-include",
+    # The wheel's verilated.mk has empty C++20 / coroutine flags; --timing (the
+    # testbench's delays) needs both.
+    "-MAKEFLAGS", "CFG_CXXFLAGS_STD=-std=gnu++20",
+    "-MAKEFLAGS", "CFG_CXXFLAGS_COROUTINES=-fcoroutines",
+    "-MAKEFLAGS", "OPT_SLOW=-O0", "-MAKEFLAGS", "OPT_FAST=-O2", "-MAKEFLAGS", "OPT_GLOBAL=-O1",
+]
+
+
 def _key(params, sources_text: str) -> str:
-    h = hashlib.sha1(Path(__file__).read_bytes())
-    h.update(sources_text.encode())
+    """Cache key: the testbench and DUT text and the build recipe, so that an edit
+    of this module's Python alone does not rebuild (an 8 x 8 Verilator build
+    takes minutes)."""
+    h = hashlib.sha1(sources_text.encode())
+    h.update(" ".join(_VERILATOR_TB_ARGS).encode())
     return f"{params_key(params)}-{h.hexdigest()[:12]}"
 
 
@@ -357,15 +373,7 @@ def build_trace_tb(params, sim: str, *, log=print) -> TraceBuild:
                 cmd = ["iverilog", "-g2012", "-o", str(build_dir / "tb.vvp"), "-s", TB_TOP,
                        str(tb_file), str(src)]
             else:
-                cmd = ["verilator", "--binary", "-j", "1", "--top-module", TB_TOP,
-                       *_VERILATOR_ARGS, "-Wno-STMTDLY", "-Wno-INITIALDLY",
-                       "-MAKEFLAGS", "CFG_CXXFLAGS_PCH_I=-include",
-                       # The wheel's verilated.mk has empty C++20 / coroutine
-                       # flags; --timing (the testbench's delays) needs both.
-                       "-MAKEFLAGS", "CFG_CXXFLAGS_STD=-std=gnu++20",
-                       "-MAKEFLAGS", "CFG_CXXFLAGS_COROUTINES=-fcoroutines",
-                       "-MAKEFLAGS", "OPT_SLOW=-O0", "-MAKEFLAGS", "OPT_FAST=-O2",
-                       "-MAKEFLAGS", "OPT_GLOBAL=-O1",
+                cmd = ["verilator", *_VERILATOR_TB_ARGS,
                        "-Mdir", str(build_dir / "obj"), "-o", "Vtb", str(tb_file), str(dut)]
             log(f"[trace-tb] building {params_key(params)} for {sim} in {build_dir}")
             with open(build_dir / "build.log", "w") as out:
@@ -386,7 +394,8 @@ def build_trace_tb(params, sim: str, *, log=print) -> TraceBuild:
 class SimRun:
     sim: str
     log: Path
-    seconds: float
+    seconds: float  # wall clock
+    cpu_seconds: float  # the simulator process's user + system time
 
 
 def run_trace_tb(b: TraceBuild, stimulus: Path, log_file: Path) -> SimRun:
@@ -400,13 +409,17 @@ def run_trace_tb(b: TraceBuild, stimulus: Path, log_file: Path) -> SimRun:
     cmd = [*b.command, f"+stim={Path(stimulus).resolve()}", f"+log={log_file}"]
     t0 = time.monotonic()
     with open(out_file, "w") as out:
-        r = subprocess.run(cmd, stdout=out, stderr=subprocess.STDOUT, cwd=log_file.parent)
+        proc = subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT, cwd=log_file.parent)
+        # wait4 gives this child's own CPU time (the machine is often shared,
+        # so wall time alone says little about the simulator's speed).
+        _, status, usage = os.wait4(proc.pid, 0)
+        proc.returncode = os.waitstatus_to_exitcode(status)
     seconds = time.monotonic() - t0
     text = out_file.read_text(errors="replace")
-    if r.returncode != 0 or "KVF_TB_ERROR" in text:
-        raise RuntimeError(f"{b.sim} trace testbench failed (exit {r.returncode}, {out_file}):\n"
+    if proc.returncode != 0 or "KVF_TB_ERROR" in text:
+        raise RuntimeError(f"{b.sim} trace testbench failed (exit {proc.returncode}, {out_file}):\n"
                            f"{text[-2000:]}")
-    return SimRun(b.sim, log_file, seconds)
+    return SimRun(b.sim, log_file, seconds, usage.ru_utime + usage.ru_stime)
 
 
 def sims_available() -> tuple[str, ...]:
