@@ -47,6 +47,12 @@ def _bench_rows(bench: dict) -> list:
         out.append(("co-simulation speed, every cycle checked",
                     "; ".join(f"{shape}: {', '.join(v)}" for shape, v in cosim.items()) + note,
                     cmd, _rev(bench)))
+    trace = res.get("cosim_trace", [])
+    if trace:
+        out.append(("trace-driven co-simulation speed, 8 × 8, grant log compared with the model's",
+                    "; ".join(f"{t['sim'].capitalize()} {t['cycles_per_s']:,.0f} cycles/s checked "
+                              f"({t['sim_cycles_per_s']:,.0f} simulator alone)" for t in trace) + note,
+                    cmd, _rev(bench)))
     step, replay = res.get("model_channel_step"), res.get("model_replay")
     if step:
         figure = f"{step['cycles_per_s'] / 1000:,.0f} k cycles/s (target 1 M: {'met' if step['cycles_per_s'] >= 1e6 else 'not met'})"

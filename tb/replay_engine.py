@@ -6,6 +6,12 @@ which drives the trace with the model engine's own upstream driver and memory
 side and logs what the RTL's grant ports do.  For the same trace and
 configuration the grant log is byte-identical to ``--engine model``'s (checked
 by ``tests/test_cosim_replay.py``).
+
+Without waves the replay takes the trace-driven path instead
+(:func:`replay_trace_tb`): the plain-Verilog testbench of tb/trace_tb.py runs
+the same driver and memory-side rules (spec §8) with no Python per cycle,
+tens of times faster; with waves it takes the cocotb path above, whose VCD
+``kvfabric vcd-check`` knows how to read.
 """
 
 from __future__ import annotations
@@ -17,12 +23,12 @@ import time
 from fractions import Fraction
 from pathlib import Path
 
-from kvfabric.model.trace import read_log
+from kvfabric.model.trace import LogRow, read_log
 
 from .design import build_for, config_to_json, params_to_json
 from .runner import BUILD_ROOT, SIMS, run, waves_from_env
 
-__all__ = ["replay_rtl"]
+__all__ = ["replay_rtl", "replay_trace_tb"]
 
 
 def replay_rtl(params, config, trace_rows, sim: str, *, bytes_per_cycle=None, waves: bool = False,
@@ -46,6 +52,9 @@ def replay_rtl(params, config, trace_rows, sim: str, *, bytes_per_cycle=None, wa
     work_dir = Path(work_dir).resolve()
     work_dir.mkdir(parents=True, exist_ok=True)
     waves = waves or waves_from_env()
+    if not waves:
+        return replay_trace_tb(params, config, trace_rows, sim, bytes_per_cycle=bytes_per_cycle,
+                               work_dir=work_dir)
     if waves and vcd is None:
         vcd = Path("dump.vcd")
     out = work_dir / "grants.csv"
@@ -63,3 +72,63 @@ def replay_rtl(params, config, trace_rows, sim: str, *, bytes_per_cycle=None, wa
     if waves:
         print(f"VCD of the top level written to {vcd}")
     return read_log(out)
+
+
+def replay_trace_tb(params, config, trace_rows, sim: str, *, bytes_per_cycle, work_dir) -> list:
+    """The replay on the trace-driven testbench (tb/trace_tb.py): the grant log as
+    ``model.trace.LogRow`` sorted by id, like :func:`replay_rtl`.
+
+    Grants carry the port id (row index mod 2^id_width); each is matched to the
+    earliest request of its channel with that id that is valid under the
+    configuration and not yet granted (ids in flight on a channel are unique).
+    """
+    from kvfabric.model.channel import KIND_NAMES
+    from kvfabric.model.replay import stall_limit
+
+    from .trace_compare import read_sim_log
+    from .trace_format import WAIT, Event, write_stimulus
+    from .trace_stimulus import replay_stimulus
+    from .trace_tb import build_trace_tb, run_trace_tb
+
+    rows = list(trace_rows)
+    n, lmax = params.tenants, params.max_request_bytes
+
+    def valid(r):
+        return r.tenant < n and config.tenants[r.tenant].enable and 0 < r.bytes <= lmax
+    events, start = replay_stimulus(params, config, rows, bytes_per_cycle)
+    expected = sum(1 for r in rows if valid(r))
+    last = max(e.cycle for e in events)
+    events.append(Event(WAIT, last, expected, stall_limit(params, config)))
+    work_dir = Path(work_dir)
+    write_stimulus(work_dir / "stimulus.txt", events)
+    b = build_trace_tb(params, sim)
+    run = run_trace_tb(b, work_dir / "stimulus.txt", work_dir / "grants.log")
+    got = read_sim_log(run.log)
+    id_mask = (1 << params.id_width) - 1
+    candidates: dict = {}
+    for r in rows:
+        if valid(r):
+            candidates.setdefault((r.channel, r.id & id_mask), []).append(r)
+    for lst in candidates.values():
+        lst.reverse()  # pop() takes the earliest
+    log: dict[int, LogRow] = {}
+    for cycle, c, tenant, nbytes, gid, kind in got.grants:
+        lst = candidates.get((c, gid))
+        if not lst:
+            raise AssertionError(f"cycle {cycle - start} channel {c}: grant of id {gid} that is "
+                                 f"not in flight ({run.log})")
+        row = lst.pop()
+        if (row.tenant, row.bytes) != (tenant, nbytes) or cycle - start < row.cycle:
+            raise AssertionError(f"cycle {cycle - start} channel {c}: grant tenant {tenant} bytes "
+                                 f"{nbytes} for request {row} ({run.log})")
+        log[row.id] = LogRow(row.id, row.cycle, cycle - start, c, tenant, nbytes,
+                             KIND_NAMES.get(kind, str(kind)))
+    if got.stalled is not None or len(log) != expected:
+        waiting = sorted(r.id for lst in candidates.values() for r in lst)
+        raise AssertionError(f"no progress for {stall_limit(params, config)} cycles at cycle "
+                             f"{(got.stalled or got.end or 0) - start}: ids {waiting[:8]} never "
+                             f"granted ({run.log})")
+    for r in rows:
+        if not valid(r):
+            log[r.id] = LogRow(r.id, r.cycle, None, r.channel, r.tenant, r.bytes, "dropped")
+    return [log[r.id] for r in rows]

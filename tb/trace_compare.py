@@ -1,0 +1,130 @@
+"""Compare the testbench's grant log with the model's and name the first mismatch.
+
+Why per channel: grants of different channels are independent, so each
+channel's grants are compared in order and the mismatch reported is the
+earliest cycle at which any channel differs, with the field that differs
+(cycle, tenant, bytes, id, kind), the expected and actual values and the
+grant's position on its channel.  Register writes (``A`` lines: the cycle of
+each write's handshake) and the end of the run (``E``) are compared too.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+from kvfabric.spec import KIND_NAMES
+
+__all__ = ["LogFormatError", "SimLog", "read_sim_log", "Mismatch", "first_mismatch", "write_model_log"]
+
+FIELDS = ("cycle", "channel", "tenant", "bytes", "id", "kind")
+
+
+class LogFormatError(ValueError):
+    pass
+
+
+@dataclass
+class SimLog:
+    grants: list  # (cycle, channel, tenant, bytes, id, kind)
+    writes: list  # (cycle, address)
+    end: int | None
+    stalled: int | None  # cycle of an S line (a WAIT stopped without progress)
+
+
+def read_sim_log(path) -> SimLog:
+    """Parse a grant log written by the testbench (or by :func:`write_model_log`)."""
+    grants, writes = [], []
+    end = stalled = None
+    with open(path) as f:
+        for lineno, line in enumerate(f, 1):
+            parts = line.split()
+            try:
+                if parts[0] == "G" and len(parts) == 7:
+                    grants.append(tuple(int(x) for x in parts[1:]))
+                elif parts[0] == "A" and len(parts) == 3:
+                    writes.append((int(parts[1]), int(parts[2])))
+                elif parts[0] == "E" and len(parts) == 2:
+                    end = int(parts[1])
+                elif parts[0] == "S" and len(parts) == 2:
+                    stalled = int(parts[1])
+                else:
+                    raise ValueError
+            except (ValueError, IndexError):
+                raise LogFormatError(f"{path}:{lineno}: not a grant-log line: {line.strip()!r}") from None
+    return SimLog(grants, writes, end, stalled)
+
+
+def write_model_log(path, run) -> None:
+    """The model's log in the testbench's format (for a look with diff)."""
+    with open(path, "w") as f:
+        gi = wi = 0
+        grants, writes = run.grants, run.writes
+        while gi < len(grants) or wi < len(writes):
+            if wi < len(writes) and (gi >= len(grants) or writes[wi][0] < grants[gi][0]):
+                f.write("A %d %d\n" % writes[wi])
+                wi += 1
+            else:
+                f.write("G %d %d %d %d %d %d\n" % grants[gi])
+                gi += 1
+        f.write(f"E {run.end}\n")
+
+
+@dataclass
+class Mismatch:
+    cycle: int
+    channel: int | None
+    field: str
+    expected: object
+    actual: object
+    index: int
+
+    def __str__(self) -> str:
+        where = f"channel {self.channel} " if self.channel is not None else ""
+        return (f"first mismatch at cycle {self.cycle} {where}field {self.field}: "
+                f"expected {self.expected}, actual {self.actual} (entry {self.index} of that log)")
+
+
+def _fmt(field, value):
+    return KIND_NAMES.get(value, value) if field == "kind" else value
+
+
+def first_mismatch(expected, actual: SimLog, channels: int) -> Mismatch | None:
+    """The earliest difference between the model's run (``expected``, a
+    trace_model.ModelRun) and the testbench's log, or None."""
+    found: list[Mismatch] = []
+    exp_by = [[] for _ in range(channels)]
+    act_by = [[] for _ in range(channels)]
+    for g in expected.grants:
+        exp_by[g[1]].append(g)
+    for g in actual.grants:
+        if not 0 <= g[1] < channels:
+            return Mismatch(g[0], g[1], "channel", f"0..{channels - 1}", g[1], 0)
+        act_by[g[1]].append(g)
+    for c in range(channels):
+        e, a = exp_by[c], act_by[c]
+        for i in range(min(len(e), len(a))):
+            if e[i] != a[i]:
+                k = next(k for k in range(6) if e[i][k] != a[i][k])
+                found.append(Mismatch(min(e[i][0], a[i][0]), c, FIELDS[k],
+                                      _fmt(FIELDS[k], e[i][k]), _fmt(FIELDS[k], a[i][k]), i))
+                break
+        else:
+            if len(e) != len(a):
+                i = min(len(e), len(a))
+                extra = (e if len(e) > len(a) else a)[i]
+                found.append(Mismatch(extra[0], c, "grant",
+                                      "a grant " + str(e[i]) if len(e) > len(a) else "no grant",
+                                      "a grant " + str(a[i]) if len(a) > len(e) else "no grant", i))
+    ew, aw = expected.writes, actual.writes
+    for i in range(max(len(ew), len(aw))):
+        if i >= len(ew) or i >= len(aw) or ew[i] != aw[i]:
+            e = ew[i] if i < len(ew) else None
+            a = aw[i] if i < len(aw) else None
+            found.append(Mismatch(min(x[0] for x in (e, a) if x is not None), None,
+                                  "AXI write handshake (cycle, address)", e, a, i))
+            break
+    if actual.end != expected.end:
+        found.append(Mismatch(min(expected.end, actual.end or 0), None, "end of run",
+                              expected.end, actual.end, 0))
+    return min(found, key=lambda m: m.cycle) if found else None

