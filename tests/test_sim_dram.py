@@ -350,19 +350,30 @@ def test_reserved_entries_keep_a_full_burst_class_from_blocking_guaranteed():
     assert ch.has_room(8, False, GUARANTEED_CLASS) and not ch.has_room(9, False, GUARANTEED_CLASS)
 
 
-def test_guaranteed_request_beats_an_older_burst_row_hit_stream():
-    """Class first: a guaranteed conflict closes the row a burst stream keeps hitting."""
-    ch = _qos_channel(log_commands=True)
-    bank = G.bank_id(0, 0, 0, 0)
+def _read_feeder(ch):
+    """``put(bank, row, qclass, axqos, now)``: enqueue a read with the next
+    sequence number and the rank a QoS front end gives it."""
     seq = 0
 
-    def put(row, qclass, axqos, now):
+    def put(bank, row, qclass, axqos, now):
         nonlocal seq
         seq += 1
         r = Request(0, False, bank, row, now)
         r.seq, r.qclass, r.axqos, r.rank = seq, qclass, axqos, qos_rank(axqos, seq)
         ch.enqueue(r, now)
         return r
+
+    return put
+
+
+def test_guaranteed_request_beats_an_older_burst_row_hit_stream():
+    """Class first: a guaranteed conflict closes the row a burst stream keeps hitting."""
+    ch = _qos_channel(log_commands=True)
+    bank = G.bank_id(0, 0, 0, 0)
+    feed = _read_feeder(ch)
+
+    def put(row, qclass, axqos, now):
+        return feed(bank, row, qclass, axqos, now)
 
     burst = [put(3, BURST_CLASS, 4, 0) for _ in range(12)]
     t = 0
@@ -429,16 +440,7 @@ def test_burst_activation_waits_for_an_empty_tfaw_window_while_guaranteed_reads_
         ch = Channel(refresh=False, n_tenants=2, log_commands=True,
                      scheduler=QosScheduler((16, 16, 4), guard_activations=guard),
                      admission=ReservedEntries((4, 8, 8)))
-        seq = 0
-
-        def put(bank, row, qclass, axqos, now):
-            nonlocal seq
-            seq += 1
-            r = Request(0, False, bank, row, now)
-            r.seq, r.qclass, r.axqos, r.rank = seq, qclass, axqos, qos_rank(axqos, seq)
-            ch.enqueue(r, now)
-            return r
-
+        put = _read_feeder(ch)
         # Two guaranteed reads in one bank (the second must wait tRC for its
         # row), a burst read in another bank of the same pseudo-channel.
         g_bank, b_bank = G.bank_id(0, 0, 0, 0), G.bank_id(0, 0, 1, 0)
