@@ -61,7 +61,7 @@ from amaranth.lib.wiring import In, Out
 from .fifo import HeadQueue
 from .ingress import Ingress
 from .layouts import Kind, grant_signature, queue_entry_layout, request_signature, tenant_config_layout
-from kvfabric.spec import CREDIT_BITS, CREDIT_CLASSES, check_params
+from kvfabric.spec import BULK_PRIO_BITS, CREDIT_BITS, CREDIT_CLASSES, check_params
 
 from .checks import ChannelView, channel_checks, check_names
 
@@ -119,6 +119,9 @@ class ChannelArbiter(wiring.Component):
         cycle; 0 = no check (spec §6.6).
     credit_return : In(3)
         Bit k: the memory side returns one credit of class k (spec §6.6).
+    bulk_prio : In(4)
+        ``CREDITS.bulk_prio``: bit p set, guaranteed heads and grants of
+        priority p use the burst class's credits (spec §6.6).
     dropped : Out(1)
         Pulse: an invalid request is accepted in this cycle.
     occupancy : Out(range(D + 1)).array(N)
@@ -154,6 +157,7 @@ class ChannelArbiter(wiring.Component):
             "now":          In(p.ts_bits),
             "credit_limit": In(CREDIT_BITS).array(CREDIT_CLASSES),
             "credit_return": In(CREDIT_CLASSES),
+            "bulk_prio":    In(BULK_PRIO_BITS),
             "dropped":      Out(1),
             "occupancy":    Out(range(p.queue_depth + 1)).array(n),
         })
@@ -296,7 +300,8 @@ class ChannelArbiter(wiring.Component):
 
         # Credits (spec §6.6): has_credit[k] from registers; a head's credit
         # class follows from its registered key (0 urgent, 10..11 burst,
-        # otherwise guaranteed; 15 does not compete anyway). In FCFS mode
+        # otherwise guaranteed, or burst if its priority is in bulk_prio; 15
+        # does not compete anyway). In FCFS mode
         # (every key 0 or 15) credits are not checked.
         has_credit = []
         for k in range(CREDIT_CLASSES):
@@ -304,12 +309,21 @@ class ChannelArbiter(wiring.Component):
             limit = self.credit_limit[k]
             m.d.comb += hc.eq((limit == 0) | (self.inflight[k] < limit))
             has_credit.append(hc)
-        credit_ok = []
+        # A guaranteed key's class is 1 + priority; bulk_i says whether that
+        # priority's guaranteed heads take burst credits (only read for keys
+        # of classes 1..4).
+        credit_ok, bulk = [], []
         for i in range(n):
             ok = Signal(name=f"credit_ok_{i}")
-            m.d.comb += ok.eq(fcfs | Mux(key[i] == 0, has_credit[0],
-                                         Mux(key[i][1:] == 5, has_credit[2], has_credit[1])))
+            b = Signal(name=f"credit_bulk_{i}")
+            m.d.comb += [
+                b.eq(_or_all((key[i][1:] == 1 + prio) & self.bulk_prio[prio]
+                             for prio in range(BULK_PRIO_BITS))),
+                ok.eq(fcfs | Mux(key[i] == 0, has_credit[0],
+                                 Mux((key[i][1:] == 5) | b, has_credit[2], has_credit[1]))),
+            ]
             credit_ok.append(ok)
+            bulk.append(b)
 
         win = []
         for i in range(n):
@@ -359,7 +373,9 @@ class ChannelArbiter(wiring.Component):
         w_tenant = Signal(p.tenant_bits)
         w_conf = Signal()
         w_urgent = Signal()
+        w_bulk = Signal()
         m.d.comb += [
+            w_bulk.eq(_or_all(win[i] & bulk[i] for i in range(n))),
             w_urgent.eq(_or_all(win[i] & (key[i] == 0) for i in range(n))),
             w_bytes.eq(_or_all(win[i].replicate(p.bytes_bits) & heads[i].bytes for i in range(n))),
             w_id.eq(_or_all(win[i].replicate(p.id_width) & heads[i].id for i in range(n))),
@@ -392,7 +408,8 @@ class ChannelArbiter(wiring.Component):
         # return with nothing in flight (after the increment) is ignored.
         selected = Signal(name="credit_selected")
         m.d.comb += selected.eq(load & any_win & ~fcfs)
-        sel = [selected & w_urgent, selected & w_conf & ~w_urgent, selected & ~w_conf]
+        guaranteed = w_conf & ~w_urgent
+        sel = [selected & w_urgent, selected & guaranteed & ~w_bulk, selected & (~w_conf | guaranteed & w_bulk)]
         for k in range(CREDIT_CLASSES):
             cnt = self.inflight[k]
             full = Signal(name=f"inflight_full_{k}")

@@ -132,6 +132,7 @@ class KvFabric(FabricComponent):
                 ch.now.eq(now),
                 ch.now_next.eq(now_next),
                 ch.credit_return.eq(self.credit_return[c]),
+                ch.bulk_prio.eq(regs.cfg_bulk_prio),
                 *(ch.credit_limit[k].eq(getattr(regs, f"cfg_{name}"))
                   for k, name in enumerate(CREDIT_CLASS_NAMES)),
                 tel.dropped[c].eq(ch.dropped),

@@ -38,6 +38,7 @@ REGISTER_MAP = {
                 {'name': 'credit_urgent', 'lsb': 0, 'width': 8, 'sw': 'rw', 'hw': 'r', 'reset': 0, 'pulse': False, 'counter': False, 'param': False, 'value_lsb': 0, 'desc': 'urgent class credit limit'},
                 {'name': 'credit_guaranteed', 'lsb': 8, 'width': 8, 'sw': 'rw', 'hw': 'r', 'reset': 0, 'pulse': False, 'counter': False, 'param': False, 'value_lsb': 0, 'desc': 'guaranteed class credit limit'},
                 {'name': 'credit_burst', 'lsb': 16, 'width': 8, 'sw': 'rw', 'hw': 'r', 'reset': 0, 'pulse': False, 'counter': False, 'param': False, 'value_lsb': 0, 'desc': 'burst class credit limit'},
+                {'name': 'bulk_prio', 'lsb': 24, 'width': 4, 'sw': 'rw', 'hw': 'r', 'reset': 0, 'pulse': False, 'counter': False, 'param': False, 'value_lsb': 0, 'desc': "bit p: guaranteed grants at priority p take the burst class's credits"},
             ]},
         ]},
         {'name': 'TENANT', 'title': 'Tenant configuration', 'base': 0x0100, 'stride': 0x0020, 'count': 16, 'per': 'tenants', 'registers': [

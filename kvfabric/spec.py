@@ -13,7 +13,7 @@ from dataclasses import dataclass
 __all__ = [
     "FabricParams", "check_params", "CREDIT_URGENT", "CREDIT_GUARANTEED", "CREDIT_BURST",
     "GUARANTEED", "BURST", "FCFS", "URGENT", "KIND_NAMES",
-    "CREDIT_CLASSES", "CREDIT_CLASS_NAMES", "CREDIT_BITS", "credit_class",
+    "CREDIT_CLASSES", "CREDIT_CLASS_NAMES", "CREDIT_BITS", "BULK_PRIO_BITS", "credit_class",
     "TENANT_FIELD_BITS", "STARVE_LIMIT_BITS", "EPOCH_CYCLES_BITS",
 ]
 
@@ -32,18 +32,29 @@ CREDIT_CLASSES = 3
 CREDIT_CLASS_NAMES = ("credit_urgent", "credit_guaranteed", "credit_burst")
 #: Width of one credit limit and of one ``inflight`` counter (spec §6.6, §9).
 CREDIT_BITS = 8
+#: Width of ``CREDITS.bulk_prio``: one bit per priority (spec §6.6, §9).
+BULK_PRIO_BITS = 4
 
 _CREDIT_CLASS_OF_KIND = {URGENT: CREDIT_URGENT, GUARANTEED: CREDIT_GUARANTEED,
                          BURST: CREDIT_BURST, FCFS: None}
 
 
-def credit_class(kind):
+def credit_class(kind, priority=0, bulk_prio=0):
     """The credit class (0 urgent, 1 guaranteed, 2 burst) of a grant of ``kind``,
-    or None for fcfs grants, which use no credit (spec §6.6)."""
+    or None for fcfs grants, which use no credit (spec §6.6).
+
+    A guaranteed grant of a tenant at ``priority`` whose bit is set in
+    ``bulk_prio`` (``CREDITS.bulk_prio``) takes the burst class's credits: its
+    tenant has a rate guarantee but no latency to protect (a prefill), so it
+    must not hold the credits that latency-bound guaranteed grants wait for.
+    """
     try:
-        return _CREDIT_CLASS_OF_KIND[kind]
+        k = _CREDIT_CLASS_OF_KIND[kind]
     except (KeyError, TypeError):
         raise ValueError(f"grant kind must be one of {sorted(KIND_NAMES)}, not {kind!r}") from None
+    if k == CREDIT_GUARANTEED and bulk_prio >> priority & 1:
+        return CREDIT_BURST
+    return k
 
 
 #: Widths of the per-tenant configuration registers (spec §3, §5, §9).

@@ -11,8 +11,8 @@ from __future__ import annotations
 from collections import deque
 from dataclasses import dataclass
 
-from kvfabric.spec import (BURST, CREDIT_BITS, CREDIT_CLASSES, FCFS, GUARANTEED, KIND_NAMES,
-                           URGENT, credit_class)
+from kvfabric.spec import (BURST, CREDIT_BITS, CREDIT_BURST, CREDIT_CLASSES, CREDIT_GUARANTEED, FCFS,
+                           GUARANTEED, KIND_NAMES, URGENT, credit_class)
 
 from .registers import FabricConfig
 NO_CLASS = 6  # a head that does not compete
@@ -174,6 +174,14 @@ class ChannelModel:
         finish = (self.tag[i] + head.cost) & ((1 << p.tag_bits) - 1)
         return cls, eligible, finish, head.ts
 
+    def _credit_class_of(self, cls: int) -> int:
+        """Credit class of a head of selection class ``cls`` (spec §6.2, §6.6):
+        guaranteed classes 1..4 whose priority is in ``bulk_prio`` use burst credits."""
+        k = CREDIT_CLASS_OF_SELECTION[cls]
+        if k == CREDIT_GUARANTEED and self.config.bulk_prio >> (cls - 1) & 1:
+            return CREDIT_BURST
+        return k
+
     def _beats(self, a, b) -> bool:
         """True if head key ``a`` strictly beats ``b`` (the index tie-break is the caller's)."""
         p = self.params
@@ -200,7 +208,7 @@ class ChannelModel:
             if not q:
                 continue
             key = self._head_key(i, q[0], now)
-            if key[0] == NO_CLASS or not credit[CREDIT_CLASS_OF_SELECTION[key[0]]]:
+            if key[0] == NO_CLASS or not credit[self._credit_class_of(key[0])]:
                 continue  # a head without credit for its own class does not compete
             if best is None or self._beats(key, best_key):
                 best, best_key = i, key
@@ -290,7 +298,8 @@ class ChannelModel:
 
         # Credit counters (spec §6.6): count the selected winner's class, then
         # take a return unless nothing of that class is in flight.
-        won = credit_class(kind) if choice is not None else None
+        won = (credit_class(kind, tenants[winner].priority, self.config.bulk_prio)
+               if choice is not None else None)
         inflight = self.inflight
         for k in range(CREDIT_CLASSES):
             x = inflight[k] + (k == won)

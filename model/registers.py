@@ -8,8 +8,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
 
-from kvfabric.spec import (CREDIT_BITS, CREDIT_CLASS_NAMES, CREDIT_CLASSES, EPOCH_CYCLES_BITS,
-                           STARVE_LIMIT_BITS, TENANT_FIELD_BITS)
+from kvfabric.spec import (BULK_PRIO_BITS, CREDIT_BITS, CREDIT_CLASS_NAMES, CREDIT_CLASSES,
+                           EPOCH_CYCLES_BITS, STARVE_LIMIT_BITS, TENANT_FIELD_BITS)
 
 
 def check_field(name: str, value: int, bits: int, where: str = "") -> int:
@@ -49,7 +49,9 @@ class FabricConfig:
     """Active configuration of the whole fabric (what the registers hold).
 
     ``credits`` is the ``CREDITS`` register (spec §6.6, §9): the in-flight
-    limits of the credit classes (urgent, guaranteed, burst), 0 = no check.
+    limits of the credit classes (urgent, guaranteed, burst), 0 = no check;
+    ``bulk_prio`` its mask of priorities whose guaranteed grants take the
+    burst class's credits.
     """
 
     tenants: list[TenantConfig]
@@ -57,6 +59,7 @@ class FabricConfig:
     starve_limit: int = 0
     epoch_cycles: int = 0
     credits: tuple[int, int, int] = (0, 0, 0)
+    bulk_prio: int = 0
 
     def __post_init__(self):
         check_field("starve_limit", self.starve_limit, STARVE_LIMIT_BITS)
@@ -68,6 +71,7 @@ class FabricConfig:
                              f"({', '.join(CREDIT_CLASS_NAMES)}), not {credits!r}")
         self.credits = tuple(check_field(name, value, CREDIT_BITS, "CREDITS register ")
                              for name, value in zip(CREDIT_CLASS_NAMES, credits))
+        check_field("bulk_prio", self.bulk_prio, BULK_PRIO_BITS, "CREDITS register ")
 
     @classmethod
     def reset(cls, tenants: int) -> "FabricConfig":

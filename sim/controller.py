@@ -228,7 +228,7 @@ class ReservedEntries:
 class NoDrain:
     """Reads and writes in one queue order (FCFS): the bus never batches."""
 
-    def update(self, ch):
+    def update(self, ch, now):
         pass
 
 
@@ -246,7 +246,7 @@ class WatermarkDrain:
         self.high = high
         self.low = low
 
-    def update(self, ch):
+    def update(self, ch, now):
         for pc in range(len(ch.write_mode)):
             writes = ch.pc_writes[pc]
             reads = ch.pc_queued[pc] - writes
@@ -257,7 +257,7 @@ class WatermarkDrain:
                 if writes == 0 or (reads > 0 and (stuck or self._leave(ch, pc, writes))):
                     mode = False
             elif writes >= self.high or (writes > 0 and (reads == 0 or stuck)):
-                mode = self._may_enter(ch, pc, writes)
+                mode = self._may_enter(ch, pc, writes, now)
                 if mode:
                     ch.write_batch[pc] = 0
             if mode != was:
@@ -266,37 +266,69 @@ class WatermarkDrain:
     def _leave(self, ch, pc, writes):
         return writes <= self.low or ch.write_batch[pc] >= self.high - self.low
 
-    def _may_enter(self, ch, pc, writes):
+    def _may_enter(self, ch, pc, writes, now):
         return True
 
 
 class PreemptingDrain(WatermarkDrain):
-    """Watermark drain that an urgent read cuts short (uMCTL2's ARURGENT).
+    """Watermark drain that protected reads hold off and cut short (uMCTL2's ARURGENT).
 
-    While reads of a class below ``preempt_below`` wait on a pseudo-channel,
-    it stays in (or returns to) read mode unless ``force`` writes are queued
-    there: the writes' entries are bounded, so the drain resumes once the
-    urgent reads are served or the writes pile up.
+    While reads of a class below ``preempt_below`` wait on a pseudo-channel
+    and no write of such a class is queued there (protected writes are not
+    put off for reads of the same standing: with a prefill in the guaranteed
+    class its own reads would hold its writes back),
+    a drain in progress ends once it has written ``min_batch`` writes, and a
+    drain that is due waits, but never longer than ``max_hold`` cycles in a
+    row and never with ``force`` writes queued: a drain released that way
+    runs down to the low watermark without interruption, so writes cannot
+    starve however many protected reads keep coming (the queued writes grow
+    while held and all go in one batch, one bus turnaround).  A decode
+    step's reads are a burst of a few hundred cycles, so a hold of about
+    that long moves the prefill's writes out of their way without cost to
+    the prefill.
     """
 
-    def __init__(self, high=28, low=4, *, preempt_below=URGENT_CLASS + 1, force=None):
+    def __init__(self, high=28, low=4, *, preempt_below=URGENT_CLASS + 1, min_batch=8, max_hold=1000,
+                 force=None):
         super().__init__(high, low)
         if not 0 <= preempt_below <= N_CLASSES:
             raise ValueError(f"preempt_below must be 0..{N_CLASSES}, not {preempt_below!r}")
+        for name, value in (("min_batch", min_batch), ("max_hold", max_hold)):
+            if not isinstance(value, int) or value < 0:
+                raise ValueError(f"{name} must be a non-negative integer, not {value!r}")
         self.preempt_below = preempt_below
+        self.min_batch = min_batch
+        self.max_hold = max_hold
         self.force = force if force is not None else 2 * high
+        self._held_since = {}     # pc -> first cycle a due drain was held off
+        self._released = set()    # pcs whose drain runs to the low watermark
 
     def _urgent_reads(self, ch, pc):
-        counts = ch.pc_class_reads[pc]
-        return any(counts[k] for k in range(self.preempt_below))
+        # Protected reads wait and no protected write does: a drain of
+        # protected writes is never put off for reads of the same standing.
+        reads, writes = ch.pc_class_reads[pc], ch.pc_class_writes[pc]
+        return (any(reads[k] for k in range(self.preempt_below))
+                and not any(writes[k] for k in range(self.preempt_below)))
+
+    def wake(self):
+        """The cycle at which a held drain is released (the channel's wake-up), or None."""
+        return min(self._held_since.values()) + self.max_hold if self._held_since else None
 
     def _leave(self, ch, pc, writes):
-        if writes < self.force and self._urgent_reads(ch, pc):
+        if (pc not in self._released and writes < self.force and ch.write_batch[pc] >= self.min_batch
+                and self._urgent_reads(ch, pc)):
             return True
         return super()._leave(ch, pc, writes)
 
-    def _may_enter(self, ch, pc, writes):
-        return writes >= self.force or not self._urgent_reads(ch, pc)
+    def _may_enter(self, ch, pc, writes, now):
+        self._released.discard(pc)
+        if writes < self.force and self._urgent_reads(ch, pc):
+            since = self._held_since.setdefault(pc, now)
+            if now - since < self.max_hold:
+                return False
+            self._released.add(pc)
+        self._held_since.pop(pc, None)
+        return True
 
 
 # -- refresh ------------------------------------------------------------------------------

@@ -217,6 +217,7 @@ class Channel:
         self.write_batch = [0] * npc  # writes issued in the current write batch
         self.stuck = [False] * npc    # no candidate in the current direction
         self.pc_class_reads = [[0] * 3 for _ in range(npc)]
+        self.pc_class_writes = [[0] * 3 for _ in range(npc)]
         # In-flight data bursts: (done cycle, seq, request).
         self.inflight = []
         # Statistics.
@@ -246,6 +247,7 @@ class Channel:
         self.pc_queued[pc] += 1
         if req.is_write:
             self.pc_writes[pc] += 1
+            self.pc_class_writes[pc][req.qclass] += 1
             self.writes_queued += 1
         else:
             self.pc_class_reads[pc][req.qclass] += 1
@@ -306,6 +308,7 @@ class Channel:
             self.pc_class_reads[pc][req.qclass] -= 1
         if req.is_write:
             self.pc_writes[pc] -= 1
+            self.pc_class_writes[pc][req.qclass] -= 1
             self.writes_queued -= 1
             self.write_batch[pc] += 1
             end = now + tm.CWL + tm.burst
@@ -478,7 +481,7 @@ class Channel:
         if self.refresh and now >= self._next_ref_due:
             self._refresh_due(now)
         if self.batches_writes:
-            self.drain.update(self)
+            self.drain.update(self, now)
         open_row = self.open_row
         pc_of, bg_of, sid_of = self._pc_of, self._bg_of, self._sid_of
         next_rd, next_wr, next_act, next_pre = self.next_rd, self.next_wr, self.next_act, self.next_pre
@@ -576,7 +579,7 @@ class Channel:
                 self._issue_ref(b, now)
         if best_col is not None or best_row is not None or horizon <= now + 1:
             return now + 1
-        wake = min(self._next_ref_due if self.refresh else NEVER, horizon)
+        wake = min(self._next_ref_due if self.refresh else NEVER, horizon, self._drain_wake())
         for cmd, b, req in deferred:
             if cmd is _COL:
                 t = self._column_ready(req)
@@ -591,6 +594,12 @@ class Channel:
                 if wake <= now + 1:
                     break
         return max(wake, now + 1)
+
+    def _drain_wake(self):
+        # A drain policy that holds a due drain back names when it lets go.
+        wake = getattr(self.drain, "wake", None)
+        t = wake() if wake is not None else None
+        return NEVER if t is None else t
 
     def _pending_refresh_banks(self):
         return [b for b in self.ref_bank if b >= 0]

@@ -199,13 +199,12 @@ class FabricPolicy(Policy):
                 a.rank += _BURST_RANK
 
 
-def grant_class(kind):
-    """Controller class of a grant kind (urgent / guaranteed / burst; fcfs as burst)."""
-    if kind == _URGENT_KIND:
-        return URGENT_CLASS
-    if kind == _spec.GUARANTEED:
-        return GUARANTEED_CLASS
-    return BURST_CLASS
+def grant_class(kind, priority=0, bulk_prio=0):
+    """Controller class of a grant: its credit class (spec §6.6: urgent,
+    guaranteed, or burst, which also takes guaranteed grants of the
+    priorities in ``bulk_prio``); fcfs grants, which use no credit, as burst."""
+    k = _spec.credit_class(kind, priority, bulk_prio)
+    return BURST_CLASS if k is None else k
 
 
 def grant_axqos(kind, priority):
@@ -225,12 +224,19 @@ class QosKnobs:
 
     Attributes
     ----------
-    entries : tuple of 3 ints
+    entries : tuple of 3 ints, or None
         32-byte controller entries reserved for the urgent, guaranteed and
         burst classes (reads and writes of a class share them).  Size each
         class by Little's law: entries >= rate (accesses per cycle) x the
         time an access stays queued; the arbiter's credit limits are these
-        entries / 4 (one credit per 128-byte grant).  The burst class is
+        entries / 4 (one credit per 128-byte grant).  None (the default)
+        is (16, 192, 96) when some tenant's priority is in
+        ``bulk_priorities`` and (16, 128, 96) otherwise: a guaranteed class
+        of latency-bound tenants only gains from more of a decode step in
+        flight at once (setup A, half a prefill period, seeds 1-3: decode
+        p99 733 -> 683 ns, 256 entries 686 ns), one shared with throughput
+        tenants lets more of their reads in ahead of the decodes (setup B,
+        seeds 1-2: 1125 -> 1161 ns).  The burst class is
         kept at three quarters of the guaranteed one: fewer burst entries
         leave fewer banks opened and tFAW slots taken by best-effort
         commands (setup A, half a prefill period: 128 -> 96 burst entries
@@ -245,25 +251,60 @@ class QosKnobs:
         Burst-class reads open rows only into an empty tFAW window while
         guaranteed or urgent reads wait in their pseudo-channel
         (:class:`~sim.controller.QosScheduler`).
-    preempt_below : int
-        Reads of classes below this cut a write drain short (1: urgent only,
-        2: urgent and guaranteed).
+    bulk_priorities : tuple of ints
+        Priorities whose guaranteed grants use the burst class's credits and
+        entries (``CREDITS.bulk_prio``, spec §6.6): tenants with a rate
+        guarantee but no latency target, such as prefills.  Their reads then
+        queue with best-effort traffic, behind every protected read, and
+        leave the guaranteed credits to latency-bound tenants.  Give such
+        tenants a priority of their own and list it here.
+    preempt_below : int or None
+        Reads of classes below this hold write drains off and cut them short
+        (1: urgent only, 2: urgent and guaranteed; :class:`~sim.controller.PreemptingDrain`).
+        None (the default) picks 2 when some tenant's priority is in
+        ``bulk_priorities`` (the guaranteed class then carries only
+        latency-bound reads) and 1 otherwise (guaranteed reads of
+        throughput tenants would hold their own writes back: setup B, half a
+        prefill period, seeds 1-2, prefill 36.7 -> 35.5 GB/s with 2).
+    preempt_min_batch : int
+        Writes a drain serves before protected reads may end it.
+    preempt_max_hold : int
+        Cycles a due drain may be held off for protected reads before it
+        runs regardless (write starvation bound).
     refresh_postpone : int
         Per-bank refresh slots a refresh may be postponed while every
         candidate bank has guaranteed reads waiting (0: never).
     """
 
-    entries: tuple = (16, 128, 96)
+    entries: tuple = None
     row_hit_caps: tuple = (16, 16, 4)
     guard_activations: bool = True
     write_high: int = 28
     write_low: int = 4
-    preempt_below: int = 1
+    bulk_priorities: tuple = (2, 3)
+    preempt_below: int = None
+    preempt_min_batch: int = 8
+    preempt_max_hold: int = 1000
     refresh_postpone: int = 8
 
-    def credits(self):
+    def __post_init__(self):
+        bulk = self.bulk_priorities
+        if not isinstance(bulk, tuple) or any(not isinstance(p, int) or not 0 <= p <= 3 for p in bulk):
+            raise ValueError(f"bulk_priorities must be a tuple of priorities 0..3, not {bulk!r}")
+
+    def bulk_prio(self):
+        """The ``CREDITS.bulk_prio`` mask of :attr:`bulk_priorities`."""
+        return sum(1 << p for p in set(self.bulk_priorities))
+
+    def class_entries(self, bulk_in_use):
+        """:attr:`entries`, or its default for a contract with or without bulk tenants."""
+        if self.entries is not None:
+            return tuple(self.entries)
+        return (16, 192, 96) if bulk_in_use else (16, 128, 96)
+
+    def credits(self, bulk_in_use=False):
         """Arbiter credit limits (urgent, guaranteed, burst), in grants."""
-        return tuple(e // TRANSACTION_ACCESSES for e in self.entries)
+        return tuple(e // TRANSACTION_ACCESSES for e in self.class_entries(bulk_in_use))
 
 
 class FabricQosPolicy(FabricPolicy):
@@ -284,16 +325,30 @@ class FabricQosPolicy(FabricPolicy):
 
     def controller_args(self):
         k = self.knobs
-        return dict(scheduler=QosScheduler(k.row_hit_caps, k.guard_activations), admission=ReservedEntries(k.entries),
-                    drain=PreemptingDrain(k.write_high, k.write_low, preempt_below=k.preempt_below),
+        return dict(scheduler=QosScheduler(k.row_hit_caps, k.guard_activations),
+                    admission=ReservedEntries(k.class_entries(self.bulk_in_use)),
+                    drain=PreemptingDrain(k.write_high, k.write_low, preempt_below=self._preempt_below(),
+                                          min_batch=k.preempt_min_batch, max_hold=k.preempt_max_hold),
                     refresh_policy=QosRefresh(max_postponed=k.refresh_postpone))
+
+    @property
+    def bulk_in_use(self):
+        """Whether some enabled tenant's priority is one of the bulk priorities."""
+        bulk = set(self.knobs.bulk_priorities)
+        return any(t.priority in bulk for t in self.compiled.config.tenants if t.enable)
+
+    def _preempt_below(self):
+        if self.knobs.preempt_below is not None:
+            return self.knobs.preempt_below
+        return 2 if self.bulk_in_use else 1
 
     def prepare(self, tenants, system):
         super().prepare(tenants, system)
-        self.limits = self.knobs.credits()
+        self.limits = self.knobs.credits(self.bulk_in_use)
         self.model_credits = "credits" in getattr(type(self.compiled.config), "__dataclass_fields__", {})
+        self.bulk_prio = self.knobs.bulk_prio()
         if self.model_credits:
-            self.model.config = replace(self.model.config, credits=self.limits)
+            self.model.config = replace(self.model.config, credits=self.limits, bulk_prio=self.bulk_prio)
         self.inflight = [0, 0, 0]      # credits in use (sim-side mirror)
         self.returned = [0, 0, 0]      # credits returned so far
         self.class_grants = [0, 0, 0]
@@ -301,10 +356,13 @@ class FabricQosPolicy(FabricPolicy):
     def reconfigure(self, doc):
         super().reconfigure(doc)
         if self.model_credits:
-            self.model.config = replace(self.model.config, credits=self.limits)
+            self.model.config = replace(self.model.config, credits=self.limits, bulk_prio=self.bulk_prio)
+
+    def _class(self, grant):
+        return grant_class(grant.kind, self.model.config.tenants[grant.tenant].priority, self.bulk_prio)
 
     def _ready(self, held):
-        k = grant_class(held.kind)
+        k = self._class(held)
         room = self.system.channel.has_room(TRANSACTION_ACCESSES, False, k)
         if self.model_credits:
             return room  # the arbiter only selected it because class k had credit
@@ -326,11 +384,11 @@ class FabricQosPolicy(FabricPolicy):
             result = model.step(fabric_now, request, ready)
         selected = model.grant
         if selected is not None and selected is not held:
-            self.inflight[grant_class(selected.kind)] += 1
+            self.inflight[self._class(selected)] += 1
         return result
 
     def _mark(self, txn, grant):
-        k = grant_class(grant.kind)
+        k = self._class(grant)
         self.class_grants[k] += 1
         axqos = grant_axqos(grant.kind, self.model.config.tenants[txn.tenant].priority)
         for a in txn.accesses:

@@ -87,15 +87,12 @@ def _bytemask(strb: int) -> int:
     return sum(0xFF << (8 * b) for b in range(4) if strb >> b & 1)
 
 
-def _credit_fields():
-    return [f.name for f in FABRIC.register("CREDITS").fields]
-
-
-def credits_word(credits) -> int:
-    """The ``CREDITS`` word of the limits (urgent, guaranteed, burst), laid out
-    by the description's fields (spec §6.6, §9)."""
+def credits_word(credits, bulk_prio=0) -> int:
+    """The ``CREDITS`` word of the limits (urgent, guaranteed, burst) and the
+    ``bulk_prio`` mask, laid out by the description's fields (spec §6.6, §9)."""
     fields = {f.name: f for f in FABRIC.register("CREDITS").fields}
-    return sum(value << fields[name].lsb for name, value in zip(CREDIT_CLASS_NAMES, credits))
+    return (sum(value << fields[name].lsb for name, value in zip(CREDIT_CLASS_NAMES, credits))
+            | bulk_prio << fields["bulk_prio"].lsb)
 
 
 class RegisterMirror:
@@ -124,7 +121,7 @@ class RegisterMirror:
         names = {f.name for f in dataclass_fields(FabricConfig)}
         values = {k: v for k, v in self.fabric.items() if k in names}
         if "credits" in names:
-            values["credits"] = tuple(self.fabric[name] for name in _credit_fields())
+            values["credits"] = tuple(self.fabric[name] for name in CREDIT_CLASS_NAMES)
         return replace(cfg, **values)
 
     def write(self, addr: int, data: int, strb: int = 0xF) -> bool:

@@ -106,6 +106,7 @@ def config_to_json(config: FabricConfig) -> str:
         "starve_limit": config.starve_limit,
         "epoch_cycles": config.epoch_cycles,
         "credits": list(config.credits),
+        "bulk_prio": config.bulk_prio,
     }, sort_keys=True)
 
 
@@ -113,7 +114,7 @@ def config_from_json(text: str) -> FabricConfig:
     d = json.loads(text)
     return FabricConfig([TenantConfig(**t) for t in d["tenants"]], fcfs_bypass=d["fcfs_bypass"],
                         starve_limit=d["starve_limit"], epoch_cycles=d["epoch_cycles"],
-                        credits=tuple(d.get("credits", (0, 0, 0))))
+                        credits=tuple(d.get("credits", (0, 0, 0))), bulk_prio=d.get("bulk_prio", 0))
 
 
 def run_cosim(params: FabricParams, sim: str, scenario: str, test_dir, *, seed: int,

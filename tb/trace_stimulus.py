@@ -35,7 +35,7 @@ def config_writes(config: FabricConfig) -> list[tuple[int, int]]:
     """``(address, data)`` of the register writes that program ``config``: fabric
     registers (``CREDITS`` included), then each tenant's staged words and COMMIT."""
     out = [(regs.STARVE_LIMIT, config.starve_limit), (regs.EPOCH_CYCLES, config.epoch_cycles),
-           (regs.CTRL, int(config.fcfs_bypass)), (regs.CREDITS, regs.credits_word(config.credits))]
+           (regs.CTRL, int(config.fcfs_bypass)), (regs.CREDITS, regs.credits_word(config.credits, config.bulk_prio))]
     for i, t in enumerate(config.tenants):
         for name, word in regs.tenant_words(t).items():
             out.append((regs.tenant_reg(i, name), word))

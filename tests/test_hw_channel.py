@@ -76,12 +76,18 @@ def random_credits(rng, traffic):
     return tuple(rng.choice(traffic.credits) for _ in range(3))
 
 
+def random_bulk_prio(rng, traffic):
+    """A ``CREDITS.bulk_prio`` mask, only where limits are drawn at all."""
+    return rng.randrange(16) if any(traffic.credits) else 0
+
+
 def random_config(rng, params, traffic, fcfs=0):
     return FabricConfig(
         tenants=[random_tenant(rng, params, traffic) for _ in range(params.tenants)],
         fcfs_bypass=fcfs,
         starve_limit=rng.choice(traffic.starve),
         credits=random_credits(rng, traffic),
+        bulk_prio=random_bulk_prio(rng, traffic),
     )
 
 
@@ -132,6 +138,7 @@ def set_config(ctx, dut, config):
     ctx.set(dut.fcfs_bypass, config.fcfs_bypass)
     for k, limit in enumerate(config.credits):
         ctx.set(dut.credit_limit[k], limit)
+    ctx.set(dut.bulk_prio, config.bulk_prio)
 
 
 def check_state(ctx, dut, model, cycle):
@@ -216,7 +223,8 @@ def run_random(params, traffic, seed):
             if rng.random() < traffic.p_fcfs_toggle:
                 config = replace(config, fcfs_bypass=1 - config.fcfs_bypass)
             if rng.random() < traffic.p_credit_change:
-                config = replace(config, credits=random_credits(rng, traffic))
+                config = replace(config, credits=random_credits(rng, traffic),
+                                 bulk_prio=random_bulk_prio(rng, traffic))
             set_next_config(ctx, dut, config)
             await ctx.tick()
             model.config = config

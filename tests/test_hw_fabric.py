@@ -68,7 +68,7 @@ class FabricBench:
             self.axil.write(tenant_reg(i, "COMMIT"), 1)
         self.axil.write(STARVE_LIMIT, config.starve_limit)
         self.axil.write(EPOCH_CYCLES, config.epoch_cycles)
-        self.axil.write(CREDITS, credits_word(config.credits))
+        self.axil.write(CREDITS, credits_word(config.credits, config.bulk_prio))
         self.axil.write(CTRL, config.fcfs_bypass)
 
     async def cycle(self, ctx, *, traffic=True):
@@ -180,8 +180,8 @@ def test_fabric_vs_model(name, seed):
                 if rng.random() < 0.005:
                     bench.axil.write(CTRL, rng.randrange(2) | 2)
                 if rng.random() < 0.01:  # new CREDITS limits, some bytes only
-                    bench.axil.write(CREDITS, credits_word(random_credits(rng)),
-                                     strb=rng.choice([0xF, 0x1, 0x2, 0x4, 0x6]))
+                    bench.axil.write(CREDITS, credits_word(random_credits(rng), rng.randrange(16)),
+                                     strb=rng.choice([0xF, 0x1, 0x2, 0x4, 0x6, 0x8]))
             await bench.cycle(ctx)
         for _ in range(60):  # drain
             await bench.cycle(ctx, traffic=False)

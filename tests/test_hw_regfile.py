@@ -95,6 +95,7 @@ class _ConfigHarness(wiring.Component):
             "starve_limit": Out(23),
             "epoch_cycles": Out(32),
             "credits":      Out(CREDIT_BITS).array(CREDIT_CLASSES),
+            "bulk_prio":    Out(4),
             "snapshot":     Out(1),
             "fcfs_bypass_next":  Out(1),
             "starve_limit_next": Out(23),
@@ -112,6 +113,7 @@ class _ConfigHarness(wiring.Component):
             self.starve_limit.eq(regs.cfg_starve_limit),
             self.epoch_cycles.eq(regs.cfg_epoch_cycles),
             *(self.credits[k].eq(getattr(regs, f"cfg_{name}")) for k, name in enumerate(CREDIT_CLASS_NAMES)),
+            self.bulk_prio.eq(regs.cfg_bulk_prio),
             self.snapshot.eq(regs.cfg_snapshot),
             self.fcfs_bypass_next.eq(regs.cfg_fcfs_bypass_next),
             self.starve_limit_next.eq(regs.cfg_starve_limit_next),
@@ -129,7 +131,8 @@ def _get_active(ctx, dut, params):
                                for name in vars(TenantConfig())})
                for i in range(params.tenants)]
     return FabricConfig(tenants, ctx.get(dut.fcfs_bypass), ctx.get(dut.starve_limit),
-                        ctx.get(dut.epoch_cycles), tuple(ctx.get(x) for x in dut.credits))
+                        ctx.get(dut.epoch_cycles), tuple(ctx.get(x) for x in dut.credits),
+                        ctx.get(dut.bulk_prio))
 
 
 def test_register_file_commit_atomic(seed):

@@ -23,9 +23,19 @@ FULL = dict(rate=8 * 64, capacity=1 << 20, peak_rate=8 * 64, inv_weight=256, ena
 CLASS_OF = {URGENT: 0, GUARANTEED: 1, BURST: 2, FCFS: None}
 
 
+def class_of(kind, priority, bulk_prio):
+    """Spec §6.6: a guaranteed grant at a priority marked in bulk_prio counts as burst."""
+    if kind == GUARANTEED and bulk_prio & (1 << priority):
+        return 2
+    return CLASS_OF[kind]
+
+
 def test_kind_names_and_credit_classes():
     assert URGENT == 3 and KIND_NAMES[URGENT] == "urgent"
     assert [credit_class(k) for k in (URGENT, GUARANTEED, BURST, FCFS)] == [0, 1, 2, None]
+    # bulk_prio moves only guaranteed grants of the marked priorities.
+    assert [credit_class(GUARANTEED, p, 0b0100) for p in range(4)] == [1, 1, 2, 1]
+    assert [credit_class(k, 2, 0b1111) for k in (URGENT, BURST, FCFS)] == [0, 2, None]
     with pytest.raises(ValueError, match="grant kind"):
         credit_class(4)
 
@@ -36,6 +46,12 @@ def test_kind_names_and_credit_classes():
 def test_credits_register_range_names_the_field(credits, field):
     with pytest.raises(ValueError, match=rf"CREDITS register {field} = .*allowed 0\.\.255"):
         FabricConfig([TenantConfig()], credits=credits)
+
+
+def test_bulk_prio_is_a_4_bit_mask():
+    assert FabricConfig([TenantConfig()], bulk_prio=15).bulk_prio == 15
+    with pytest.raises(ValueError, match=r"CREDITS register bulk_prio = 16 .*allowed 0\.\.15"):
+        FabricConfig([TenantConfig()], bulk_prio=16)
 
 
 def test_credits_register_needs_three_limits():
@@ -64,15 +80,15 @@ class CreditOracle:
     def has_credit(self, limits):
         return [lim == 0 or held < lim for lim, held in zip(limits, self.inflight)]
 
-    def step(self, selected_kind, ret):
+    def step(self, selected_class, ret):
         for k in range(3):
-            x = min(self.inflight[k] + (CLASS_OF.get(selected_kind) == k), 255)
+            x = min(self.inflight[k] + (selected_class == k), 255)
             self.inflight[k] = x - 1 if (ret[k] and x > 0) else x
 
 
 def drive(ch, rng, cycles, *, p_ready=0.7, p_return=0.3, limits=None, on_cycle=None):
     """Random requests, ready and credit returns; yields per cycle
-    (has_credit before, selected kind or None, transferred grant)."""
+    (has_credit before, selected kind or None, its credit class, transferred grant)."""
     oracle = CreditOracle()
     for t in range(cycles):
         req = None
@@ -86,25 +102,29 @@ def drive(ch, rng, cycles, *, p_ready=0.7, p_return=0.3, limits=None, on_cycle=N
         prev = ch.grant
         res = ch.step(t & ((1 << P.ts_bits) - 1), req, ready, ret)
         selected = ch.grant.kind if (ch.grant is not None and ch.grant is not prev) else None
-        oracle.step(selected, ret)
+        k = None
+        if selected is not None:
+            k = class_of(selected, ch.config.tenants[ch.grant.tenant].priority, ch.config.bulk_prio)
+        oracle.step(k, ret)
         assert ch.inflight == oracle.inflight, (t, ch.inflight, oracle.inflight)
-        yield t, before, selected, res
+        yield t, before, selected, k, res
 
 
 def test_no_class_wins_without_credit(seed):
     """A class whose in-flight count is at its limit never wins, and with
     limits set from reset no count ever exceeds its limit."""
     rng = random.Random(seed)
-    seen = {URGENT: 0, GUARANTEED: 0, BURST: 0}
+    seen = {URGENT: 0, GUARANTEED: 0, BURST: 0, "bulk": 0}
     blocked = 0
     for trial in range(12):
         credits = tuple(rng.choice([0, 1, 2, 3, 8]) for _ in range(3))
-        ch = ChannelModel(P, random_config(rng, P.tenants, credits))
-        for t, before, selected, _ in drive(ch, rng, 600, p_return=rng.choice([0.05, 0.3, 0.9])):
+        bulk_prio = rng.choice([0, 0, 0b0100, 0b1100, 0b0011])
+        ch = ChannelModel(P, random_config(rng, P.tenants, credits, bulk_prio=bulk_prio))
+        for t, before, selected, k, _ in drive(ch, rng, 600, p_return=rng.choice([0.05, 0.3, 0.9])):
             if selected is not None:
-                k = CLASS_OF[selected]
-                assert before[k], (trial, t, KIND_NAMES[selected], credits)
+                assert before[k], (trial, t, KIND_NAMES[selected], credits, bulk_prio)
                 seen[selected] += 1
+                seen["bulk"] += selected == GUARANTEED and k == 2
             for k in range(3):
                 if credits[k]:
                     assert ch.inflight[k] <= credits[k]
@@ -196,6 +216,27 @@ def urgent_channel(credits):
     backlog(ch, 0, 1, ts=0)
     backlog(ch, 1, 1, ts=95)
     return ch
+
+
+def test_bulk_priority_uses_burst_credits():
+    """bulk_prio = {2}: tenant 0 (priority 2) conforms but its guaranteed head
+    needs burst credit, so with the guaranteed class exhausted it still wins,
+    is counted as burst, and is reported as guaranteed; with the burst class
+    exhausted instead it waits while tenant 1 (priority 3, which it would
+    beat) wins on guaranteed credit."""
+    p = FabricParams(tenants=2, channels=1)
+    tenants = [TenantConfig(**FULL, priority=2), TenantConfig(**FULL, priority=3)]
+    ch = ChannelModel(p, FabricConfig(tenants, credits=(0, 1, 1), bulk_prio=0b0100))
+    for i in range(2):
+        ch.level[i] = ch.peak[i] = p.pcap
+    backlog(ch, 0, 2)
+    ch.inflight = [0, 1, 0]
+    ch.step(0, None, True)
+    assert (ch.grant.tenant, ch.grant.kind, ch.inflight) == (0, GUARANTEED, [0, 1, 1])
+    backlog(ch, 1, 1)
+    ch.inflight = [0, 0, 1]
+    ch.step(1, None, True)
+    assert (ch.grant.tenant, ch.grant.kind, ch.inflight) == (1, GUARANTEED, [0, 1, 1])
 
 
 def test_urgent_grants_report_kind_3_and_spend_like_guaranteed():

@@ -66,7 +66,8 @@ def test_description_says_what_spec_9_says():
     assert fabric.address("ID") == 0 and fabric.register("ID").field("id").reset == 0x4B564642
     assert fabric.address("CREDITS") == 0x001C and fabric.register("CREDITS").access == "RW"
     assert [(f.name, f.lsb, f.width) for f in fabric.register("CREDITS").fields] == [
-        ("credit_urgent", 0, 8), ("credit_guaranteed", 8, 8), ("credit_burst", 16, 8)]
+        ("credit_urgent", 0, 8), ("credit_guaranteed", 8, 8), ("credit_burst", 16, 8),
+        ("bulk_prio", 24, 4)]
     ctrl = fabric.register("CTRL")
     assert ctrl.field("snapshot").pulse and ctrl.read_mask == 1
     assert tenant.address("COMMIT", 3) == 0x0100 + 0x20 * 3 + 0x18

@@ -390,7 +390,7 @@ def test_guaranteed_request_beats_an_older_burst_row_hit_stream():
 
 
 def test_urgent_read_cuts_a_write_drain_short():
-    drain = PreemptingDrain(8, 2, preempt_below=1, force=100)
+    drain = PreemptingDrain(8, 2, preempt_below=1, min_batch=0, force=100)
     ch = Channel(refresh=False, n_tenants=1, scheduler=QosScheduler(), admission=ReservedEntries((8, 8, 64)),
                  drain=drain)
     for i in range(20):  # enough writes on pseudo-channel 0 to start a drain
@@ -407,6 +407,47 @@ def test_urgent_read_cuts_a_write_drain_short():
     while r.done < 0:
         t = ch.tick(t)
     assert ch.pc_writes[0] > drain.low, "the read was served before the drain finished"
+
+
+def test_protected_reads_hold_and_cut_drains_but_never_starve_writes():
+    """A protected read waits on pseudo-channel 0 all the time (a fresh one
+    replaces it as soon as it is served).  A due drain must wait for it, but
+    at most ``max_hold`` cycles, and then run uninterrupted; writes keep
+    flowing."""
+    drain = PreemptingDrain(8, 2, preempt_below=2, min_batch=3, max_hold=150)
+    ch = Channel(refresh=False, n_tenants=1, scheduler=QosScheduler(), admission=ReservedEntries((8, 64, 64)),
+                 drain=drain, log_commands=True)
+    seq = 0
+
+    def add(is_write, bank, row, qclass, t):
+        nonlocal seq
+        seq += 1
+        req = Request(0, is_write, bank, row, t)
+        req.seq, req.qclass, req.rank = seq, qclass, qos_rank(11 if qclass == GUARANTEED_CLASS else 4, seq)
+        ch.enqueue(req, t)
+        return req
+
+    t = 0
+    read = add(False, G.bank_id(0, 0, 0, 1), 7, GUARANTEED_CLASS, t)
+    due_since, holds, writes_done = None, [], 0
+    for step in range(6000):
+        if ch.pc_writes[0] < 12 and step % 3 == 0:
+            add(True, G.bank_id(0, 0, step % 4, 0), 1, BURST_CLASS, t)
+        before = ch.pc_writes[0]
+        prev = t
+        t = ch.tick(t)
+        if read.done >= 0:
+            read = add(False, G.bank_id(0, 0, 0, 1), 7 + step % 5, GUARANTEED_CLASS, t)
+        if not ch.write_mode[0] and ch.pc_writes[0] >= drain.high and due_since is None:
+            due_since = t  # the drain sees the new write at its next tick
+        if ch.write_mode[0] and due_since is not None:
+            holds.append(prev - due_since)
+            due_since = None
+        writes_done += max(0, before - ch.pc_writes[0])
+    assert writes_done > 100, "writes starved behind the protected reads"
+    assert holds and max(holds) <= drain.max_hold + 1, holds
+    assert max(holds) >= drain.max_hold - 10, "due drains were not held off for the protected read"
+    check_command_log(ch.log)
 
 
 def test_qos_refresh_avoids_banks_with_guaranteed_reads_and_postpones_within_its_limit():

@@ -259,6 +259,11 @@ def test_fabric_qos_never_overfills_a_class_and_returns_every_credit(seed):
     # The golden model enforces the credits (iface.md) and counts exactly as the memory side does.
     assert policy.model_credits and tuple(policy.model.config.credits) == knobs.credits()
     assert list(policy.model.inflight) == policy.inflight
+    # Tenant 0's priority 2 is a bulk priority (QosKnobs' default): its
+    # guaranteed grants use burst credits and entries, none the guaranteed class.
+    assert policy.bulk_in_use and policy.model.config.bulk_prio == 0b1100
+    assert policy.grants[0] - policy.burst_grants[0] > 0
+    assert policy.class_grants[1] <= policy.grants[1] - policy.burst_grants[1]
     # Credits in use never exceed the limits and account for every queued entry.
     for k in range(3):
         assert 0 <= policy.inflight[k] <= knobs.credits()[k] + 1

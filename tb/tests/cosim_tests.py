@@ -64,7 +64,8 @@ def random_config(p, rng: random.Random, *, fcfs: int = 0, credits: bool = False
     return FabricConfig(tenants, fcfs_bypass=fcfs,
                         starve_limit=rng.choice([0, 0, 64, 300, 2000]),
                         epoch_cycles=rng.choice([0, 0, 97, 500]),
-                        credits=random_credits(rng) if credits else (0, 0, 0))
+                        credits=random_credits(rng) if credits else (0, 0, 0),
+                        bulk_prio=rng.randrange(16) if credits else 0)
 
 
 def random_size(p, rng: random.Random) -> int:
@@ -133,7 +134,7 @@ async def credit_classes(dut, credit_return):
     random_traffic(tb, rng, count=cycles // 2, start=tb.cycle, span=cycles)
     for _ in range(3):
         await tb.run(cycles // 4)
-        await tb.run_task(tb.axil.write_dword(CREDITS, credits_word(random_credits(rng))))
+        await tb.run_task(tb.axil.write_dword(CREDITS, credits_word(random_credits(rng), rng.randrange(16))))
     await tb.end_checks()
     kinds = [k for *_, k in tb.scoreboard.grant_log]
     tb.log.info("credit_classes: %d cycles with a backlogged class out of credit, kinds %s",
