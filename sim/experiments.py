@@ -87,7 +87,7 @@ def plan(quick=False, horizon=1):
     # Issue #14: the QoS controller's knobs (reserved entries per class, the
     # prefill's in-flight window) and workloads it was not tuned for.
     sweep_periods = cut(Fraction(1, 10) if quick else Fraction(1, 2))
-    for entries in ((16, 64, 96), (16, 128, 64), (16, 128, 128), (16, 256, 96)):
+    for entries in ((16, 128, 96), (16, 192, 64), (16, 192, 128), (16, 256, 96)):
         add("QoS-entries", "entries " + "/".join(map(str, entries)), "setup_a", "Fabric-QoS",
             periods=sweep_periods, entries=entries)
     for window in (75, 1200):

@@ -263,18 +263,30 @@ def qos_section(w, results, by):
         w("Isolation error (4 backlogged tenants, equal weights, worst |share - 25%| / 25% per 10 µs window): "
           + "; ".join(f"{p} {e[0]:.1%}" for p, e in iso.items()) + ".")
         w("")
-    w("**Knobs a user sets** (`kvfabric.sim.fabric.QosKnobs`; `kvfabric system` derives them from "
+    w("**Knobs a user sets** (`kvfabric.sim.fabric.QosKnobs`; `kvfabric system` derives the entries from "
       "`read_queue`: guaranteed `read_queue` entries, burst three quarters of it, urgent an eighth of it):")
     w("")
+    w("* *bulk priorities* (priorities 2 and 3 by default; the arbiter's `CREDITS.bulk_prio`, spec §6.6): "
+      "give throughput tenants that need a rate guarantee but no low latency (prefills) a priority of "
+      "their own and mark it bulk. Their guaranteed grants then use burst credits and entries, so the "
+      "guaranteed class carries only latency-bound reads; that is what lets protected reads hold write "
+      "drains off and lets the guaranteed class grow. Setup A uses it (prefill priority 2, decodes 1); "
+      "setup B's one-priority contract cannot, and runs with the guaranteed class shared.")
     w("* *entries per class* by Little's law: entries = accesses per cycle x cycles an access stays "
       "queued. A decode step of S bytes that should finish in T cycles needs S / 32 / T accesses per "
       "cycle; at ~100-200 cycles in the queue under load, setup A's 13.5 KB steps in ~1,000 cycles "
-      "need 40-90 guaranteed entries for the streams that step together. The burst class must cover "
-      "the channel's peak (1 access per cycle) x its loaded latency to keep the prefill's bandwidth.")
+      "need 40-90 guaranteed entries for the streams that step together, more to have a whole step in "
+      "flight (default 192 with bulk priorities in use, else 128). The burst class must cover "
+      "the channel's peak (1 access per cycle) x its loaded latency to keep the prefill's bandwidth; "
+      "every burst entry is also a best-effort access ahead of a decode (the entries sweep above: "
+      "more burst entries buy prefill bandwidth with decode tail).")
     w("* *credits* = entries / 4 per class (one 128 B grant = four 32 B entries): the arbiter's "
       "`CREDITS` register.")
-    w("* *row-hit caps* (best effort small, 4), *write watermarks*, which classes cut a write drain "
-      "short (urgent by default) and how many refresh slots may be postponed (8).")
+    w("* *write drains*: protected reads (urgent, and guaranteed when bulk priorities are in use) hold a "
+      "due drain off for at most `preempt_max_hold` cycles (1,000) and cut a running one after "
+      "`preempt_min_batch` writes (8); a drain released after its hold runs to the low watermark, so "
+      "writes never starve. Also: *row-hit caps* (best effort small, 4), *write watermarks* and how many "
+      "refresh slots may be postponed (8).")
     w("* *activation guard* (on): while guaranteed or urgent reads wait in a pseudo-channel, burst-class "
       "reads open rows there only into an empty tFAW window. It trades a few % of best-effort bandwidth "
       "for the guaranteed reads' activations; turn it off (`guard_activations=False`) when no tenant is "
