@@ -231,18 +231,18 @@ class QosKnobs:
         time an access stays queued; the arbiter's credit limits are these
         entries / 4 (one credit per 128-byte grant).  None (the default)
         is (16, 192, 96) when some tenant's priority is in
-        ``bulk_priorities`` and (16, 128, 96) otherwise: a guaranteed class
+        ``bulk_priorities`` and (16, 128, 128) otherwise: a guaranteed class
         of latency-bound tenants only gains from more of a decode step in
         flight at once (setup A, half a prefill period, seeds 1-3: decode
         p99 733 -> 683 ns, 256 entries 686 ns), one shared with throughput
         tenants lets more of their reads in ahead of the decodes (setup B,
-        seeds 1-2: 1125 -> 1161 ns).  The burst class is
-        kept at three quarters of the guaranteed one: fewer burst entries
-        leave fewer banks opened and tFAW slots taken by best-effort
-        commands (setup A, half a prefill period: 128 -> 96 burst entries
-        took the decode p99 from 1210 to 932 ns for 39.1 -> 37.4 GB/s of
-        prefill job bandwidth; 64 gave 854 ns but only 33.0 GB/s, 83% of
-        FR-FCFS).
+        seeds 1-2: 1125 -> 1161 ns).  Without bulk tenants the burst class
+        carries only overruns and best effort: 128 entries keep setup B's
+        p99 (1120 -> 1125 ns) and give its prefills 36.7 -> 38.8 GB/s, and
+        take the isolation study's error from 1.2 % to 0.9 %.  With bulk
+        tenants it carries the prefill and every entry is an access ahead
+        of a decode: setup A's p99 683 ns at 96, 727 ns at 128 (before bulk
+        priorities, 128 -> 96 burst entries took it from 1210 to 932 ns).
     row_hit_caps : tuple of 3 ints
         Row hits that may bypass an older request of their class.
     write_high, write_low : int
@@ -300,7 +300,7 @@ class QosKnobs:
         """:attr:`entries`, or its default for a contract with or without bulk tenants."""
         if self.entries is not None:
             return tuple(self.entries)
-        return (16, 192, 96) if bulk_in_use else (16, 128, 96)
+        return (16, 192, 96) if bulk_in_use else (16, 128, 128)
 
     def credits(self, bulk_in_use=False):
         """Arbiter credit limits (urgent, guaranteed, burst), in grants."""

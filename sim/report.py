@@ -276,7 +276,7 @@ def qos_section(w, results, by):
       "queued. A decode step of S bytes that should finish in T cycles needs S / 32 / T accesses per "
       "cycle; at ~100-200 cycles in the queue under load, setup A's 13.5 KB steps in ~1,000 cycles "
       "need 40-90 guaranteed entries for the streams that step together, more to have a whole step in "
-      "flight (default 192 with bulk priorities in use, else 128). The burst class must cover "
+      "flight (default 16/192/96 with bulk priorities in use, else 16/128/128). The burst class must cover "
       "the channel's peak (1 access per cycle) x its loaded latency to keep the prefill's bandwidth; "
       "every burst entry is also a best-effort access ahead of a decode (the entries sweep above: "
       "more burst entries buy prefill bandwidth with decode tail).")
