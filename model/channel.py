@@ -11,13 +11,13 @@ from __future__ import annotations
 from collections import deque
 from dataclasses import dataclass
 
-from kvfabric.spec import (BURST, CREDIT_BITS, CREDIT_BURST, CREDIT_CLASSES, CREDIT_GUARANTEED, FCFS,
-                           GUARANTEED, KIND_NAMES, URGENT, credit_class)
+from kvfabric.spec import (BURST, CREDIT_BITS, CREDIT_CLASSES, FCFS, GUARANTEED, KIND_NAMES, URGENT,
+                           credit_class)
 
 from .registers import FabricConfig
 NO_CLASS = 6  # a head that does not compete
-#: Credit class (spec §6.6) of each selection class 0..5: urgent, guaranteed x4, burst.
-CREDIT_CLASS_OF_SELECTION = (0, 1, 1, 1, 1, 2)
+#: Grant kind of each selection class 0..5 (spec §6.2): urgent, guaranteed x4, burst.
+_KIND_OF_SELECTION = (URGENT, GUARANTEED, GUARANTEED, GUARANTEED, GUARANTEED, BURST)
 NO_CREDIT_RETURN = (0, 0, 0)
 _INFLIGHT_MAX = (1 << CREDIT_BITS) - 1
 
@@ -176,11 +176,8 @@ class ChannelModel:
 
     def _credit_class_of(self, cls: int) -> int:
         """Credit class of a head of selection class ``cls`` (spec §6.2, §6.6):
-        guaranteed classes 1..4 whose priority is in ``bulk_prio`` use burst credits."""
-        k = CREDIT_CLASS_OF_SELECTION[cls]
-        if k == CREDIT_GUARANTEED and self.config.bulk_prio >> (cls - 1) & 1:
-            return CREDIT_BURST
-        return k
+        the kind that class grants, at priority ``cls - 1`` for classes 1..4."""
+        return credit_class(_KIND_OF_SELECTION[cls], max(cls - 1, 0), self.config.bulk_prio)
 
     def _beats(self, a, b) -> bool:
         """True if head key ``a`` strictly beats ``b`` (the index tie-break is the caller's)."""

@@ -164,6 +164,7 @@ class Channel:
         self.batches_writes = self.policy.batches_writes
         self.scheduler = self.policy.name
         self._act_gate = getattr(self.policy, "may_activate", None)
+        self._drain_release = getattr(self.drain, "wake", None)
         self.refresh = refresh
         g = geometry
         nb = g.banks
@@ -597,8 +598,7 @@ class Channel:
 
     def _drain_wake(self):
         # A drain policy that holds a due drain back names when it lets go.
-        wake = getattr(self.drain, "wake", None)
-        t = wake() if wake is not None else None
+        t = self._drain_release() if self._drain_release is not None else None
         return NEVER if t is None else t
 
     def _pending_refresh_banks(self):
