@@ -28,22 +28,22 @@ def _percentile(sorted_values, q):
     return sorted_values[int(k)]
 
 
-def qos_knobs_for(read_queue, write_queue):
-    """The QoS controller's classes out of the workload's queue sizes.
+def qos_knobs_for(read_queue, bulk_in_use):
+    """The QoS controller's classes out of the workload's read queue size.
 
-    Guaranteed gets ``read_queue`` entries, burst three quarters of it, urgent
-    an eighth of it (128 -> 16 / 128 / 96, the default measured in
-    reports/experiments.md);
-    reads and writes of a class share its entries, so ``write_queue`` is not
-    used.  docs/system-model.md says how to size them by Little's law instead.
+    The default classes of the system model's experiments
+    (:meth:`~kvfabric.sim.fabric.QosKnobs.class_entries`: 16 / 192 / 128
+    with bulk priorities in use, else 16 / 128 / 128, measured in
+    reports/experiments.md) belong to a 128-entry read queue; another
+    ``read_queue`` scales them (multiples of 4 entries, at least 4 each).
+    Reads and writes of a class share its entries, so ``write_queue`` does
+    not enter.  docs/system-model.md says how to size them by Little's law
+    instead.
     """
     from kvfabric.sim.fabric import QosKnobs
 
-    del write_queue  # writes share their class's entries
-    urgent = max(4, read_queue // 8 // 4 * 4)
-    main = max(4, read_queue // 4 * 4)
-    burst = max(4, read_queue * 3 // 4 // 4 * 4)
-    return QosKnobs(entries=(urgent, main, burst))
+    base = QosKnobs().class_entries(bulk_in_use)
+    return QosKnobs(entries=tuple(max(4, e * read_queue // 128 // 4 * 4) for e in base))
 
 
 def make_policy(name, contract_doc, workload):
@@ -64,8 +64,9 @@ def make_policy(name, contract_doc, workload):
     elif name == "fabric":
         policy = FabricPolicy(contract_doc, memory_mhz=MEMORY_MHZ)
     elif name == "fabric-qos":
-        return FabricQosPolicy(contract_doc, memory_mhz=MEMORY_MHZ,
-                               knobs=qos_knobs_for(workload.read_queue, workload.write_queue))
+        policy = FabricQosPolicy(contract_doc, memory_mhz=MEMORY_MHZ)
+        policy.knobs = qos_knobs_for(workload.read_queue, policy.bulk_in_use)
+        return policy
     else:
         raise ValueError(f"policy must be one of {', '.join(POLICIES)}, not {name!r}")
     queues = SharedQueues(workload.read_queue, workload.write_queue)

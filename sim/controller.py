@@ -12,6 +12,9 @@ scheduler
     hold a legal activation back (optional :meth:`may_activate`).
 admission
     which requests fit (:meth:`has_room`), entry accounting per class.
+credit return
+    when the freed entries of a class go back to the arbiter as credits
+    (spec §6.6's ``credit_return`` port; only behind a credit-based front end).
 write drain
     per pseudo-channel, whether the data bus serves reads or writes.
 refresh
@@ -33,6 +36,7 @@ __all__ = [
     "SharedQueues", "ReservedEntries",
     "WatermarkDrain", "PreemptingDrain", "NoDrain",
     "RoundRobinRefresh", "QosRefresh", "make_scheduler",
+    "CreditReturn", "YieldingCreditReturn",
 ]
 
 URGENT_CLASS, GUARANTEED_CLASS, BURST_CLASS = 0, 1, 2
@@ -373,3 +377,81 @@ class QosRefresh:
         if all(self._protected(ch, b) for b in todo):
             return now + self.retry
         return None
+
+
+# -- credit return ------------------------------------------------------------------------
+class CreditReturn:
+    """The memory side of spec §6.6's ``credit_return`` port.
+
+    A credit of class k stands for ``per_credit`` entries of that class; it
+    goes back to the arbiter, at most one per class per fabric clock, once
+    that many of the class's entries have been freed.
+    """
+
+    def __init__(self, per_credit):
+        if not isinstance(per_credit, int) or per_credit <= 0:
+            raise ValueError(f"Entries per credit must be a positive integer, not {per_credit!r}")
+        self.per_credit = per_credit
+        self.returned = [0] * N_CLASSES   # credits returned so far, per class
+        self.held_clocks = 0              # clocks an owed credit waited (statistics)
+
+    def owed(self, ch, k):
+        """Credits of class ``k`` whose entries are free but not yet returned."""
+        return ch.class_freed[k] // self.per_credit - self.returned[k]
+
+    def step(self, ch, now):
+        """The ``credit_return`` bits of one fabric clock at memory cycle ``now``."""
+        held = self._held_classes(ch, now)
+        bits = [0] * N_CLASSES
+        for k in range(N_CLASSES):
+            if self.owed(ch, k) > 0:
+                if k in held:
+                    self.held_clocks += 1
+                else:
+                    bits[k] = 1
+                    self.returned[k] += 1
+        return tuple(bits)
+
+    def _held_classes(self, ch, now):
+        """Classes whose owed credits wait this clock (evaluated every clock)."""
+        return ()
+
+
+class YieldingCreditReturn(CreditReturn):
+    """Burst credits wait while protected reads are queued.
+
+    Reserved entries keep a full burst class from refusing a guaranteed
+    read, but every burst read admitted ahead of a decode step still
+    competes with it for banks, activations and the data bus.  While reads
+    of a class below ``protect_below`` are queued anywhere in the channel,
+    freed burst entries are not handed back as credits: the burst class
+    drains by what it already holds, and it refills once the protected
+    reads are gone.  So the burst class can be sized for the prefill's
+    bandwidth (Little's law at its loaded latency) without that many of its
+    reads queued in front of every decode step.  A hold lasts at most
+    ``max_hold`` cycles in a row; then the credits owed go back one per
+    clock as usual until no protected read is queued, so best-effort
+    traffic cannot starve.
+    """
+
+    def __init__(self, per_credit, *, protect_below=BURST_CLASS, max_hold=1000):
+        super().__init__(per_credit)
+        if not 0 <= protect_below <= BURST_CLASS:
+            raise ValueError(f"protect_below must be 0..{BURST_CLASS}, not {protect_below!r}")
+        if not isinstance(max_hold, int) or max_hold < 0:
+            raise ValueError(f"max_hold must be a non-negative integer, not {max_hold!r}")
+        self.protect_below = protect_below
+        self.max_hold = max_hold
+        self._held_since = None   # first cycle of the current protected period, or None
+
+    def _protected_reads(self, ch):
+        below = self.protect_below
+        return any(any(reads[:below]) for reads in ch.pc_class_reads)
+
+    def _held_classes(self, ch, now):
+        if not self._protected_reads(ch):
+            self._held_since = None
+            return ()
+        if self._held_since is None:
+            self._held_since = now
+        return (BURST_CLASS,) if now - self._held_since < self.max_hold else ()

@@ -87,9 +87,11 @@ def plan(quick=False, horizon=1):
     # Issue #14: the QoS controller's knobs (reserved entries per class, the
     # prefill's in-flight window) and workloads it was not tuned for.
     sweep_periods = cut(Fraction(1, 10) if quick else Fraction(1, 2))
-    for entries in ((16, 128, 96), (16, 192, 64), (16, 192, 128), (16, 256, 96)):
-        add("QoS-entries", "entries " + "/".join(map(str, entries)), "setup_a", "Fabric-QoS",
-            periods=sweep_periods, entries=entries)
+    for entries, yield_burst in (((16, 128, 128), None), ((16, 192, 96), None), ((16, 192, 160), None),
+                                 ((16, 256, 128), None), ((16, 192, 96), False), ((16, 192, 128), False)):
+        label = "entries " + "/".join(map(str, entries)) + (", no burst yield" if yield_burst is False else "")
+        add("QoS-entries", label, "setup_a", "Fabric-QoS", periods=sweep_periods, entries=entries,
+            yield_burst=yield_burst)
     for window in (75, 1200):
         for policy in ("FR-FCFS", "Fabric-QoS"):
             add("QoS-window", f"{policy}, window {window}", "setup_a", policy, periods=sweep_periods,
@@ -122,10 +124,11 @@ def build_run(spec, scale):
         power_cap = params.pop("power_cap", False)
         periods = params.pop("periods")
         entries = params.pop("entries", None)
+        yield_burst = params.pop("yield_burst", None)
         workload = (setup_a if kind == "setup_a" else setup_b)(scale, periods=1, **params)
         if entries is not None:
             policy = FabricQosPolicy(workload.contract, memory_mhz=MEMORY_MHZ,
-                                     knobs=QosKnobs(entries=tuple(entries)))
+                                     knobs=QosKnobs(entries=tuple(entries), yield_burst=yield_burst))
         else:
             policy = make_policy(spec["policy"], workload, scale)
         system = System(workload.make_tenants(), policy, cxl=workload.cxl() if workload.cxl else None,

@@ -27,8 +27,8 @@ from kvfabric.model.contract import compile_contract
 
 from kvfabric import spec as _spec
 
-from .controller import (BURST_CLASS, GUARANTEED_CLASS, URGENT_CLASS, PreemptingDrain, QosRefresh,
-                         QosScheduler, ReservedEntries, qos_rank)
+from .controller import (BURST_CLASS, GUARANTEED_CLASS, URGENT_CLASS, CreditReturn, PreemptingDrain,
+                         QosRefresh, QosScheduler, ReservedEntries, YieldingCreditReturn, qos_rank)
 from .dram import NEVER
 from .policies import Policy
 from .system import TRANSACTION_ACCESSES
@@ -169,7 +169,7 @@ class FabricPolicy(Policy):
         # read and write queues); the grant register's payload holds still.
         held = model.grant
         ready = held is None or self._ready(held)
-        result = self._step(fabric_cycle & self.ts_mask, request, ready)
+        result = self._step(now, fabric_cycle & self.ts_mask, request, ready)
         if result.accepted and not result.dropped:
             system.take(offer)
             self.in_fabric[request.id] = offer
@@ -189,7 +189,7 @@ class FabricPolicy(Policy):
         """The memory side's grant.ready for the grant register's payload."""
         return self.system.channel.has_room(TRANSACTION_ACCESSES, self.in_fabric[held.id].is_write)
 
-    def _step(self, fabric_now, request, ready):
+    def _step(self, now, fabric_now, request, ready):
         return self.model.step(fabric_now, request, ready)
 
     def _mark(self, txn, grant):
@@ -230,7 +230,7 @@ class QosKnobs:
         class by Little's law: entries >= rate (accesses per cycle) x the
         time an access stays queued; the arbiter's credit limits are these
         entries / 4 (one credit per 128-byte grant).  None (the default)
-        is (16, 192, 96) when some tenant's priority is in
+        is (16, 192, 128) when some tenant's priority is in
         ``bulk_priorities`` and (16, 128, 128) otherwise: a guaranteed class
         of latency-bound tenants only gains from more of a decode step in
         flight at once (setup A, half a prefill period, seeds 1-3: decode
@@ -240,9 +240,10 @@ class QosKnobs:
         carries only overruns and best effort: 128 entries keep setup B's
         p99 (1120 -> 1125 ns) and give its prefills 36.7 -> 38.8 GB/s, and
         take the isolation study's error from 1.2 % to 0.9 %.  With bulk
-        tenants it carries the prefill and every entry is an access ahead
-        of a decode: setup A's p99 683 ns at 96, 727 ns at 128 (before bulk
-        priorities, 128 -> 96 burst entries took it from 1210 to 932 ns).
+        tenants it carries the prefill: at 96 entries two prefills or halved
+        decode steps kept only 88 % of their FR-FCFS bandwidth, at 128 over
+        90 %; without ``yield_burst`` those 128 burst reads queued ahead of
+        every decode step cost setup A's p99 (683 ns at 96, 727 at 128).
     row_hit_caps : tuple of 3 ints
         Row hits that may bypass an older request of their class.
     write_high, write_low : int
@@ -274,6 +275,18 @@ class QosKnobs:
     refresh_postpone : int
         Per-bank refresh slots a refresh may be postponed while every
         candidate bank has guaranteed reads waiting (0: never).
+    yield_burst : bool or None
+        The memory side holds burst credits back while urgent or guaranteed
+        reads are queued (:class:`~sim.controller.YieldingCreditReturn`), so
+        the burst class may be large enough for a bulk tenant's bandwidth
+        without that many of its reads queued ahead of every decode step.
+        None (the default) turns it on when some tenant's priority is in
+        ``bulk_priorities`` (the guaranteed class then carries only
+        latency-bound reads; with throughput tenants in it, it is queued
+        nearly always and the hold would only delay the burst path).
+    yield_max_hold : int
+        Cycles in a row the burst credits may be held (best effort's
+        starvation bound).
     """
 
     entries: tuple = None
@@ -286,6 +299,8 @@ class QosKnobs:
     preempt_min_batch: int = 8
     preempt_max_hold: int = 1000
     refresh_postpone: int = 8
+    yield_burst: bool = None
+    yield_max_hold: int = 1000
 
     def __post_init__(self):
         bulk = self.bulk_priorities
@@ -300,7 +315,7 @@ class QosKnobs:
         """:attr:`entries`, or its default for a contract with or without bulk tenants."""
         if self.entries is not None:
             return tuple(self.entries)
-        return (16, 192, 96) if bulk_in_use else (16, 128, 128)
+        return (16, 192, 128) if bulk_in_use else (16, 128, 128)
 
     def credits(self, bulk_in_use=False):
         """Arbiter credit limits (urgent, guaranteed, burst), in grants."""
@@ -337,6 +352,11 @@ class FabricQosPolicy(FabricPolicy):
         bulk = set(self.knobs.bulk_priorities)
         return any(t.priority in bulk for t in self.compiled.config.tenants if t.enable)
 
+    @property
+    def yields_burst(self):
+        """Whether the memory side holds burst credits back for protected reads."""
+        return self.bulk_in_use if self.knobs.yield_burst is None else self.knobs.yield_burst
+
     def _preempt_below(self):
         if self.knobs.preempt_below is not None:
             return self.knobs.preempt_below
@@ -350,8 +370,11 @@ class FabricQosPolicy(FabricPolicy):
         if self.model_credits:
             self.model.config = replace(self.model.config, credits=self.limits, bulk_prio=self.bulk_prio)
         self.inflight = [0, 0, 0]      # credits in use (sim-side mirror)
-        self.returned = [0, 0, 0]      # credits returned so far
         self.class_grants = [0, 0, 0]
+        if self.yields_burst:
+            self.credit_return = YieldingCreditReturn(TRANSACTION_ACCESSES, max_hold=self.knobs.yield_max_hold)
+        else:
+            self.credit_return = CreditReturn(TRANSACTION_ACCESSES)
 
     def reconfigure(self, doc):
         super().reconfigure(doc)
@@ -368,14 +391,10 @@ class FabricQosPolicy(FabricPolicy):
             return room  # the arbiter only selected it because class k had credit
         return room and self.inflight[k] <= self.limits[k]
 
-    def _step(self, fabric_now, request, ready):
-        freed = self.system.channel.class_freed
-        ret = [0, 0, 0]
-        for k in range(3):
-            if freed[k] // TRANSACTION_ACCESSES > self.returned[k] and self.inflight[k] > 0:
-                ret[k] = 1
-                self.returned[k] += 1
-                self.inflight[k] -= 1
+    def _step(self, now, fabric_now, request, ready):
+        ret = self.credit_return.step(self.system.channel, now)
+        for k, bit in enumerate(ret):
+            self.inflight[k] -= bit
         model = self.model
         held = model.grant
         if self.model_credits:

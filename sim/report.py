@@ -264,7 +264,7 @@ def qos_section(w, results, by):
           + "; ".join(f"{p} {e[0]:.1%}" for p, e in iso.items()) + ".")
         w("")
     w("**Knobs a user sets** (`kvfabric.sim.fabric.QosKnobs`; `kvfabric system` derives the entries from "
-      "`read_queue`: guaranteed `read_queue` entries, burst three quarters of it, urgent an eighth of it):")
+      "`read_queue`: the defaults below, scaled by `read_queue` / 128):")
     w("")
     w("* *bulk priorities* (priorities 2 and 3 by default; the arbiter's `CREDITS.bulk_prio`, spec §6.6): "
       "give throughput tenants that need a rate guarantee but no low latency (prefills) a priority of "
@@ -276,10 +276,14 @@ def qos_section(w, results, by):
       "queued. A decode step of S bytes that should finish in T cycles needs S / 32 / T accesses per "
       "cycle; at ~100-200 cycles in the queue under load, setup A's 13.5 KB steps in ~1,000 cycles "
       "need 40-90 guaranteed entries for the streams that step together, more to have a whole step in "
-      "flight (default 16/192/96 with bulk priorities in use, else 16/128/128). The burst class must cover "
-      "the channel's peak (1 access per cycle) x its loaded latency to keep the prefill's bandwidth; "
-      "every burst entry is also a best-effort access ahead of a decode (the entries sweep above: "
-      "more burst entries buy prefill bandwidth with decode tail).")
+      "flight (default 16/192/128 with bulk priorities in use, else 16/128/128). The burst class must "
+      "cover the channel's peak (1 access per cycle) x its loaded latency to keep the prefill's "
+      "bandwidth (with two prefills or halved decode steps, 96 entries left it below 90 % of FR-FCFS's).")
+    w("* *burst yield* (`yield_burst`, on when bulk priorities are in use): while urgent or guaranteed "
+      "reads are queued, the memory side holds burst credits back (at most `yield_max_hold` = 1,000 "
+      "cycles in a row), so the burst class drains by what it holds instead of refilling ahead of a "
+      "decode step. Without it every burst entry is a best-effort access ahead of a decode, and more "
+      "entries buy prefill bandwidth with decode tail (the entries sweep above, 'no burst yield' rows).")
     w("* *credits* = entries / 4 per class (one 128 B grant = four 32 B entries): the arbiter's "
       "`CREDITS` register.")
     w("* *write drains*: protected reads (urgent, and guaranteed when bulk priorities are in use) hold a "

@@ -11,8 +11,9 @@ from fractions import Fraction
 
 import pytest
 
-from kvfabric.sim.controller import (BURST_CLASS, GUARANTEED_CLASS, PreemptingDrain, QosRefresh,
-                                     QosScheduler, ReservedEntries, qos_rank)
+from kvfabric.sim.controller import (BURST_CLASS, GUARANTEED_CLASS, URGENT_CLASS, CreditReturn,
+                                     PreemptingDrain, QosRefresh, QosScheduler, ReservedEntries,
+                                     YieldingCreditReturn, qos_rank)
 from kvfabric.sim.dram import CONFLICT, HIT, MISS, NEVER, Channel, Request
 from kvfabric.sim.mapping import AddressMap
 from kvfabric.sim.hbm3 import (HBM3_6400, HBM3_GEOMETRY, bytes_per_cycle_to_gbps, ns_to_cycles,
@@ -448,6 +449,60 @@ def test_protected_reads_hold_and_cut_drains_but_never_starve_writes():
     assert holds and max(holds) <= drain.max_hold + 1, holds
     assert max(holds) >= drain.max_hold - 10, "due drains were not held off for the protected read"
     check_command_log(ch.log)
+
+
+class _CreditView:
+    """What a credit-return policy reads of a channel: entries freed per
+    class, and reads queued per pseudo-channel and class."""
+
+    def __init__(self):
+        self.class_freed = [0, 0, 0]
+        self.pc_class_reads = [[0, 0, 0], [0, 0, 0]]
+
+
+def test_credit_return_gives_one_credit_per_four_freed_entries_one_per_clock():
+    ret = CreditReturn(4)
+    view = _CreditView()
+    view.class_freed = [3, 9, 4]
+    got = [0, 0, 0]
+    for now in range(10):
+        bits = ret.step(view, now)
+        assert all(b in (0, 1) for b in bits)
+        got = [g + b for g, b in zip(got, bits)]
+        if now == 0:
+            assert bits == (0, 1, 1), "one credit per class per clock, only for four whole entries"
+    assert got == [0, 2, 1]
+    view.class_freed[0] += 1
+    assert ret.step(view, 10) == (1, 0, 0)
+
+
+@pytest.mark.parametrize("protected", [URGENT_CLASS, GUARANTEED_CLASS])
+def test_yielding_credit_return_holds_burst_credits_for_protected_reads_at_most_max_hold(protected):
+    ret = YieldingCreditReturn(4, max_hold=50)
+    view = _CreditView()
+    view.pc_class_reads[1][protected] = 1        # a protected read waits on pseudo-channel 1
+    view.class_freed = [0, 8, 40]                # two guaranteed and ten burst credits owed
+    bits = [ret.step(view, now) for now in range(100, 150)]
+    assert sum(b[1] for b in bits) == 2, "guaranteed credits never wait"
+    assert not any(b[2] for b in bits), "burst credits wait while the protected read is queued"
+    late = [ret.step(view, now) for now in range(150, 160)]
+    assert [b[2] for b in late] == [1] * 10, "after max_hold the owed burst credits go back one per clock"
+    # The protected read leaves: the next period of protected reads holds again from its own start.
+    view.pc_class_reads[1][protected] = 0
+    view.class_freed[2] += 4
+    assert ret.step(view, 400)[2] == 1
+    view.pc_class_reads[0][protected] = 1
+    view.class_freed[2] += 8
+    assert [ret.step(view, now)[2] for now in range(500, 550)] == [0] * 50
+    assert [ret.step(view, now)[2] for now in range(550, 552)] == [1, 1]
+
+
+def test_yielding_credit_return_does_not_hold_for_burst_reads():
+    ret = YieldingCreditReturn(4, max_hold=50)
+    view = _CreditView()
+    view.pc_class_reads[0][BURST_CLASS] = 30
+    view.class_freed = [0, 0, 8]
+    assert [ret.step(view, now)[2] for now in range(3)] == [1, 1, 0]
 
 
 def test_qos_refresh_avoids_banks_with_guaranteed_reads_and_postpones_within_its_limit():

@@ -142,3 +142,20 @@ def test_system_command_reports_a_bad_workload_in_one_line(tmp_path, capsys):
     assert main(["system", "--contract", str(c), "--workload", str(w), "--policy", "fabric"]) == 2
     err = capsys.readouterr().err
     assert "w.toml: tenant 1: field 'think_cycles' = -5" in err and "1.." in err
+
+
+def test_system_fabric_qos_sizes_classes_from_read_queue_and_bulk_use():
+    """The experiments' class defaults belong to a 128-entry read queue; a
+    contract with a bulk tenant gets the bulk-aware split, and another read
+    queue scales it."""
+    from kvfabric.sim.fabric import QosKnobs
+    from kvfabric.system import qos_knobs_for
+
+    for bulk in (False, True):
+        base = QosKnobs().class_entries(bulk)
+        assert qos_knobs_for(128, bulk).entries == base
+        half = qos_knobs_for(64, bulk).entries
+        assert all(h % 4 == 0 and 2 * h == e for h, e in zip(half, base)), (half, base)
+        assert min(qos_knobs_for(8, bulk).entries) == 4
+    assert QosKnobs().class_entries(True)[1] > QosKnobs().class_entries(False)[1], \
+        "bulk tenants leave the guaranteed class to latency-bound reads, which may then grow"
