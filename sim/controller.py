@@ -393,7 +393,6 @@ class CreditReturn:
             raise ValueError(f"Entries per credit must be a positive integer, not {per_credit!r}")
         self.per_credit = per_credit
         self.returned = [0] * N_CLASSES   # credits returned so far, per class
-        self.held_clocks = 0              # clocks an owed credit waited (statistics)
 
     def owed(self, ch, k):
         """Credits of class ``k`` whose entries are free but not yet returned."""
@@ -404,12 +403,9 @@ class CreditReturn:
         held = self._held_classes(ch, now)
         bits = [0] * N_CLASSES
         for k in range(N_CLASSES):
-            if self.owed(ch, k) > 0:
-                if k in held:
-                    self.held_clocks += 1
-                else:
-                    bits[k] = 1
-                    self.returned[k] += 1
+            if k not in held and self.owed(ch, k) > 0:
+                bits[k] = 1
+                self.returned[k] += 1
         return tuple(bits)
 
     def _held_classes(self, ch, now):
