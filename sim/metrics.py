@@ -8,8 +8,8 @@ import numpy as np
 
 from .hbm3 import HBM3_6400
 
-__all__ = ["NS_PER_CYCLE", "PEAK_BYTES_PER_CYCLE", "derive", "pct", "us", "shares", "isolation_error",
-           "get", "ratio", "SPLIT_PARTS"]
+__all__ = ["NS_PER_CYCLE", "PEAK_BYTES_PER_CYCLE", "derive", "job_rates", "pooled", "pct", "us", "shares",
+           "isolation_error", "get", "ratio", "SPLIT_PARTS"]
 
 NS_PER_CYCLE = HBM3_6400.tck_ps / 1000
 PEAK_BYTES_PER_CYCLE = 32
@@ -39,7 +39,7 @@ def derive(res):
         "gbps": total / res["horizon"] * 1.6,
         "jobs_done": len(jobs),
     }
-    rates = [res["job_bytes"][tid] / (e - s) * 1.6 for tid, _, s, e in jobs if e > s]
+    rates = job_rates(res)
     d["job_gbps"] = float(np.mean(rates)) if rates else float("nan")
     d["job_cycles"] = float(np.mean([e - s for _, _, s, e in jobs])) if jobs else float("nan")
     # Where the tail comes from: the mean split of the steps at or above the p99.
@@ -50,6 +50,20 @@ def derive(res):
     prefill_bytes = sum(res["bytes"][tid] for tid in res["job_bytes"])
     d["prefill_gbps"] = prefill_bytes / res["horizon"] * 1.6
     return d
+
+
+def job_rates(res):
+    """GB/s of every finished prefill job of a run (its bytes over its duration)."""
+    return [res["job_bytes"][tid] / (e - s) * 1.6 for tid, _, s, e in res["jobs"] if e > s]
+
+
+def pooled(runs):
+    """Decode-step p99 and mean prefill job bandwidth over several runs of one
+    workload (seeds): their steps and jobs taken together as one longer sample."""
+    lat = np.array([lat for res in runs for _, _, lat in res["steps"]], dtype=float)
+    rates = [r for res in runs for r in job_rates(res)]
+    return {"runs": len(runs), "steps": len(lat), "p99": pct(lat, 99),
+            "job_gbps": float(np.mean(rates)) if rates else float("nan")}
 
 
 def pct(x, q):

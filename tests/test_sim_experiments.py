@@ -6,7 +6,8 @@ from fractions import Fraction
 import pytest
 
 from kvfabric.sim.experiments import plan, run_spec
-from kvfabric.sim.report import derive, write_report
+from kvfabric.sim.metrics import pooled
+from kvfabric.sim.report import derive, pooled_rows, seed_run_key, write_report
 from kvfabric.sim.scenarios import Scale, setup_a, setup_b
 
 
@@ -30,6 +31,57 @@ def test_horizon_cuts_every_run_but_keeps_a_whole_prefill_job():
             assert p["cycles"] * 3 == full[key]["cycles"], key
     with pytest.raises(ValueError, match="horizon"):
         plan(horizon=Fraction(3, 2))
+
+
+def test_every_target_run_is_repeated_at_every_seed_with_the_same_length():
+    specs = {s["id"]: s for s in plan()}
+    workloads = ("A", "B", "half steps", "double steps", "two prefills")
+    for workload in workloads:
+        for policy in ("decode only", "FR-FCFS", "Fabric-QoS"):
+            first = specs[seed_run_key(workload, policy, 1)]
+            for seed in (2, 3):
+                other = specs[seed_run_key(workload, policy, seed)]
+                assert other["params"]["seed"] == seed
+                assert other["kind"] == first["kind"] and other["policy"] == first["policy"]
+                rest = {k: v for k, v in other["params"].items() if k != "seed"}
+                assert rest == first["params"], (workload, policy, seed)
+    assert sum(s["group"] == "seeds" for s in specs.values()) == len(workloads) * 3 * 2
+    assert not any(s["group"] == "seeds" for s in plan(quick=True))
+
+
+def _fake_run(latencies, jobs=()):
+    """A run result with only what pooling reads: decode steps and prefill jobs of 1 MiB."""
+    return {"steps": [(5, i, lat) for i, lat in enumerate(latencies)],
+            "jobs": [(0, 0, s, e) for s, e in jobs], "job_bytes": {0: 1 << 20}}
+
+
+def test_pooling_takes_the_steps_and_jobs_of_all_seeds_as_one_sample():
+    a = _fake_run(range(1, 101), jobs=[(0, 1 << 16)])
+    b = _fake_run(range(101, 201), jobs=[(0, 1 << 15), (10, 10)])  # a job of no duration is skipped
+    p = pooled([a, b])
+    # 99th percentile of 1..200, interpolated between the 198th and 199th values.
+    assert p["steps"] == 200 and p["p99"] == pytest.approx(1 + 0.99 * 199)
+    # 1 MiB over 2^16 and 2^15 memory cycles at 1.6 GHz: 25.6 and 51.2 GB/s.
+    assert p["job_gbps"] == pytest.approx((2 ** 20 / 2 ** 16 + 2 ** 20 / 2 ** 15) / 2 * 1.6)
+
+
+def test_pooled_rows_judge_the_targets_over_every_seed():
+    results = {}
+    for seed in (1, 2, 3):
+        alone = range(100, 200)
+        # Seed 3's fabric-qos tail is 1.5x its decode-only tail; pooled, the tail stays under 1.2x.
+        qos = [x * (1.5 if seed == 3 and x >= 198 else 1) for x in alone]
+        results[seed_run_key("A", "decode only", seed)] = _fake_run(alone)
+        results[seed_run_key("A", "FR-FCFS", seed)] = _fake_run(alone, jobs=[(0, 1000)])
+        results[seed_run_key("A", "Fabric-QoS", seed)] = _fake_run(qos, jobs=[(0, 1100)])
+    (row,) = pooled_rows(results)
+    assert row["workload"] == "A" and row["steps"] == 300
+    assert row["p99_ratio_per_seed"][2] > 1.2 and row["p99_ratio_per_seed"][0] == pytest.approx(1)
+    assert row["p99_ratio"] < 1.2
+    assert row["prefill_ratio"] == pytest.approx(1000 / 1100)
+    assert row["met"]
+    del results[seed_run_key("A", "FR-FCFS", 2)]
+    assert pooled_rows(results) == []   # a workload with a seed missing is not judged
 
 
 def test_scale_maps_essay_time_consistently():
