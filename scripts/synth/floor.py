@@ -33,6 +33,12 @@ adds buckets, eligibility, queues and configuration to the same cycle):
     same cycle.  The least such computation is kept: a winner's order value
     grows by its next cost (an input), a kept one stays; every class may
     change (arrivals, bucket refills: inputs).
+``stale``
+    Not the spec's rule: ``allpairs`` with the comparisons registered, so
+    that the winner of cycle t is the smallest key of cycle t - 1 and a
+    winner's new key counts one cycle late (it may win twice on one key).
+    What one cycle of staleness would buy, for the wall's "what would move
+    it".
 """
 
 import argparse
@@ -42,7 +48,8 @@ from amaranth.hdl import C, Cat, Module, Mux, Signal
 from amaranth.lib import wiring
 from amaranth.lib.wiring import In, Out
 
-__all__ = ["CLASS_BITS", "IDLE_CLASS", "CORES", "AllPairsFloor", "MatrixFloor", "generate", "main"]
+__all__ = ["CLASS_BITS", "IDLE_CLASS", "CORES", "AllPairsFloor", "MatrixFloor", "StaleFloor", "generate",
+           "main"]
 
 #: Key classes as in hw/channel.py: 0 urgent, 1..4 guaranteed, 5 burst, 15 idle.
 CLASS_BITS = 4
@@ -104,6 +111,30 @@ class AllPairsFloor(wiring.Component):
         return m
 
 
+class StaleFloor(AllPairsFloor):
+    """:class:`AllPairsFloor` with registered comparisons: the selection sees keys one cycle old."""
+
+    def elaborate(self, platform):
+        m = Module()
+        n, w = self.tenants, self.order_bits
+        cls = [Signal(CLASS_BITS, name=f"key_class_{i}", init=IDLE_CLASS) for i in range(n)]
+        order = [Signal(w, name=f"key_order_{i}") for i in range(n)]
+        first = {}
+        for hi in range(n):
+            for lo in range(hi):
+                f = Signal(name=f"first_{hi}_{lo}")
+                m.d.sync += f.eq(_precedes(cls[hi], order[hi], cls[lo], order[lo], w))
+                first[hi, lo] = f
+        competes = [Signal(name=f"competes_{i}") for i in range(n)]
+        m.d.sync += [competes[i].eq(cls[i] != IDLE_CLASS) for i in range(n)]
+        win = _one_hot_winner(m, competes, first)
+        for i in range(n):
+            m.d.sync += [cls[i].eq(Mux(win[i], self.pop_class[i], self.keep_class[i])),
+                         order[i].eq(Mux(win[i], self.pop_order[i], self.keep_order[i]))]
+        m.d.comb += self.win.eq(Cat(*win))
+        return m
+
+
 class MatrixFloor(wiring.Component):
     """Registered precedence bits, AND winner, next bits from three comparisons per pair."""
 
@@ -138,7 +169,7 @@ class MatrixFloor(wiring.Component):
         return m
 
 
-CORES = {"allpairs": AllPairsFloor, "matrix": MatrixFloor}
+CORES = {"allpairs": AllPairsFloor, "matrix": MatrixFloor, "stale": StaleFloor}
 
 
 def generate(core, tenants=8, order_bits=24):
@@ -150,7 +181,7 @@ def generate(core, tenants=8, order_bits=24):
 def main(argv=None):
     ap = argparse.ArgumentParser(prog="python -m kvfabric.scripts.synth.floor",
                                  description=__doc__.split("\n")[0])
-    ap.add_argument("--core", choices=sorted(CORES), required=True)
+    ap.add_argument("--core", choices=list(CORES), required=True)
     ap.add_argument("--tenants", type=int, default=8, help="tenants, 2..16 (default 8)")
     ap.add_argument("--order-bits", type=int, default=24,
                     help="order value width, 4..32 (default 24: spec §11's timestamp/finish-tag order)")
