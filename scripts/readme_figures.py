@@ -126,6 +126,15 @@ def _experiment_rows(runs: list) -> list:
                     f"decode-step p99 {qos['p99_ns']:,.0f} ns = {ratio:.2f}x decode alone "
                     f"({alone['p99_ns']:,.0f} ns; FR-FCFS {frfcfs['p99_ns']:,.0f} ns), prefill keeps "
                     f"{kept:.0%} of its FR-FCFS bandwidth (targets 1.2x and 90 %: {met})", cmd, "not recorded"))
+    pooled = [r for r in runs if r.get("group") == "pooled"]
+    if pooled:
+        met = sum(bool(r["met"]) for r in pooled)
+        out.append((f"decode tail behind prefills, seeds {pooled[0]['seeds'][0]}-{pooled[0]['seeds'][-1]} "
+                     "pooled (Fabric-QoS)",
+                     "decode-step p99 / decode alone: " + ", ".join(
+                         f"{r['workload']} {r['p99_ratio']:.2f}x ({r['prefill_ratio']:.0%})" for r in pooled)
+                     + f" (prefill's share of its FR-FCFS bandwidth in brackets; targets 1.2x and 90 %: met "
+                       f"in {met} of {len(pooled)})", cmd, "not recorded"))
     iso = {p: by_id.get(f"isolation/{p}", {}).get("isolation_error_max") for p in ("Fabric", "Fabric-QoS")}
     if all(v is not None for v in iso.values()):
         met = "met" if iso["Fabric-QoS"] <= 0.01 else "not met"

@@ -37,6 +37,12 @@ TIMELINE_CYCLES = 16_000   # 10 us windows for bandwidth-over-time
 #: takes about a third of it), so the job bandwidth is still measured.
 MIN_PERIODS = Fraction(1, 2)
 
+#: A knob row: double decode steps with the decodes guaranteed 1.5x their mean
+#: demand; its decode-only and FR-FCFS baselines are double steps' (no contract).
+HEADROOM = ("double steps, decode guarantee x1.5", dict(step_scale=2, decode_headroom=Fraction(3, 2)))
+#: Workloads whose decode-only and FR-FCFS runs (which no contract changes) are another's.
+BASELINE_OF = {HEADROOM[0]: "double steps"}
+
 #: Setup A variants the QoS controller was not tuned for (issue #14).
 UNTUNED = (("half steps", dict(step_scale=Fraction(1, 2))),
            ("double steps", dict(step_scale=2)),
@@ -101,24 +107,32 @@ def plan(quick=False, horizon=1):
         for policy in ("FR-FCFS", "Fabric-QoS"):
             add("QoS-window", f"{policy}, window {window}", "setup_a", policy, periods=sweep_periods,
                 window=window)
+    # As long as setup A's runs: at half a period the second of two prefills
+    # (half a period after the first) would never start.
     for label, extra in UNTUNED:
         for policy in ("decode only", "FR-FCFS", "Fabric", "Fabric-QoS"):
             params = dict(extra, prefill=False) if policy == "decode only" else extra
             add("untuned", f"{label}, {policy}", "setup_a", "FR-FCFS" if policy == "decode only" else policy,
-                periods=sweep_periods, **params)
+                periods=periods, **params)
     # A p99 of one seed rests on a few hundred decode steps: the target runs
     # again at seeds 2-3, same length, for the report to pool.
     if not quick:
-        target_workloads = [("A", "setup_a", {}, periods), ("B", "setup_b", {}, periods)]
-        target_workloads += [(label, "setup_a", extra, sweep_periods) for label, extra in UNTUNED]
-        for workload, kind, extra, length in target_workloads:
+        target_workloads = [("A", "setup_a", {}), ("B", "setup_b", {})] + [
+            (label, "setup_a", extra) for label, extra in UNTUNED]
+        for workload, kind, extra in target_workloads:
             for policy in ("decode only", "FR-FCFS", "Fabric-QoS"):
                 for seed in SEEDS[1:]:
                     params = dict(extra, seed=seed)
                     if policy == "decode only":
                         params["prefill"] = False
                     add("seeds", f"{workload}, {policy}, seed {seed}", kind,
-                        "FR-FCFS" if policy == "decode only" else policy, periods=length, **params)
+                        "FR-FCFS" if policy == "decode only" else policy, periods=periods, **params)
+        # The contract knob for decode steps above their mean (report: knobs):
+        # Fabric-QoS with the decodes guaranteed 1.5x their mean demand.
+        label, extra = HEADROOM
+        for seed in SEEDS:
+            add("seeds", f"{label}, Fabric-QoS, seed {seed}", "setup_a", "Fabric-QoS", periods=periods,
+                **dict(extra, seed=seed))
     for policy in ("FCFS", "FR-FCFS", "Fabric", "Fabric-QoS"):
         add("isolation", policy, "isolation", policy, cycles=study_cycles)
     for pattern in ("stream", "random"):

@@ -105,9 +105,9 @@ class Workload:
     description: str = ""
 
 
-def _decode_contract(tid, step_hbm_bytes, think, scale, *, priority, weight=None):
+def _decode_contract(tid, step_hbm_bytes, think, scale, *, priority, weight=None, headroom=1):
     t = dict(id=tid, name=f"decode{tid}",
-             guaranteed_gbps=round(_gbps(step_hbm_bytes, think), 3),
+             guaranteed_gbps=round(_gbps(step_hbm_bytes, think) * Fraction(headroom), 3),
              burst_gbps=CHANNEL_GBPS,
              burst_duration_ms=Essay.contract_burst_ms / scale.compression,
              priority=priority, latency_slo_us=Essay.latency_slo_us)
@@ -127,7 +127,7 @@ def _prefill_contract(tid, scale, *, priority, guaranteed, weight=None):
 
 
 def setup_a(scale, *, periods=2, window=None, chunks=1, yield_gap=0, prefill=True, seed=1,
-            step_scale=1, prefills=1):
+            step_scale=1, prefills=1, decode_headroom=1):
     """Figure 3: simulated H200, 4 tenants, 1 prefill + 3 decode.
 
     The prefill arrives once per period, 10% into it; a period is the
@@ -138,7 +138,8 @@ def setup_a(scale, *, periods=2, window=None, chunks=1, yield_gap=0, prefill=Tru
     Variants not tuned for (issue #14): ``step_scale`` multiplies the decode
     step and think time (same mean demand, other step sizes); ``prefills = 2``
     adds a second, identical prefill half a period later (ids 0..prefills-1,
-    decode ids follow).
+    decode ids follow).  ``decode_headroom`` multiplies the decodes'
+    guaranteed rate (and so their bucket): a contract knob, 1 = the mean demand.
     """
     gpu = H200
     window = window or Essay.queued_requests // 4
@@ -167,7 +168,7 @@ def setup_a(scale, *, periods=2, window=None, chunks=1, yield_gap=0, prefill=Tru
     contract = contract_doc(
         [_prefill_contract(p, scale, priority=2, guaranteed=CHANNEL_GBPS * Essay.prefill_duty)
          for p in range(prefills)]
-        + [_decode_contract(i, step, think, scale, priority=1) for i in decodes],
+        + [_decode_contract(i, step, think, scale, priority=1, headroom=decode_headroom) for i in decodes],
         channel_gbps=CHANNEL_GBPS, clock_mhz=FABRIC_MHZ, admission_limit=Essay.admission_limit)
     return Workload(make_tenants, contract, horizon=periods * period,
                     description=(f"{gpu.name}: 1/{gpu.channels} per channel; prefill {job / 1e6:.2f} MB "

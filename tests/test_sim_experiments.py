@@ -45,7 +45,12 @@ def test_every_target_run_is_repeated_at_every_seed_with_the_same_length():
                 assert other["kind"] == first["kind"] and other["policy"] == first["policy"]
                 rest = {k: v for k, v in other["params"].items() if k != "seed"}
                 assert rest == first["params"], (workload, policy, seed)
-    assert sum(s["group"] == "seeds" for s in specs.values()) == len(workloads) * 3 * 2
+    # The knob row: the double-step workload with the decodes guaranteed 1.5x, every seed, same length.
+    double = specs[seed_run_key("double steps", "Fabric-QoS", 1)]["params"]
+    for seed in (1, 2, 3):
+        knob = specs[seed_run_key("double steps, decode guarantee x1.5", "Fabric-QoS", seed)]["params"]
+        assert knob == dict(double, seed=seed, decode_headroom=Fraction(3, 2)), seed
+    assert sum(s["group"] == "seeds" for s in specs.values()) == len(workloads) * 3 * 2 + 3
     assert not any(s["group"] == "seeds" for s in plan(quick=True))
 
 
@@ -80,8 +85,18 @@ def test_pooled_rows_judge_the_targets_over_every_seed():
     assert row["p99_ratio"] < 1.2
     assert row["prefill_ratio"] == pytest.approx(1000 / 1100)
     assert row["met"]
+    # A knob row takes its decode-only and FR-FCFS baselines from the workload it varies.
+    knob = "double steps, decode guarantee x1.5"
+    for seed in (1, 2, 3):
+        results[seed_run_key("double steps", "decode only", seed)] = _fake_run(range(100, 200))
+        results[seed_run_key("double steps", "FR-FCFS", seed)] = _fake_run(range(100, 200), jobs=[(0, 1000)])
+        results[seed_run_key(knob, "Fabric-QoS", seed)] = _fake_run(range(200, 300), jobs=[(0, 1000)])
+    rows = {r["workload"]: r for r in pooled_rows(results)}
+    assert set(rows) == {"A", knob}    # the double-step workload itself has no Fabric-QoS runs here
+    assert rows[knob]["p99_ratio"] == pytest.approx((200 + 0.99 * 99) / (100 + 0.99 * 99), rel=1e-3)
+    assert not rows[knob]["met"] and rows[knob]["prefill_ratio"] == pytest.approx(1)
     del results[seed_run_key("A", "FR-FCFS", 2)]
-    assert pooled_rows(results) == []   # a workload with a seed missing is not judged
+    assert "A" not in {r["workload"] for r in pooled_rows(results)}  # a workload missing a seed is not judged
 
 
 def test_scale_maps_essay_time_consistently():
@@ -94,6 +109,11 @@ def test_scale_maps_essay_time_consistently():
     assert abs(Fraction(job, 32 * a.horizon // 2) - Fraction(24, 100)) < Fraction(1, 1000)
     b = setup_b(scale)
     assert len(b.make_tenants()) == 8 and b.cxl() is not None
+    # The headroom knob raises every decode's guarantee, nothing else.
+    base, more = setup_a(scale).contract["tenant"], setup_a(scale, decode_headroom=Fraction(3, 2)).contract["tenant"]
+    for t, u in zip(base, more):
+        scale_by = Fraction(3, 2) if t["name"].startswith("decode") else 1
+        assert u["guaranteed_gbps"] == pytest.approx(t["guaranteed_gbps"] * float(scale_by), abs=1e-3), t["name"]
 
 
 @pytest.fixture(scope="module")
