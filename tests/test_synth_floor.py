@@ -122,11 +122,11 @@ def test_floor_report_lists_every_core_with_its_seeds(tmp_path):
     from kvfabric.scripts.synth.floor_report import order_widths, write_reports
 
     rows = [dict(core="allpairs", order_bits=24, fmax_by_seed={"1": 127.4, "2": None}, fmax_median_mhz=127.4,
-                 critical_path_ns=7.8, routing_ns=5.6, carry_steps=18, luts=990, carry=336, gates=4092,
-                 levels_default=28.0, **{"levels_kogge-stone": 24.0})]
+                 critical_path_ns=7.8, routing_ns=5.6, carry_steps=18, luts=990, carry=336, gates_default=4092,
+                 levels_default=28.0, **{"levels_kogge-stone": 24.0, "gates_kogge-stone": 4163})]
     write_reports(rows, tmp_path / "f.json", tmp_path / "f.md")
     md = (tmp_path / "f.md").read_text()
-    assert "| allpairs | 24 | 127.4 | 1: 127.4, 2: timeout | 7.8 (5.6) | 18 | 990 | 336 | 28 / 24 | 4092 |" in md
+    assert "| allpairs | 24 | 127.4 | 1: 127.4, 2: timeout | 7.8 (5.6) | 18 | 990 | 336 | 28 / 24 | 4092 / 4163 |" in md
     assert json.loads((tmp_path / "f.json").read_text())["cores"] == rows
     assert order_widths("24, 8") == [24, 8]
     for bad in ("3", "x", ""):
