@@ -144,12 +144,27 @@ def _experiment_rows(runs: list) -> list:
     return out
 
 
+def _floor_rows(report: dict) -> list:
+    """The one-cycle selection loop alone (``floor.json``, issue #15), at the spec's order width."""
+    cores = [c for c in report.get("cores", []) if c.get("order_bits") == 24 and c.get("fmax_median_mhz")]
+    if not cores:
+        return []
+    names = {"allpairs": "all-pairs (today's structure)", "matrix": "exact precedence matrix",
+             "stale": "one cycle stale (not the spec's rule)"}
+    figure = ", ".join(f"{names.get(c['core'], c['core'])} {c['fmax_median_mhz']:g} MHz" for c in cores)
+    seeds = ",".join(cores[0]["fmax_by_seed"])
+    return [("LFE5U-85F, the selection loop alone, 8 tenants, 24-bit order",
+             f"{figure} (median of seeds {seeds}; one channel's target 150)",
+             "`python -m kvfabric.scripts.synth.floor_report` → `reports/floor.md`", _rev(cores[0]))]
+
+
 def rows(reports: Path | str) -> list:
     """``(what, figure, command, revision)`` for every figure the reports hold."""
     reports = Path(reports)
     out = []
     for name, make in (("bench.json", _bench_rows), ("state_budget.json", _state_rows),
-                       ("synth.json", _synth_rows), ("experiments.json", _experiment_rows)):
+                       ("synth.json", _synth_rows), ("floor.json", _floor_rows),
+                       ("experiments.json", _experiment_rows)):
         report = _load(reports, name)
         if report is not None:
             out += make(report)
