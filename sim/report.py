@@ -250,7 +250,7 @@ def qos_section(w, results, by):
         w("### Workloads not tuned for")
         w("")
         w("Setup A with the decode steps (and think times) halved or doubled, and with a second "
-          "prefill half a period after the first; half a period each. Setup B above has two "
+          "prefill half a period after the first; as long as setup A's runs. Setup B above has two "
           "prefills and 50% CXL spill.")
         w("")
         for label in untuned:
@@ -276,6 +276,10 @@ def qos_section(w, results, by):
       "guaranteed class carries only latency-bound reads; that is what lets protected reads hold write "
       "drains off and lets the guaranteed class grow. Setup A uses it (prefill priority 2, decodes 1); "
       "setup B's one-priority contract cannot, and runs with the guaranteed class shared.")
+    w("* *latency-bound contracts with headroom*: a decode guaranteed exactly its mean demand runs its "
+      "bucket dry whenever steps bunch up, and its overrun then goes as burst at its weight share (by "
+      "default proportional to its guarantee, a tenth of a prefill's). Guarantee such tenants more than "
+      "their mean (the 'decode guarantee x1.5' row above: every seed within 1.15x), or give them weight.")
     w("* *entries per class* by Little's law: entries = accesses per cycle x cycles an access stays "
       "queued. A decode step of S bytes that should finish in T cycles needs S / 32 / T accesses per "
       "cycle; at ~100-200 cycles in the queue under load, setup A's 13.5 KB steps in ~1,000 cycles "
