@@ -103,6 +103,9 @@ def plan(quick=False, horizon=1):
         label = "entries " + "/".join(map(str, entries)) + (", no burst yield" if yield_burst is False else "")
         add("QoS-entries", label, "setup_a", "Fabric-QoS", periods=sweep_periods, entries=entries,
             yield_burst=yield_burst)
+    # The price of smaller write batches (the isolation study's knob) to the prefill.
+    add("QoS-entries", "write watermarks 20/4", "setup_a", "Fabric-QoS", periods=sweep_periods,
+        write_high=20, write_low=4)
     for window in (75, 1200):
         for policy in ("FR-FCFS", "Fabric-QoS"):
             add("QoS-window", f"{policy}, window {window}", "setup_a", policy, periods=sweep_periods,
@@ -135,6 +138,11 @@ def plan(quick=False, horizon=1):
                 **dict(extra, seed=seed))
     for policy in ("FCFS", "FR-FCFS", "Fabric", "Fabric-QoS"):
         add("isolation", policy, "isolation", policy, cycles=study_cycles)
+    # Where Fabric-QoS's isolation error comes from: the streaming tenant's
+    # writes, drained in batches (write watermarks 28/4 per pseudo-channel).
+    add("isolation", "Fabric-QoS, no writes", "isolation", "Fabric-QoS", cycles=study_cycles, writes=False)
+    add("isolation", "Fabric-QoS, write watermarks 20/4", "isolation", "Fabric-QoS", cycles=study_cycles,
+        write_high=20, write_low=4)
     for pattern in ("stream", "random"):
         for policy in ("FR-FCFS", "Static partition", "Fabric"):
             add("idle", f"{policy}, {pattern}", "idle", policy, pattern=pattern,
@@ -153,12 +161,12 @@ def build_run(spec, scale):
     if kind in ("setup_a", "setup_b"):
         power_cap = params.pop("power_cap", False)
         periods = params.pop("periods")
-        entries = params.pop("entries", None)
-        yield_burst = params.pop("yield_burst", None)
+        knobs = {k: params.pop(k) for k in ("entries", "yield_burst", "write_high", "write_low") if k in params}
         workload = (setup_a if kind == "setup_a" else setup_b)(scale, periods=1, **params)
-        if entries is not None:
-            policy = FabricQosPolicy(workload.contract, memory_mhz=MEMORY_MHZ,
-                                     knobs=QosKnobs(entries=tuple(entries), yield_burst=yield_burst))
+        if knobs:
+            if "entries" in knobs:
+                knobs["entries"] = tuple(knobs["entries"])
+            policy = FabricQosPolicy(workload.contract, memory_mhz=MEMORY_MHZ, knobs=QosKnobs(**knobs))
         else:
             policy = make_policy(spec["policy"], workload, scale)
         system = System(workload.make_tenants(), policy, cxl=workload.cxl() if workload.cxl else None,
@@ -172,7 +180,9 @@ def build_run(spec, scale):
             extract = lambda s: {"power_trace": cap.trace, "power_budget_w": float(budget)}  # noqa: E731
         return system, int(workload.horizon * periods), extract, workload.description
     if kind == "isolation":
-        study = isolation(spec["policy"], params["cycles"])
+        knobs = {k: params[k] for k in ("write_high", "write_low") if k in params}
+        study = isolation(spec["policy"], params["cycles"], writes=params.get("writes", True),
+                          knobs=QosKnobs(**knobs) if knobs else None)
     elif kind == "idle":
         study = idle_tenant(spec["policy"], params["cycles"], params["pattern"])
     elif kind == "admission":

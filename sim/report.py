@@ -238,7 +238,8 @@ def qos_section(w, results, by):
         _qos_table(w, rows, _ns(get(by, f"{prefix}decode only", "p99")), targets=True)
     sweeps = [k for k in by if k.startswith(("QoS-entries/", "QoS-window/"))]
     if sweeps:
-        w("### Knobs: reserved entries (urgent/guaranteed/burst, 32 B entries) and the prefill's window")
+        w("### Knobs: reserved entries (urgent/guaranteed/burst, 32 B entries), write watermarks and the "
+          "prefill's window")
         w("")
         w("Setup A, half a prefill period each; ratios against setup A's decode-only and FR-FCFS runs "
           "above (same workload, a longer run).")
@@ -265,7 +266,11 @@ def qos_section(w, results, by):
     iso = {k.split("/", 1)[1]: isolation_error(results[k], 0.25) for k in results if k.startswith("isolation/")}
     if iso:
         w("Isolation error (4 backlogged tenants, equal weights, worst |share - 25%| / 25% per 10 µs window): "
-          + "; ".join(f"{p} {e[0]:.1%}" for p, e in iso.items()) + ".")
+          + "; ".join(f"{p} {e[0]:.1%}" for p, e in iso.items()) + ". The worst window is the streaming "
+          "tenant's: the controller drains its writes in batches (write watermarks 28/4 per pseudo-channel), "
+          "so up to a batch of them falls into the next window; without writes, or with smaller batches "
+          "(whose price to setup A's prefill is the 'write watermarks 20/4' row of the knobs table), the "
+          "error is the other rows'.")
         w("")
     w("**Knobs a user sets** (`kvfabric.sim.fabric.QosKnobs`; `kvfabric system` derives the entries from "
       "`read_queue`: the defaults below, scaled by `read_queue` / 128):")

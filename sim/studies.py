@@ -42,13 +42,15 @@ class Study:
         self.extract = extract or (lambda system: {})
 
 
-def isolation(policy_name, cycles):
-    """Tenant 0 streams with 300 transactions in flight; tenants 1-3 read
-    random 256 B blocks with 32 each.  Target: a quarter each."""
-    tenants = [GreedyTenant(0, window=300, pattern="stream", write_share=4, name="stream")]
+def isolation(policy_name, cycles, *, writes=True, knobs=None):
+    """Tenant 0 streams with 300 transactions in flight, one in four a write
+    (none with ``writes=False``); tenants 1-3 read random 256 B blocks with 32
+    each.  Target: a quarter each.  ``knobs``: the QoS controller's
+    (:class:`~sim.fabric.QosKnobs`, Fabric-QoS only)."""
+    tenants = [GreedyTenant(0, window=300, pattern="stream", write_share=4 if writes else 0, name="stream")]
     tenants += [GreedyTenant(i, window=32, pattern="random", block=2, seed=7, name=f"random{i}")
                 for i in (1, 2, 3)]
-    policy = _policy(policy_name, _equal_contract(4))
+    policy = _policy(policy_name, _equal_contract(4), knobs=knobs)
     return Study(tenants, policy, cycles)
 
 
@@ -61,11 +63,13 @@ def idle_tenant(policy_name, cycles, pattern="stream"):
     return Study(tenants, policy, cycles)
 
 
-def _policy(name, contract):
+def _policy(name, contract, knobs=None):
+    if knobs is not None and name != "Fabric-QoS":
+        raise ValueError(f"QoS knobs apply to Fabric-QoS only, not {name!r}")
     if name == "Fabric":
         return FabricPolicy(contract, memory_mhz=MEMORY_MHZ)
     if name == "Fabric-QoS":
-        return FabricQosPolicy(contract, memory_mhz=MEMORY_MHZ)
+        return FabricQosPolicy(contract, memory_mhz=MEMORY_MHZ, knobs=knobs)
     return make_policy(name, None, None)
 
 

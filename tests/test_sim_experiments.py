@@ -6,6 +6,7 @@ from fractions import Fraction
 import pytest
 
 from kvfabric.sim.experiments import plan, run_spec
+from kvfabric.sim.fabric import QosKnobs
 from kvfabric.sim.metrics import pooled
 from kvfabric.sim.report import derive, pooled_rows, seed_run_key, write_report
 from kvfabric.sim.scenarios import Scale, setup_a, setup_b
@@ -97,6 +98,21 @@ def test_pooled_rows_judge_the_targets_over_every_seed():
     assert not rows[knob]["met"] and rows[knob]["prefill_ratio"] == pytest.approx(1)
     del results[seed_run_key("A", "FR-FCFS", 2)]
     assert "A" not in {r["workload"] for r in pooled_rows(results)}  # a workload missing a seed is not judged
+
+
+def test_isolation_variants_change_only_the_writes_or_the_watermarks():
+    from kvfabric.sim.studies import isolation
+
+    plain, dry = isolation("Fabric-QoS", 1000), isolation("Fabric-QoS", 1000, writes=False)
+    assert [t.write_share for t in plain.tenants] == [4, 0, 0, 0]
+    assert [t.write_share for t in dry.tenants] == [0, 0, 0, 0]
+    knobs = QosKnobs(write_high=20, write_low=4)
+    assert isolation("Fabric-QoS", 1000, knobs=knobs).policy.knobs is knobs
+    with pytest.raises(ValueError, match="Fabric-QoS only"):
+        isolation("Fabric", 1000, knobs=knobs)
+    specs = {s["id"]: s["params"] for s in plan()}
+    assert specs["isolation/Fabric-QoS, no writes"]["writes"] is False
+    assert specs["QoS-entries/write watermarks 20/4"]["write_high"] == 20
 
 
 def test_scale_maps_essay_time_consistently():
