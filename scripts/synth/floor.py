@@ -12,7 +12,7 @@ Spec §6.2 and §11 make every grant's charge visible to the next cycle's
 selection: the winner of cycle t is chosen from keys that already reflect the
 winner of t - 1.  Whatever else a core does, that recurrence is one cycle of
 logic.  These cores keep only it, so that their routed Fmax and gate depth are
-an upper bound on what any implementation of the rule can reach (a real core
+an upper bound on what a core of the same structure can reach (a real core
 adds buckets, eligibility, queues and configuration to the same cycle):
 
 ``allpairs``
