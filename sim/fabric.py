@@ -239,10 +239,11 @@ class QosKnobs:
         seeds 1-2: 1125 -> 1161 ns).  Without bulk tenants the burst class
         carries only overruns and best effort: 128 entries keep setup B's
         p99 (1120 -> 1125 ns) and give its prefills 36.7 -> 38.8 GB/s, and
-        take the isolation study's error from 1.2 % to 0.9 %.  With bulk
-        tenants it carries the prefill: at 96 entries two prefills or halved
-        decode steps kept only 88 % of their FR-FCFS bandwidth, at 128 over
-        90 %; without ``yield_burst`` those 128 burst reads queued ahead of
+        take the isolation study's error from 1.2 % to 0.9 % (over a third of
+        its horizon).  With bulk tenants it carries the prefill: at 96 entries
+        halved decode steps (and 'two prefills', whose half-period runs then
+        held only the first) kept only 88 % of their FR-FCFS bandwidth, at 128
+        over 90 %; without ``yield_burst`` those 128 burst reads queued ahead of
         every decode step cost setup A's p99 (683 ns at 96, 727 at 128).
     row_hit_caps : tuple of 3 ints
         Row hits that may bypass an older request of their class.
