@@ -242,13 +242,29 @@ class WatermarkDrain:
     Enter write mode at ``high`` queued writes (or when no read is queued,
     or no read can proceed); leave at ``low``, after ``high - low`` writes,
     when no write is left or none can proceed.
+
+    ``interval`` (cycles, None: off) also makes a drain due when more than
+    ``low`` writes are queued and ``interval`` cycles have passed since the
+    pseudo-channel last left write mode: a write-starvation timer, like
+    uMCTL2's ``w_max_starve``.  A writer that fills the queue quickly still
+    drains in batches of ``high - low`` (one bus turnaround each); a slow
+    writer drains what ``interval`` cycles brought, so its writes wait less
+    and come out in smaller batches.  How many of a tenant's writes sit in
+    the queue at a given moment is what moves its bytes from one
+    measurement window into the next (the isolation study of
+    ``make experiments``).  The timer is looked at whenever the channel
+    updates its drain state (every cycle with work queued).
     """
 
-    def __init__(self, high=28, low=4):
+    def __init__(self, high=28, low=4, *, interval=None):
         if not 0 <= low < high:
             raise ValueError(f"Write watermarks must satisfy 0 <= low < high, not {low}, {high}")
+        if interval is not None and (not isinstance(interval, int) or interval < 1):
+            raise ValueError(f"Drain interval must be a positive number of cycles or None, not {interval!r}")
         self.high = high
         self.low = low
+        self.interval = interval
+        self._left_at = {}        # pc -> cycle it last left write mode
 
     def update(self, ch, now):
         for pc in range(len(ch.write_mode)):
@@ -260,12 +276,17 @@ class WatermarkDrain:
             if mode:
                 if writes == 0 or (reads > 0 and (stuck or self._leave(ch, pc, writes))):
                     mode = False
-            elif writes >= self.high or (writes > 0 and (reads == 0 or stuck)):
+                    self._left_at[pc] = now
+            elif writes >= self.high or (writes > 0 and (reads == 0 or stuck)) or self._overdue(pc, writes, now):
                 mode = self._may_enter(ch, pc, writes, now)
                 if mode:
                     ch.write_batch[pc] = 0
             if mode != was:
                 ch.set_write_mode(pc, mode)
+
+    def _overdue(self, pc, writes, now):
+        return (self.interval is not None and writes > self.low
+                and now - self._left_at.get(pc, 0) >= self.interval)
 
     def _leave(self, ch, pc, writes):
         return writes <= self.low or ch.write_batch[pc] >= self.high - self.low
@@ -293,8 +314,8 @@ class PreemptingDrain(WatermarkDrain):
     """
 
     def __init__(self, high=28, low=4, *, preempt_below=URGENT_CLASS + 1, min_batch=8, max_hold=1000,
-                 force=None):
-        super().__init__(high, low)
+                 force=None, interval=None):
+        super().__init__(high, low, interval=interval)
         if not 0 <= preempt_below <= N_CLASSES:
             raise ValueError(f"preempt_below must be 0..{N_CLASSES}, not {preempt_below!r}")
         for name, value in (("min_batch", min_batch), ("max_hold", max_hold)):

@@ -42,13 +42,14 @@ class Study:
         self.extract = extract or (lambda system: {})
 
 
-def isolation(policy_name, cycles, *, writes=True, knobs=None):
+def isolation(policy_name, cycles, *, writes=True, knobs=None, seed=7):
     """Tenant 0 streams with 300 transactions in flight, one in four a write
     (none with ``writes=False``); tenants 1-3 read random 256 B blocks with 32
-    each.  Target: a quarter each.  ``knobs``: the QoS controller's
-    (:class:`~sim.fabric.QosKnobs`, Fabric-QoS only)."""
+    each, their addresses drawn from ``seed``.  Target: a quarter each.
+    ``knobs``: the QoS controller's (:class:`~sim.fabric.QosKnobs`,
+    Fabric-QoS only)."""
     tenants = [GreedyTenant(0, window=300, pattern="stream", write_share=4 if writes else 0, name="stream")]
-    tenants += [GreedyTenant(i, window=32, pattern="random", block=2, seed=7, name=f"random{i}")
+    tenants += [GreedyTenant(i, window=32, pattern="random", block=2, seed=seed, name=f"random{i}")
                 for i in (1, 2, 3)]
     policy = _policy(policy_name, _equal_contract(4), knobs=knobs)
     return Study(tenants, policy, cycles)

@@ -13,7 +13,7 @@ import pytest
 
 from kvfabric.sim.controller import (BURST_CLASS, GUARANTEED_CLASS, URGENT_CLASS, CreditReturn,
                                      PreemptingDrain, QosRefresh, QosScheduler, ReservedEntries,
-                                     YieldingCreditReturn, qos_rank)
+                                     WatermarkDrain, YieldingCreditReturn, qos_rank)
 from kvfabric.sim.dram import CONFLICT, HIT, MISS, NEVER, Channel, Request
 from kvfabric.sim.mapping import AddressMap
 from kvfabric.sim.hbm3 import (HBM3_6400, HBM3_GEOMETRY, bytes_per_cycle_to_gbps, ns_to_cycles,
@@ -448,6 +448,54 @@ def test_protected_reads_hold_and_cut_drains_but_never_starve_writes():
     assert writes_done > 100, "writes starved behind the protected reads"
     assert holds and max(holds) <= drain.max_hold + 1, holds
     assert max(holds) >= drain.max_hold - 10, "due drains were not held off for the protected read"
+    check_command_log(ch.log)
+
+
+@pytest.mark.parametrize("interval", [None, 300])
+def test_drain_interval_drains_a_slow_writer_below_the_high_watermark(interval):
+    """Reads wait on pseudo-channel 0 all the time and a write arrives every
+    40 cycles, never reaching the high watermark (28).  With watermarks only,
+    no drain starts while reads wait; with a drain interval, a drain starts
+    no earlier than ``interval`` cycles after the last one ended and, once
+    more than ``low`` writes are queued, no later than a few cycles after
+    that; every drain ends at the low watermark."""
+    drain = WatermarkDrain(28, 4, interval=interval)
+    ch = Channel(refresh=False, n_tenants=1, drain=drain, log_commands=True)
+    seq = 0
+
+    def add(is_write, bank, row, t):
+        nonlocal seq
+        seq += 1
+        req = Request(0, is_write, bank, row, t)
+        req.seq = req.rank = seq
+        ch.enqueue(req, t)
+        return req
+
+    t = 0
+    reads = [add(False, G.bank_id(0, 0, i, 1), 7, t) for i in range(4)]
+    entries, exits, last_write = [], [], -40
+    while t < 6000:
+        if t - last_write >= 40 and ch.pc_writes[0] < 20:
+            add(True, G.bank_id(0, 1, t % 4, 0), 1, t)
+            last_write = t
+        was, writes_before = ch.write_mode[0], ch.pc_writes[0]
+        prev = t
+        t = ch.tick(t)
+        if not was and ch.write_mode[0]:
+            entries.append((prev, writes_before))
+        if was and not ch.write_mode[0]:
+            exits.append((prev, ch.pc_writes[0]))
+        reads = [r if r.done < 0 else add(False, r.bank, 7 + t % 5, t) for r in reads]
+    if interval is None:
+        assert entries == [], "a drain started below the high watermark while reads waited"
+        assert ch.pc_writes[0] >= 20
+    else:
+        assert len(entries) >= 6, entries
+        for (left, _), (entered, queued) in zip(exits, entries[1:]):
+            assert entered - left >= interval, "a drain started before the interval had passed"
+            assert entered - left <= interval + 45, "a due drain waited for the next write or longer"
+            assert queued > drain.low
+        assert all(queued <= drain.low for _, queued in exits)
     check_command_log(ch.log)
 
 

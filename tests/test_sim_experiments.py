@@ -5,7 +5,7 @@ from fractions import Fraction
 
 import pytest
 
-from kvfabric.sim.experiments import plan, run_spec
+from kvfabric.sim.experiments import build_run, plan, run_spec
 from kvfabric.sim.fabric import QosKnobs
 from kvfabric.sim.metrics import pooled
 from kvfabric.sim.report import derive, pooled_rows, seed_run_key, write_report
@@ -100,19 +100,49 @@ def test_pooled_rows_judge_the_targets_over_every_seed():
     assert "A" not in {r["workload"] for r in pooled_rows(results)}  # a workload missing a seed is not judged
 
 
-def test_isolation_variants_change_only_the_writes_or_the_watermarks():
+def test_isolation_variants_change_only_the_writes_the_knobs_or_the_seed():
     from kvfabric.sim.studies import isolation
 
     plain, dry = isolation("Fabric-QoS", 1000), isolation("Fabric-QoS", 1000, writes=False)
     assert [t.write_share for t in plain.tenants] == [4, 0, 0, 0]
     assert [t.write_share for t in dry.tenants] == [0, 0, 0, 0]
-    knobs = QosKnobs(write_high=20, write_low=4)
+    knobs = QosKnobs(drain_interval=None)
     assert isolation("Fabric-QoS", 1000, knobs=knobs).policy.knobs is knobs
     with pytest.raises(ValueError, match="Fabric-QoS only"):
         isolation("Fabric", 1000, knobs=knobs)
+    # Another seed draws other random addresses and changes nothing else.
+    other = isolation("Fabric-QoS", 1000, seed=2)
+    draws = [[t.rng.random() for _ in range(5)] for t in (plain.tenants[1], other.tenants[1])]
+    assert draws[0] != draws[1]
+    assert [t.write_share for t in other.tenants] == [4, 0, 0, 0]
     specs = {s["id"]: s["params"] for s in plan()}
     assert specs["isolation/Fabric-QoS, no writes"]["writes"] is False
-    assert specs["QoS-entries/write watermarks 20/4"]["write_high"] == 20
+    assert specs["isolation/Fabric-QoS, no drain interval"]["drain_interval"] is None
+    assert specs["QoS-entries/no drain interval"]["drain_interval"] is None
+    assert [specs[f"isolation/Fabric-QoS, seed {s}"]["seed"] for s in (1, 2, 3)] == [1, 2, 3]
+    # The knob reaches the controller the run builds.
+    system, *_ = build_run(dict(kind="isolation", policy="Fabric-QoS",
+                                params=dict(cycles=1000, drain_interval=None)), Scale(25))
+    assert system.channel.drain.interval is None
+    system, *_ = build_run(dict(kind="isolation", policy="Fabric-QoS", params=dict(cycles=1000)), Scale(25))
+    assert system.channel.drain.interval == QosKnobs().drain_interval
+
+
+def test_isolation_target_is_judged_on_the_worst_default_seed():
+    from kvfabric.sim.report import isolation_judged
+
+    def run(shares):
+        # timeline rows: (window, bytes per tenant); the first and last windows are skipped
+        rows = [(0, [1, 1, 1, 1])] + [(i + 1, [int(x * 1000) for x in r]) for i, r in enumerate(shares)]
+        return {"timeline": rows + [(len(rows), [1, 1, 1, 1])], "bytes": [0] * 4}
+
+    even = run([(0.25, 0.25, 0.25, 0.25)] * 3)
+    off = run([(0.25, 0.25, 0.25, 0.25), (0.26, 0.24, 0.25, 0.25)])   # 4 % in one window
+    results = {"isolation/Fabric-QoS": even, "isolation/Fabric-QoS, seed 2": off,
+               "isolation/Fabric-QoS, no drain interval": run([(0.5, 0.5, 0, 0)])}
+    worst, n = isolation_judged(results)
+    assert n == 2 and worst == pytest.approx(0.04)
+    assert isolation_judged({"isolation/Fabric": even}) is None
 
 
 def test_scale_maps_essay_time_consistently():
