@@ -254,15 +254,14 @@ class QosKnobs:
         ``write_low`` queued writes make a drain due
         (:class:`~sim.controller.WatermarkDrain`; None: watermarks only).
         A slow writer's writes then leave in batches of what one interval
-        brings instead of waiting for ``write_high``.  In the isolation study
-        (4 backlogged tenants, one writing a quarter of its traffic) the
-        worst 10 us share error over seeds 1-3 fell from 1.15-1.31 % to
-        0.47-0.85 % at 600 cycles with slightly more bytes moved, while
-        setups A and B, whose prefills reach ``write_high`` first, kept
-        their decode p99 and prefill bandwidth (probes of ``run_spec``
-        pooled over seeds 1-3: A 666 -> 663 ns at 37.4 GB/s, B 1040 -> 1025
-        ns at 38.8 GB/s); smaller watermarks (16/4) instead cost setup A's
-        prefill 8 % and setup B's p99 1.27x.
+        brings instead of waiting for ``write_high``.  ``make experiments``
+        (reports/experiments.md): the isolation study's worst 10 us share
+        error over its four seeds is 0.9 % (1.3 % without the interval), and
+        setup A at half a period keeps 678 ns and 37.4 GB/s (685 ns and 37.5
+        GB/s without).  Probes of the isolation study at 900 and 1200
+        cycles gave 0.9-1.2 % and 1.1-1.3 %; smaller watermarks (16/4)
+        instead of an interval cost setup A's prefill 8 % and setup B's p99
+        1.27x.
     guard_activations : bool
         Burst-class reads open rows only into an empty tFAW window while
         guaranteed or urgent reads wait in their pseudo-channel
