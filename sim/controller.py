@@ -253,7 +253,9 @@ class WatermarkDrain:
     the queue at a given moment is what moves its bytes from one
     measurement window into the next (the isolation study of
     ``make experiments``).  The timer is looked at whenever the channel
-    updates its drain state (every cycle with work queued).
+    updates its drain state; the channel does not wake up for it, so a
+    drain that falls due while the channel skips ahead to its next command
+    starts at that command's cycle.
     """
 
     def __init__(self, high=28, low=4, *, interval=None):

@@ -451,6 +451,13 @@ def test_protected_reads_hold_and_cut_drains_but_never_starve_writes():
     check_command_log(ch.log)
 
 
+@pytest.mark.parametrize("interval", [0, -5, 2.5, "600"])
+def test_init_wrong_drain_interval(interval):
+    with pytest.raises(ValueError, match=f"Drain interval must be a positive number of cycles or None, "
+                                         f"not {interval!r}"):
+        WatermarkDrain(28, 4, interval=interval)
+
+
 @pytest.mark.parametrize("interval", [None, 300])
 def test_drain_interval_drains_a_slow_writer_below_the_high_watermark(interval):
     """Reads wait on pseudo-channel 0 all the time and a write arrives every
