@@ -100,6 +100,10 @@ def _synth_rows(synth: dict) -> list:
                 figure += f": {u['used']:,} of {u['available']:,} {cell} ({u['percent']:g} %)"
             if fmax is not None:
                 how = "median of seeds " + ",".join(map(str, seeds)) if len(seeds) > 1 else f"seed {seeds[0]}"
+                # A seed that did not finish routing counts as slower than every routed one.
+                unrouted = [s for s, f in (t.get("fmax_by_seed") or {}).items() if f is None]
+                if unrouted:
+                    how += f", seed {','.join(unrouted)} not routed in time, counted as slowest"
                 figure += f"; {fmax:g} MHz routed ({how}; target {t['target_mhz']:g})"
         seeds = f" --seeds {','.join(map(str, t['seeds']))}" if t.get("seeds") else ""
         cmd = f"`python -m kvfabric.scripts.synth --targets {key}{seeds}` → `reports/synth.md`"

@@ -37,3 +37,15 @@ def test_every_row_names_its_command_and_revision():
     for what, figure, command, revision in rows:
         assert command.startswith("`") and ("make " in command or "python -m kvfabric." in command), what
         assert revision == "not recorded" or (revision.startswith("`") and len(revision) == 9), what
+
+
+def test_an_unrouted_seed_is_named_beside_the_median():
+    entry = {"status": "ok", "device": "LFE5U-85F, CABGA381, speed 8", "design": {"tenants": 8, "channels": 1},
+             "target_mhz": 100.0, "seeds": [1, 2, 3],
+             "fmax_mhz": 59.7, "fmax_by_seed": {"1": 62.0, "2": 59.7, "3": None}, "revision": "0123456789ab",
+             "utilisation": {"TRELLIS_COMB": {"used": 10, "available": 100, "percent": 10.0}}}
+    (row,) = readme_figures._synth_rows({"targets": {"ecp5_1ch": entry}})
+    assert "59.7 MHz routed (median of seeds 1,2,3, seed 3 not routed in time, counted as slowest" in row[1]
+    entry["fmax_by_seed"]["3"] = 61.0
+    (row,) = readme_figures._synth_rows({"targets": {"ecp5_1ch": entry}})
+    assert "not routed" not in row[1]
