@@ -190,8 +190,9 @@ def build_run(spec, scale):
         return system, int(workload.horizon * periods), extract, workload.description
     if kind == "isolation":
         knobs = {k: params[k] for k in QOS_KNOB_PARAMS if k in params}
+        seed = {"seed": params["seed"]} if "seed" in params else {}   # else the study's own default
         study = isolation(spec["policy"], params["cycles"], writes=params.get("writes", True),
-                          knobs=QosKnobs(**knobs) if knobs else None, seed=params.get("seed", 7))
+                          knobs=QosKnobs(**knobs) if knobs else None, **seed)
     elif kind == "idle":
         study = idle_tenant(spec["policy"], params["cycles"], params["pattern"])
     elif kind == "admission":

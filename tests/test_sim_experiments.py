@@ -140,8 +140,9 @@ def test_isolation_target_is_judged_on_the_worst_default_seed():
     off = run([(0.25, 0.25, 0.25, 0.25), (0.26, 0.24, 0.25, 0.25)])   # 4 % in one window
     results = {"isolation/Fabric-QoS": even, "isolation/Fabric-QoS, seed 2": off,
                "isolation/Fabric-QoS, no drain interval": run([(0.5, 0.5, 0, 0)])}
-    worst, n = isolation_judged(results)
+    worst, n, labels = isolation_judged(results)
     assert n == 2 and worst == pytest.approx(0.04)
+    assert labels == ["Fabric-QoS", "Fabric-QoS, seed 2"]
     assert isolation_judged({"isolation/Fabric": even}) is None
 
 
