@@ -2,8 +2,8 @@
 
 Usage::
 
-    python -m kvfabric.scripts.synth.floor --core allpairs|matrix [--order-bits 24]
-                                            [--tenants 8] --out build/floor.v
+    python -m kvfabric.scripts.synth.floor --core allpairs|matrix|fast|stale
+                                            [--order-bits 24] [--tenants 8] --out build/floor.v
 
 then ``python -m kvfabric.scripts.synth --verilog build/floor.v --top floor
 --targets ecp5_1ch,generic``.  docs/synthesis.md "The wall" quotes the results.
@@ -33,6 +33,16 @@ adds buckets, eligibility, queues and configuration to the same cycle):
     same cycle.  The least such computation is kept: a winner's order value
     grows by its next cost (an input), a kept one stays; every class may
     change (arrivals, bucket refills: inputs).
+``fast``
+    The same exact matrix with nothing but the winner in the loop (issue
+    #25): per pair the class relation (less, equal) and the order bit
+    registered, the precedence one LUT of them; the winner's next order
+    value held in a register a cycle ahead, so that the next order bit is
+    one subtraction from registers (two per pair, one for either winner,
+    and the registered bit kept when neither wins) and the next class bits
+    come from comparisons of the class inputs; all of them chosen by the
+    winner.  The cost of a grant is an input one cycle earlier than in
+    ``matrix`` (:class:`FastMatrixFloor`).
 ``stale``
     Not the spec's rule: ``allpairs`` with the comparisons registered, so
     that the winner of cycle t is the smallest key of cycle t - 1 and a
@@ -48,21 +58,31 @@ from amaranth.hdl import C, Cat, Module, Mux, Signal
 from amaranth.lib import wiring
 from amaranth.lib.wiring import In, Out
 
-__all__ = ["CLASS_BITS", "IDLE_CLASS", "CORES", "AllPairsFloor", "MatrixFloor", "StaleFloor", "generate",
-           "main"]
+__all__ = ["CLASS_BITS", "IDLE_CLASS", "CORES", "AllPairsFloor", "MatrixFloor", "StaleFloor", "FastMatrixFloor",
+           "generate", "main"]
 
 #: Key classes as in hw/channel.py: 0 urgent, 1..4 guaranteed, 5 burst, 15 idle.
 CLASS_BITS = 4
 IDLE_CLASS = 15
 
 
+def _class_less(cls_a, cls_b):
+    """Class a below class b, in LUTs (as hw/channel.py's _lt_logic), not a carry chain."""
+    lt = C(0, 1)
+    for k in range(CLASS_BITS):
+        lt = (~cls_a[k] & cls_b[k]) | (~(cls_a[k] ^ cls_b[k]) & lt)
+    return lt
+
+
+def _order_less(order_a, order_b, bits):
+    """Order a before order b modulo 2^bits: the sign bit of one subtraction."""
+    return (order_a - order_b)[bits - 1]
+
+
 def _precedes(cls_a, order_a, cls_b, order_b, bits):
     """Key a strictly before key b: smaller class, or the same class and an
     order value less modulo 2^bits (spec §6.1)."""
-    lt = C(0, 1)
-    for k in range(CLASS_BITS):   # the class compare in LUTs, as hw/channel.py's _lt_logic
-        lt = (~cls_a[k] & cls_b[k]) | (~(cls_a[k] ^ cls_b[k]) & lt)
-    return lt | ((cls_a == cls_b) & (order_a - order_b)[bits - 1])
+    return _class_less(cls_a, cls_b) | ((cls_a == cls_b) & _order_less(order_a, order_b, bits))
 
 
 def _one_hot_winner(m, competes, first):
@@ -138,10 +158,13 @@ class StaleFloor(AllPairsFloor):
 class MatrixFloor(wiring.Component):
     """Registered precedence bits, AND winner, next bits from three comparisons per pair."""
 
+    #: The port that says by how much a winner's order grows.
+    COST_PORT = "cost"
+
     def __init__(self, tenants=8, order_bits=24):
         self.tenants, self.order_bits = tenants, order_bits
         super().__init__({
-            "cost": In(order_bits).array(tenants), "pop_class": In(CLASS_BITS).array(tenants),
+            self.COST_PORT: In(order_bits).array(tenants), "pop_class": In(CLASS_BITS).array(tenants),
             "keep_class": In(CLASS_BITS).array(tenants), "win": Out(tenants),
         })
 
@@ -169,7 +192,71 @@ class MatrixFloor(wiring.Component):
         return m
 
 
-CORES = {"allpairs": AllPairsFloor, "matrix": MatrixFloor, "stale": StaleFloor}
+class FastMatrixFloor(MatrixFloor):
+    """The exact precedence matrix with every next bit one carry chain, or none, from registers.
+
+    Per pair (hi, lo) three registered bits: ``class_less`` (hi's class below
+    lo's), ``class_equal`` and ``order_less`` (hi's order before lo's modulo
+    2^order_bits); the precedence is one LUT of them.  Per tenant a registered
+    ``competes`` bit, its order and ``next_order`` = order + the cost of its
+    next grant, held one cycle ahead.  The next pair bits, chosen by the
+    winner bits (a mux after the winner, the only logic in the loop):
+
+    - the class bits from three candidate comparisons of the class inputs
+      (neither, hi or lo wins), which do not depend on the winner;
+    - the order bit: kept when neither wins (neither order changes), else the
+      sign of ``next_order[hi] - order[lo]`` (hi wins) or ``order[hi] -
+      next_order[lo]`` (lo wins): two subtractors per pair, from registers.
+
+    ``next_order`` loads ``next_order + next_cost`` (the tenant wins: its new
+    order is the old ``next_order``) or ``order + next_cost``: two adders per
+    tenant from registers, chosen by the winner bit.
+
+    Interface: as :class:`MatrixFloor`, but the cost of a grant is sampled one
+    cycle earlier: ``next_cost[i]`` in cycle t is what tenant i's order grows
+    by if it wins in cycle t + 1 (MatrixFloor's ``cost[i]`` of cycle t + 1).
+    Nobody wins in cycle 0 (every class resets to idle), so with that shift
+    the winners are MatrixFloor's, cycle for cycle.
+    """
+
+    COST_PORT = "next_cost"
+
+    def elaborate(self, platform):
+        m = Module()
+        n, w = self.tenants, self.order_bits
+        pop, keep, cost = self.pop_class, self.keep_class, self.next_cost
+        order = [Signal(w, name=f"key_order_{i}") for i in range(n)]
+        next_order = [Signal(w, name=f"next_order_{i}") for i in range(n)]
+        competes = [Signal(name=f"competes_{i}") for i in range(n)]
+        pair, first = {}, {}
+        for hi in range(n):
+            for lo in range(hi):
+                less, equal, before = pair[hi, lo] = [Signal(name=f"{what}_{hi}_{lo}") for what in
+                                                      ("class_less", "class_equal", "order_less")]
+                first[hi, lo] = Signal(name=f"prec_{hi}_{lo}")
+                m.d.comb += first[hi, lo].eq(less | (equal & before))
+        win = _one_hot_winner(m, competes, first)
+
+        for (hi, lo), (less, equal, before) in pair.items():
+            def pick(if_hi, if_lo, if_neither):
+                return Mux(win[hi], if_hi, Mux(win[lo], if_lo, if_neither))
+            m.d.sync += [
+                less.eq(pick(_class_less(pop[hi], keep[lo]), _class_less(keep[hi], pop[lo]),
+                             _class_less(keep[hi], keep[lo]))),
+                equal.eq(pick(pop[hi] == keep[lo], keep[hi] == pop[lo], keep[hi] == keep[lo])),
+                before.eq(pick(_order_less(next_order[hi], order[lo], w),
+                               _order_less(order[hi], next_order[lo], w), before)),
+            ]
+        for i in range(n):
+            m.d.sync += [competes[i].eq(Mux(win[i], pop[i] != IDLE_CLASS, keep[i] != IDLE_CLASS)),
+                         next_order[i].eq(Mux(win[i], next_order[i] + cost[i], order[i] + cost[i]))]
+            with m.If(win[i]):
+                m.d.sync += order[i].eq(next_order[i])
+        m.d.comb += self.win.eq(Cat(*win))
+        return m
+
+
+CORES = {"allpairs": AllPairsFloor, "matrix": MatrixFloor, "stale": StaleFloor, "fast": FastMatrixFloor}
 
 
 def generate(core, tenants=8, order_bits=24):

@@ -3,14 +3,17 @@
 Usage::
 
     python -m kvfabric.scripts.synth.floor_report [--bits 24,16,8] [--seeds 1,2,3]
-                                                   [--cores allpairs,matrix]
+                                                   [--cores allpairs,matrix,...] [--merge]
 
 For every core and order width: ECP5-85 speed 8 place and route at a 150 MHz
 target over the seeds (the one-channel target of issue #15), and the generic
 gate depth with Yosys's default adders and with Kogge-Stone adders.  Each run
 is an ordinary ``python -m kvfabric.scripts.synth`` run whose own JSON stays
 under ``build/floor/``; this script only collects them.  About 3 min of place
-and route per run on the 2-core machine.
+and route per run on the 2-core machine.  ``--merge`` keeps the rows of the
+existing ``--json`` that this run does not measure (each row names the
+revision it was measured at), so that one core can be added or re-measured
+without the others.
 """
 
 import argparse
@@ -19,8 +22,9 @@ import os
 
 from .cli import main as synth_main, seed_list
 from .floor import CORES, generate
+from .tools import source_revision
 
-__all__ = ["measure", "write_reports", "main"]
+__all__ = ["measure", "merge_rows", "write_reports", "main"]
 
 BUILD = "build/floor"
 TARGET_MHZ = 150.0
@@ -46,8 +50,9 @@ def measure(core, bits, seeds, tenants=8):
     with open(verilog, "w", newline="\n") as f:
         f.write(generate(core, tenants, bits))
     row = {"core": core, "order_bits": bits, "tenants": tenants, "verilog": verilog}
+    # The cores' source is floor.py, not hw/ (which another change may have dirty).
     common = ["--verilog", verilog, "--top", "floor", "--build-dir", f"{BUILD}/synth/{name}",
-              "--md", f"{BUILD}/{name}.md"]
+              "--md", f"{BUILD}/{name}.md", "--revision", source_revision(("scripts/synth/floor.py",))]
     for adders in ("default", "kogge-stone"):
         out = f"{BUILD}/{name}-generic-{adders}.json"
         synth_main(["--targets", "generic", "--generic-adders", adders, "--json", out, *common])
@@ -69,6 +74,15 @@ def measure(core, bits, seeds, tenants=8):
     return row
 
 
+def merge_rows(old, new):
+    """``old``'s rows with those ``new`` measures again (same core and order width)
+    replaced in place, then ``new``'s others, in the order they were measured."""
+    key = lambda r: (r["core"], r["order_bits"])
+    fresh = {key(r): r for r in new}
+    out = [fresh.pop(key(r), r) for r in old]
+    return out + [r for r in new if key(r) in fresh]
+
+
 def write_reports(rows, json_path, md_path):
     with open(json_path, "w") as f:
         json.dump({"target_mhz": TARGET_MHZ, "device": "LFE5U-85F, CABGA381, speed 8", "cores": rows}, f,
@@ -79,16 +93,18 @@ def write_reports(rows, json_path, md_path):
              f"ECP5-85 speed 8, place and route at a {TARGET_MHZ:g} MHz target; generic: two-input "
              "gate levels register to register.", "",
              "| core | order bits | Fmax MHz, median | by seed | critical path ns (routing) | carry steps | "
-             "LUT4 | CCU2C | generic levels (default / Kogge-Stone) | gates (default / Kogge-Stone) |",
-             "|---|---|---|---|---|---|---|---|---|---|"]
+             "LUT4 | CCU2C | FF (with the harness's) | generic levels (default / Kogge-Stone) | "
+             "gates (default / Kogge-Stone) | revision |",
+             "|---|---|---|---|---|---|---|---|---|---|---|---|"]
     for r in rows:
         seeds = ", ".join(f"{s}: {v:.1f}" if v is not None else f"{s}: timeout"
                           for s, v in r["fmax_by_seed"].items())
         med = f"{r['fmax_median_mhz']:.1f}" if r["fmax_median_mhz"] is not None else "-"
         lines.append(f"| {r['core']} | {r['order_bits']} | {med} | {seeds} | "
                      f"{r['critical_path_ns']} ({r['routing_ns']}) | {r['carry_steps']} | {r['luts']} | "
-                     f"{r['carry']} | {r['levels_default']:g} / {r['levels_kogge-stone']:g} | "
-                     f"{r['gates_default']} / {r['gates_kogge-stone']} |")
+                     f"{r['carry']} | {r.get('ffs_with_harness', '-')} | "
+                     f"{r['levels_default']:g} / {r['levels_kogge-stone']:g} | "
+                     f"{r['gates_default']} / {r['gates_kogge-stone']} | {r.get('revision') or '-'} |")
     with open(md_path, "w") as f:
         f.write("\n".join(lines) + "\n")
 
@@ -102,16 +118,22 @@ def main(argv=None):
     ap.add_argument("--seeds", type=seed_list, default=[1, 2, 3], help="nextpnr seeds (default: 1,2,3)")
     ap.add_argument("--json", default="reports/floor.json")
     ap.add_argument("--md", default="reports/floor.md")
+    ap.add_argument("--merge", action="store_true",
+                    help="keep the rows of the existing --json that this run does not measure")
     args = ap.parse_args(argv)
     cores = [c.strip() for c in args.cores.split(",") if c.strip()]
     bad = [c for c in cores if c not in CORES]
     if bad:
         ap.error(f"--cores: unknown {bad}; choose from {', '.join(CORES)}")
+    old = []
+    if args.merge and os.path.exists(args.json):
+        with open(args.json) as f:
+            old = json.load(f)["cores"]
     rows = []
     for bits in args.bits:
         for core in cores:
             rows.append(measure(core, bits, args.seeds))
-            write_reports(rows, args.json, args.md)
+            write_reports(merge_rows(old, rows), args.json, args.md)
     print(f"wrote {args.json} and {args.md}")
     return 0
 

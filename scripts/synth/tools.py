@@ -198,14 +198,15 @@ def tool_versions(*tools):
     return result
 
 
-def source_revision():
-    """The commit the RTL comes from, ``+dirty`` when ``hw/`` or ``kvfabric/spec.py``
-    differ from it (a report then describes RTL that no commit holds)."""
+def source_revision(paths=("hw", "kvfabric/spec.py")):
+    """The commit the RTL comes from, ``+dirty`` when ``paths`` (``hw/`` and
+    ``kvfabric/spec.py`` unless told) differ from it (a report then describes
+    RTL that no commit holds)."""
     def git(*args):
         out = subprocess.run(["git", *args], cwd=ROOT, capture_output=True, text=True)
         return out.stdout.strip() if out.returncode == 0 else None
     head = git("rev-parse", "--short=12", "HEAD")
     if head is None:
         return "unknown"
-    dirty = git("status", "--porcelain", "--", "hw", "kvfabric/spec.py")
+    dirty = git("status", "--porcelain", "--", *paths)
     return head + ("+dirty" if dirty else "")
