@@ -78,10 +78,15 @@ def replay_trace_tb(params, config, trace_rows, sim: str, *, bytes_per_cycle, wo
     """The replay on the trace-driven testbench (tb/trace_tb.py): the grant log as
     ``model.trace.LogRow`` sorted by id, like :func:`replay_rtl`.
 
-    Grants carry the port id (row index mod 2^id_width); each is matched to the
-    earliest request of its channel with that id that is valid under the
-    configuration and not yet granted (ids in flight on a channel are unique).
+    Grants carry the port id (row index mod 2^id_width), which repeats once a
+    channel has more than 2^id_width requests waiting; so each grant is matched
+    to the earliest valid request of its (channel, tenant) not yet granted
+    (the driver presents a tenant's requests in row order and the arbiter's
+    queue per tenant is a FIFO, spec §2, §8), and its id, bytes and cycle are
+    checked against that request's.
     """
+    from collections import deque
+
     from kvfabric.model.channel import KIND_NAMES
     from kvfabric.model.replay import stall_limit
 
@@ -100,7 +105,7 @@ def replay_trace_tb(params, config, trace_rows, sim: str, *, bytes_per_cycle, wo
     last = max(e.cycle for e in events)
     events.append(Event(WAIT, last, expected, stall_limit(params, config)))
     work_dir = Path(work_dir)
-    write_stimulus(work_dir / "stimulus.txt", events)
+    write_stimulus(work_dir / "stimulus.txt", events, params.channels)
     b = build_trace_tb(params, sim)
     run = run_trace_tb(b, work_dir / "stimulus.txt", work_dir / "grants.log")
     got = read_sim_log(run.log)
@@ -108,19 +113,18 @@ def replay_trace_tb(params, config, trace_rows, sim: str, *, bytes_per_cycle, wo
     candidates: dict = {}
     for r in rows:
         if valid(r):
-            candidates.setdefault((r.channel, r.id & id_mask), []).append(r)
-    for lst in candidates.values():
-        lst.reverse()  # pop() takes the earliest
+            candidates.setdefault((r.channel, r.tenant), deque()).append(r)
     log: dict[int, LogRow] = {}
     for cycle, c, tenant, nbytes, gid, kind in got.grants:
-        lst = candidates.get((c, gid))
+        lst = candidates.get((c, tenant))
         if not lst:
-            raise AssertionError(f"cycle {cycle - start} channel {c}: grant of id {gid} that is "
-                                 f"not in flight ({run.log})")
-        row = lst.pop()
-        if (row.tenant, row.bytes) != (tenant, nbytes) or cycle - start < row.cycle:
-            raise AssertionError(f"cycle {cycle - start} channel {c}: grant tenant {tenant} bytes "
-                                 f"{nbytes} for request {row} ({run.log})")
+            raise AssertionError(f"cycle {cycle - start} channel {c}: grant of tenant {tenant} "
+                                 f"(id {gid}) with no request of that tenant waiting ({run.log})")
+        row = lst.popleft()
+        if (row.id & id_mask, row.bytes) != (gid, nbytes) or cycle - start < row.cycle:
+            raise AssertionError(f"cycle {cycle - start} channel {c}: grant of tenant {tenant} id "
+                                 f"{gid} bytes {nbytes}, but its oldest waiting request is {row} "
+                                 f"({run.log})")
         log[row.id] = LogRow(row.id, row.cycle, cycle - start, c, tenant, nbytes,
                              KIND_NAMES.get(kind, str(kind)))
     if got.stalled is not None or len(log) != expected:

@@ -75,7 +75,7 @@ def run_check(params, events, sims, work_dir, *, jobs: int = 2, log=print,
     work_dir = Path(work_dir).resolve()
     work_dir.mkdir(parents=True, exist_ok=True)
     stim = work_dir / "stimulus.txt"
-    nev = write_stimulus(stim, events)
+    nev = write_stimulus(stim, events, params.channels)
     end = next(e.cycle for e in reversed(events) if e.op == END)
     builds = {}
     for sim in sims:  # one at a time: a Verilator 8x8 build takes minutes

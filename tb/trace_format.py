@@ -30,6 +30,18 @@ op    name       fields
 9     END        last event: the last simulated cycle is ``cycle - 1``
 ====  =========  ==============================================================
 
+Request file (``<stimulus>.reqs``, written by :func:`write_stimulus` beside the
+stimulus): the payloads of the REQ events again, grouped by queue ``q =
+channel * 16 + tag`` so that the testbench can read the head of any queue
+with ``$fseek`` instead of holding every waiting request (issue #24: no
+per-(channel, tenant) limit).  Fixed-width records of :data:`REQ_RECORD_BYTES`
+bytes, three 12-digit decimal fields each: record 0 is ``channels 16
+REQ_FILE_MAGIC``, records 1 .. ``16 * channels`` are ``first length q`` (queue
+q's requests are records ``1 + 16 * channels + first`` .. ``+ length - 1``),
+then per queue, in stimulus order,
+``seq bytes id`` with ``seq`` the request's position among its channel's REQ
+events (the upstream driver's row order, spec §8).
+
 Per-cycle randomness (idle insertion, extra backpressure, credit returns) is
 not in the file: both sides draw it from :func:`draw`, a counter-based hash
 (splitmix64's finaliser) of (seed, cycle, channel), so a side that skips idle
@@ -50,7 +62,7 @@ from pathlib import Path
 __all__ = [
     "RESET", "WRITE", "MODE", "MEMORY", "REQ", "ZERO", "SEED", "WAIT", "END", "OP_NAMES",
     "PROB_ONE", "Event", "write_stimulus", "read_stimulus", "draw", "split_draw",
-    "pending_depth",
+    "NQ_TAGS", "REQ_RECORD_BYTES", "REQ_FILE_MAGIC", "request_file",
 ]
 
 RESET, WRITE, MODE, MEMORY, REQ, ZERO, SEED, WAIT, END = 1, 2, 3, 4, 5, 6, 7, 8, 9
@@ -58,6 +70,16 @@ OP_NAMES = {RESET: "RESET", WRITE: "WRITE", MODE: "MODE", MEMORY: "MEMORY", REQ:
             ZERO: "ZERO", SEED: "SEED", WAIT: "WAIT", END: "END"}
 #: Probabilities are integers in 1/PROB_ONE (12-bit fields of one draw).
 PROB_ONE = 4096
+
+#: Tenant tags a request can carry (4 bits, spec §2): the request file's queues per channel.
+NQ_TAGS = 16
+#: One record of the request file: three 12-digit fields, two spaces, a newline.
+REQ_RECORD_BYTES = 3 * 12 + 3
+_FIELD_MAX = 10 ** 12 - 1
+#: The third field of a request file's record 0 ("KVF").
+REQ_FILE_MAGIC = 0x4B5646
+#: The testbench seeks with a 32-bit signed offset.
+_REQ_FILE_MAX = (1 << 31) - 1
 
 _M64 = (1 << 64) - 1
 _GOLDEN = 0x9E3779B97F4A7C15
@@ -74,19 +96,62 @@ class Event:
     e: int = 0
 
 
-def write_stimulus(path, events) -> int:
-    """Write ``events`` (sorted by cycle) to ``path``; returns how many."""
+def request_file(stimulus) -> Path:
+    """The request file that :func:`write_stimulus` writes beside ``stimulus``."""
+    stimulus = Path(stimulus)
+    return stimulus.with_name(stimulus.name + ".reqs")
+
+
+def write_stimulus(path, events, channels: int) -> int:
+    """Write ``events`` (sorted by cycle) to ``path`` and their requests to
+    :func:`request_file` (``path``) for a design of ``channels`` channels;
+    returns how many events.  A request outside the channels, or with a tag
+    outside 0..15, is an error naming the event."""
     n = 0
     last = -1
+    path = Path(path)
+    queues: dict[int, list[tuple[int, int, int]]] = {}
+    seq: dict[int, int] = {}
     with open(path, "w") as f:
         for ev in events:
             if ev.cycle < last:
                 raise ValueError(f"{path}: event {n} ({OP_NAMES.get(ev.op, ev.op)}) at cycle "
                                  f"{ev.cycle} comes after cycle {last}; events must be sorted")
             last = ev.cycle
+            if ev.op == REQ:
+                if not (0 <= ev.a < channels and 0 <= ev.b < NQ_TAGS):
+                    raise ValueError(f"{path}: event {n} (REQ at cycle {ev.cycle}): channel {ev.a}, "
+                                     f"tag {ev.b}; allowed channels 0..{channels - 1}, tags 0..{NQ_TAGS - 1}")
+                if not (0 <= ev.c <= _FIELD_MAX and 0 <= ev.d <= _FIELD_MAX):
+                    raise ValueError(f"{path}: event {n} (REQ at cycle {ev.cycle}): bytes {ev.c} or id "
+                                     f"{ev.d} outside 0..{_FIELD_MAX}")
+                k = seq.get(ev.a, 0)
+                seq[ev.a] = k + 1
+                queues.setdefault(ev.a * NQ_TAGS + ev.b, []).append((k, ev.c, ev.d))
             f.write(f"{ev.op} {ev.cycle} {ev.a} {ev.b} {ev.c} {ev.d} {ev.e}\n")
             n += 1
+    _write_requests(request_file(path), queues, channels)
     return n
+
+
+def _write_requests(path: Path, queues: dict, channels: int) -> None:
+    nq = channels * NQ_TAGS
+    total = 1 + nq + sum(len(q) for q in queues.values())
+    if total * REQ_RECORD_BYTES > _REQ_FILE_MAX:
+        raise ValueError(f"{path}: {total - nq - 1:,} requests need {total * REQ_RECORD_BYTES:,} bytes of "
+                         f"request file; the testbench seeks at most {_REQ_FILE_MAX:,} "
+                         f"(split the trace into runs of at most "
+                         f"{_REQ_FILE_MAX // REQ_RECORD_BYTES - nq - 1:,} requests)")
+    with open(path, "w") as f:
+        f.write(f"{channels:012d} {NQ_TAGS:012d} {REQ_FILE_MAGIC:012d}\n")
+        first = 0
+        for q in range(nq):
+            length = len(queues.get(q, ()))
+            f.write(f"{first:012d} {length:012d} {q:012d}\n")
+            first += length
+        for q in range(nq):
+            for rec in queues.get(q, ()):
+                f.write("%012d %012d %012d\n" % rec)
 
 
 def read_stimulus(path):
@@ -118,10 +183,4 @@ def split_draw(z: int) -> tuple[int, int, int, int, int]:
     A field below the probability threshold means "yes"."""
     return (z & 0xFFF, z >> 12 & 0xFFF, z >> 24 & 0xFFF, z >> 36 & 0xFFF, z >> 48 & 0xFFF)
 
-
-def pending_depth() -> int:
-    """Requests the testbench can hold per channel and tenant tag before they are
-    presented (its upstream driver's buffer); the model reports a stimulus that
-    needs more as a stimulus error rather than letting the testbench overflow."""
-    return 1024
 

@@ -172,3 +172,45 @@ def test_replay_trace_tb_equals_model(sim, seed, tmp_path, monkeypatch):
     log = read_log(tmp_path / "rtl.csv")
     assert sum(r.kind == "dropped" for r in log) == 4
     assert {"guaranteed", "burst"} <= {r.kind for r in log}
+
+
+#: Requests of (channel 0, tenant 0) that all arrive in cycle 0 (issue #24: the
+#: trace testbench used to stop at 1,024 waiting per channel and tenant).
+DEEP = 12_000
+
+
+def _deep_trace():
+    """DEEP minimum-cost requests of the prefill on channel 0 at cycle 0, a decode
+    beside it on the same channel, a maximum-size request on channel 1 and
+    invalid ones (an unconfigured tag, a tag outside N, size 0 and LMAX + 1)."""
+    events = [(0, 0, 0, 64)] * DEEP + [(7 * k, 0, 1, 256) for k in range(300)]
+    events += [(5, 1, 2, 4096), (9, 0, 9, 64), (11, 0, 3, 64), (12, 0, 1, 0), (13, 1, 2, 4097)]
+    return [TraceRow(i, *e) for i, e in enumerate(sorted(events, key=lambda e: e[0]))]
+
+
+@pytest.mark.parametrize("sim", sims_from_env())
+def test_replay_deep_backlog(sim, tmp_path, monkeypatch):
+    """More than 10 k requests waiting on one (channel, tenant): ``kvfabric replay
+    --engine <sim>`` without ``--waves`` (the trace testbench) writes the model
+    engine's grant log byte for byte."""
+    import time
+    cfg = tmp_path / "c.toml"
+    cfg.write_text(CONTRACT)
+    trace = tmp_path / "trace.csv"
+    write_trace(trace, _deep_trace())
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.delenv("WAVES", raising=False)
+    assert kvfabric(["replay", "--config", str(cfg), "--trace", str(trace),
+                     "--out", "model.csv", "--engine", "model"]) == 0
+    t0 = time.monotonic()
+    assert kvfabric(["replay", "--config", str(cfg), "--trace", str(trace),
+                     "--out", "rtl.csv", "--engine", sim]) == 0
+    print(f"[deep backlog] {sim}: {time.monotonic() - t0:.1f} s (build included if not cached)")
+    assert filecmp.cmp(tmp_path / "model.csv", tmp_path / "rtl.csv", shallow=False), \
+        f"grant logs differ: see {tmp_path}/model.csv and rtl.csv"
+    log = read_log(tmp_path / "rtl.csv")
+    first = min(r.grant_cycle for r in log if (r.channel, r.tenant) == (0, 0))
+    waiting = sum(1 for r in log if (r.channel, r.tenant) == (0, 0) and r.arrival_cycle <= first)
+    assert waiting > 10_000, waiting
+    assert sum(r.kind == "dropped" for r in log) == 4
+    assert sum(r.grant_cycle is not None and r.bytes == 4096 for r in log) == 1

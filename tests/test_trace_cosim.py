@@ -15,8 +15,8 @@ from kvfabric.spec import FabricParams
 from kvfabric.tb.runner import node_dir, sims_from_env
 from kvfabric.tb.trace_check import run_check
 from kvfabric.tb.trace_compare import SimLog, first_mismatch, read_sim_log
-from kvfabric.tb.trace_format import (MODE, REQ, RESET, SEED, WRITE, Event, draw, read_stimulus,
-                                      write_stimulus)
+from kvfabric.tb.trace_format import (MODE, REQ, REQ_FILE_MAGIC, REQ_RECORD_BYTES, RESET, SEED, WRITE,
+                                      Event, draw, read_stimulus, request_file, write_stimulus)
 from kvfabric.tb.trace_model import StimulusError, model_log
 from kvfabric.tb.trace_stimulus import soak_stimulus
 
@@ -95,16 +95,48 @@ def test_model_reacts_to_the_stimulus(seed):
     assert model_log(SMALL, with_reset).grants != base
 
 
+def _read_request_file(path, channels):
+    """The request file by its documented layout (trace_format's docstring)."""
+    raw = path.read_bytes()
+    assert len(raw) % REQ_RECORD_BYTES == 0
+    recs = [tuple(int(x) for x in raw[k:k + REQ_RECORD_BYTES].split())
+            for k in range(0, len(raw), REQ_RECORD_BYTES)]
+    nq = channels * 16
+    assert recs[0] == (channels, 16, REQ_FILE_MAGIC)
+    queues = {}
+    for q in range(nq):
+        first, length, name = recs[1 + q]
+        assert name == q
+        queues[q] = recs[1 + nq + first:1 + nq + first + length]
+    assert sum(map(len, queues.values())) == len(recs) - 1 - nq
+    return queues
+
+
 def test_stimulus_file_round_trip_and_errors(tmp_path):
     events = soak_stimulus(SMALL, 3, 3000, tail=1000)
     path = tmp_path / "s.txt"
-    assert write_stimulus(path, events) == len(events)
+    assert write_stimulus(path, events, SMALL.channels) == len(events)
     assert list(read_stimulus(path)) == events
+    # The request file holds every request once, per (channel, tag) in stimulus
+    # order, with its position among its channel's requests (the driver's order).
+    queues = _read_request_file(request_file(path), SMALL.channels)
+    expected = {q: [] for q in queues}
+    seq = [0] * SMALL.channels
+    for e in events:
+        if e.op == REQ:
+            expected[e.a * 16 + e.b].append((seq[e.a], e.c, e.d))
+            seq[e.a] += 1
+    assert queues == expected and sum(seq) > 10
     path.write_text("5 10 0 1 64 0\n")
     with pytest.raises(ValueError, match=r"s.txt:1: expected seven"):
         list(read_stimulus(path))
     with pytest.raises(ValueError, match="must be sorted"):
-        write_stimulus(path, [Event(REQ, 5), Event(REQ, 4)])
+        write_stimulus(path, [Event(REQ, 5), Event(REQ, 4)], 1)
+    with pytest.raises(ValueError, match=r"event 1 \(REQ at cycle 6\): channel 2, tag 0; allowed "
+                                         r"channels 0..1, tags 0..15"):
+        write_stimulus(path, [Event(REQ, 5, 1, 3, 64), Event(REQ, 6, 2, 0, 64)], 2)
+    with pytest.raises(ValueError, match=r"tag 16; allowed"):
+        write_stimulus(path, [Event(REQ, 5, 1, 16, 64)], 2)
     with pytest.raises(StimulusError, match="no END"):
         model_log(SMALL, [Event(REQ, 1, 0, 0, 64, 0)])
 
