@@ -61,7 +61,8 @@ from amaranth.lib.wiring import In, Out
 from .fifo import HeadQueue
 from .ingress import Ingress
 from .layouts import Kind, grant_signature, queue_entry_layout, request_signature, tenant_config_layout
-from kvfabric.spec import BULK_PRIO_BITS, CREDIT_BITS, CREDIT_CLASSES, check_params
+from kvfabric.spec import (BULK_PRIO_BITS, CREDIT_BITS, CREDIT_BURST, CREDIT_CLASSES, CREDIT_GUARANTEED,
+                           CREDIT_URGENT, check_params)
 
 from .checks import ChannelView, channel_checks, check_names
 
@@ -117,11 +118,15 @@ class ChannelArbiter(wiring.Component):
     credit_limit : In(CREDIT_BITS).array(3)
         The ``CREDITS`` register's limits (urgent, guaranteed, burst) in this
         cycle; 0 = no check (spec §6.6).
+    credit_limit_next : In(CREDIT_BITS).array(3)
+        The limits in the next cycle: ``has_credit`` is a register (spec §11).
     credit_return : In(3)
         Bit k: the memory side returns one credit of class k (spec §6.6).
-    bulk_prio : In(4)
-        ``CREDITS.bulk_prio``: bit p set, guaranteed heads and grants of
-        priority p use the burst class's credits (spec §6.6).
+    bulk_prio_next : In(4)
+        ``CREDITS.bulk_prio`` in the next cycle: bit p set, guaranteed heads
+        and grants of priority p use the burst class's credits (spec §6.6).
+        Read one cycle early because each head's credit class is registered
+        with its key.
     dropped : Out(1)
         Pulse: an invalid request is accepted in this cycle.
     occupancy : Out(range(D + 1)).array(N)
@@ -156,8 +161,9 @@ class ChannelArbiter(wiring.Component):
             "priority_next": In(p.priority_bits).array(n),
             "now":          In(p.ts_bits),
             "credit_limit": In(CREDIT_BITS).array(CREDIT_CLASSES),
+            "credit_limit_next": In(CREDIT_BITS).array(CREDIT_CLASSES),
             "credit_return": In(CREDIT_CLASSES),
-            "bulk_prio":    In(BULK_PRIO_BITS),
+            "bulk_prio_next": In(BULK_PRIO_BITS),
             "dropped":      Out(1),
             "occupancy":    Out(range(p.queue_depth + 1)).array(n),
         })
@@ -268,7 +274,8 @@ class ChannelArbiter(wiring.Component):
             starve_on_next=starve_on_next, deadline_next=deadline_next)
         tenants = [_tenant_candidates(m, p, i, timing, cfg=self.tenant_cfg[i], q=queues[i],
                                       level=self.dyn_level[i], peak=self.dyn_peak[i], tag=self.dyn_tag[i],
-                                      burst_level=self.burst_level[i], priority_next=self.priority_next[i])
+                                      burst_level=self.burst_level[i], priority_next=self.priority_next[i],
+                                      bulk_prio_next=self.bulk_prio_next)
                    for i in range(n)]
         hv = [t.head_valid for t in tenants]
         heads = [t.head for t in tenants]
@@ -277,6 +284,7 @@ class ChannelArbiter(wiring.Component):
         order = [t.key_order for t in tenants]
         conform = [t.key_conform for t in tenants]
         finish = [t.key_finish for t in tenants]
+        credit = [t.key_credit for t in tenants]
         lvl_win = [t.lvl_win for t in tenants]
         lvl_idle = [t.lvl_idle for t in tenants]
         pk_win = [t.pk_win for t in tenants]
@@ -298,32 +306,18 @@ class ChannelArbiter(wiring.Component):
                 m.d.comb += f.eq(_lt_logic(key[hi], key[lo]) | ((key[hi] == key[lo]) & tie))
                 first[hi, lo] = f
 
-        # Credits (spec §6.6): has_credit[k] from registers; a head's credit
-        # class follows from its registered key (0 urgent, 10..11 burst,
-        # otherwise guaranteed, or burst if its priority is in bulk_prio; 15
-        # does not compete anyway). In FCFS mode
-        # (every key 0 or 15) credits are not checked.
-        has_credit = []
-        for k in range(CREDIT_CLASSES):
-            hc = Signal(name=f"has_credit_{k}")
-            limit = self.credit_limit[k]
-            m.d.comb += hc.eq((limit == 0) | (self.inflight[k] < limit))
-            has_credit.append(hc)
-        # A guaranteed key's class is 1 + priority; bulk_i says whether that
-        # priority's guaranteed heads take burst credits (only read for keys
-        # of classes 1..4).
-        credit_ok, bulk = [], []
+        # Credits (spec §6.6): has_credit[k] is a register, computed in the
+        # previous cycle for both outcomes of that cycle's count (see the
+        # credit counters below); each head's credit class is a one-hot
+        # register beside its key (key_credit_i: bit 0 urgent, 1 guaranteed,
+        # 2 burst, all clear in FCFS mode, where credits are not checked). So
+        # a head's credit test is one LUT of registers.
+        has_credit = [Signal(name=f"key_has_credit_{k}", init=1) for k in range(CREDIT_CLASSES)]
+        credit_ok = []
         for i in range(n):
             ok = Signal(name=f"credit_ok_{i}")
-            b = Signal(name=f"credit_bulk_{i}")
-            m.d.comb += [
-                b.eq(_or_all((key[i][1:] == 1 + prio) & self.bulk_prio[prio]
-                             for prio in range(BULK_PRIO_BITS))),
-                ok.eq(fcfs | Mux(key[i] == 0, has_credit[0],
-                                 Mux((key[i][1:] == 5) | b, has_credit[2], has_credit[1]))),
-            ]
+            m.d.comb += ok.eq(~(credit[i] & ~Cat(*has_credit)).any())
             credit_ok.append(ok)
-            bulk.append(b)
 
         win = []
         for i in range(n):
@@ -352,7 +346,7 @@ class ChannelArbiter(wiring.Component):
             ]
             # The precomputed key of the head this tenant has next cycle.
             nxt = Mux(pop, Cat(*key_next_win[i]), Cat(*key_next_keep[i]))
-            m.d.sync += Cat(competes[i], key[i], order[i], conform[i], finish[i]).eq(nxt)
+            m.d.sync += Cat(competes[i], key[i], order[i], conform[i], finish[i], credit[i]).eq(nxt)
             with m.If(fab_win):
                 m.d.sync += [
                     self.dyn_level[i].eq(lvl_win[i]),
@@ -373,9 +367,7 @@ class ChannelArbiter(wiring.Component):
         w_tenant = Signal(p.tenant_bits)
         w_conf = Signal()
         w_urgent = Signal()
-        w_bulk = Signal()
         m.d.comb += [
-            w_bulk.eq(_or_all(win[i] & bulk[i] for i in range(n))),
             w_urgent.eq(_or_all(win[i] & (key[i] == 0) for i in range(n))),
             w_bytes.eq(_or_all(win[i].replicate(p.bytes_bits) & heads[i].bytes for i in range(n))),
             w_id.eq(_or_all(win[i].replicate(p.id_width) & heads[i].id for i in range(n))),
@@ -406,19 +398,30 @@ class ChannelArbiter(wiring.Component):
         # inflight_k at t+1 = sat255(inflight_k + sel_k) - ret_k (spec §6.6):
         # a fabric-mode winner is counted in its class when it is selected; a
         # return with nothing in flight (after the increment) is ignored.
+        # Both outcomes of sel_k, and has_credit_k of the next cycle under the
+        # next limits for each, come from registers and the return input; the
+        # winner only chooses (sat255(x + 1) is never 0, so a return always
+        # counts after a selection).
         selected = Signal(name="credit_selected")
         m.d.comb += selected.eq(load & any_win & ~fcfs)
-        guaranteed = w_conf & ~w_urgent
-        sel = [selected & w_urgent, selected & guaranteed & ~w_bulk, selected & (~w_conf | guaranteed & w_bulk)]
         for k in range(CREDIT_CLASSES):
             cnt = self.inflight[k]
+            ret = self.credit_return[k]
+            limit = self.credit_limit_next[k]
+            sel_k = Signal(name=f"credit_sel_{k}")
+            m.d.comb += sel_k.eq(selected & _or_all(win[i] & credit[i][k] for i in range(n)))
             full = Signal(name=f"inflight_full_{k}")
-            bumped = Signal(CREDIT_BITS, name=f"inflight_bumped_{k}")
+            kept = Signal(CREDIT_BITS, name=f"inflight_kept_{k}")
+            counted = Signal(CREDIT_BITS, name=f"inflight_counted_{k}")
             m.d.comb += [
                 full.eq(cnt == (1 << CREDIT_BITS) - 1),
-                bumped.eq(cnt + (sel[k] & ~full)),
+                kept.eq(cnt - (ret & (cnt != 0))),
+                counted.eq(cnt + ~full - ret),
             ]
-            m.d.sync += cnt.eq(bumped - (self.credit_return[k] & (bumped != 0)))
+            m.d.sync += [
+                cnt.eq(Mux(sel_k, counted, kept)),
+                has_credit[k].eq((limit == 0) | Mux(sel_k, counted < limit, kept < limit)),
+            ]
 
         # ---------------------------------------------------------- virtual time
         # served(s) = ceil(s / TAG_UNIT) of a fabric-mode winner (zero without
@@ -462,7 +465,8 @@ class ChannelArbiter(wiring.Component):
             queue_level=[q.level for q in queues], occupancy=list(self.occupancy),
             level=self.dyn_level, peak=self.dyn_peak, tag=self.dyn_tag,
             capacity=[self.tenant_cfg[i].capacity for i in range(n)], vt=vt,
-            inflight=self.inflight, credit_limit=list(self.credit_limit)), self._checks)
+            inflight=self.inflight, credit_limit=list(self.credit_limit),
+            has_credit=has_credit), self._checks)
         return m
 
 
@@ -495,6 +499,7 @@ class _TenantCandidates:
     key_order: Signal
     key_conform: Signal
     key_finish: Signal
+    key_credit: Signal
     lvl_win: Signal
     lvl_idle: Signal
     pk_win: Signal
@@ -504,7 +509,8 @@ class _TenantCandidates:
     key_next_pop: tuple
 
 
-def _tenant_candidates(m, p, i, timing, *, cfg, q, level, peak, tag, burst_level, priority_next):
+def _tenant_candidates(m, p, i, timing, *, cfg, q, level, peak, tag, burst_level, priority_next,
+                       bulk_prio_next):
     """Tenant i's selection key registers and, from registers only, its next
     state for both outcomes of the selection (spec §6.3-§6.4, §11): the
     bucket levels and tag if it wins or not, and next cycle's key if its
@@ -519,6 +525,7 @@ def _tenant_candidates(m, p, i, timing, *, cfg, q, level, peak, tag, burst_level
     k_key = Signal(4, name=f"key_class_{i}", init=15)
     k_order = Signal(W, name=f"key_order_{i}")
     k_conf = Signal(name=f"key_conform_{i}")
+    k_credit = Signal(CREDIT_CLASSES, name=f"key_credit_{i}")
     need = Signal(p.peak_bits, name=f"need_{i}")
     # The head's finish tag, tag + cost, precomputed like the key.
     s_fin = Signal(T, name=f"key_finish_{i}")
@@ -604,7 +611,7 @@ def _tenant_candidates(m, p, i, timing, *, cfg, q, level, peak, tag, burst_level
         peak_ok=_ge(s_pi, keep_need),
         eligible=elig_ti, finish=keep_fin, deadline_next=deadline_next,
         fcfs_next=fcfs_next, starve_on_next=starve_on_next,
-        priority_next=priority_next)
+        priority_next=priority_next, bulk_prio_next=bulk_prio_next)
 
     # After a pop: the committed bucket is debited only by a
     # guaranteed fabric-mode grant (level + rate - need >= 0 then),
@@ -632,16 +639,16 @@ def _tenant_candidates(m, p, i, timing, *, cfg, q, level, peak, tag, burst_level
         level_ok=pop_level_ok, peak_ok=pop_peak_ok,
         eligible=Mux(fcfs, elig_ti, elig_fin), finish=pop_fin, deadline_next=deadline_next,
         fcfs_next=fcfs_next, starve_on_next=starve_on_next,
-        priority_next=priority_next)
+        priority_next=priority_next, bulk_prio_next=bulk_prio_next)
 
     return _TenantCandidates(
         head_valid=q.r_rdy, head=head, key_competes=k_comp, key_class=k_key, key_order=k_order,
-        key_conform=k_conf, key_finish=s_fin, lvl_win=lw, lvl_idle=li, pk_win=pw, pk_idle=pi_,
+        key_conform=k_conf, key_finish=s_fin, key_credit=k_credit, lvl_win=lw, lvl_idle=li, pk_win=pw, pk_idle=pi_,
         tag_idle=ti, key_next_keep=keep, key_next_pop=won)
 
 
 def _next_key(m, p, sfx, *, valid, head, level_ok, peak_ok, eligible, finish, deadline_next,
-              fcfs_next, starve_on_next, priority_next):
+              fcfs_next, starve_on_next, priority_next, bulk_prio_next):
     """Selection key of a head in the next cycle (spec §6.2, evaluated one cycle early).
 
     ``valid``: the tenant has a head next cycle; ``head``: that head;
@@ -649,8 +656,10 @@ def _next_key(m, p, sfx, *, valid, head, level_ok, peak_ok, eligible, finish, de
     ``eligible``: next cycle's start tag is at most this cycle's V (spec §6.2);
     ``finish``: next cycle's start tag plus the head's cost;
     ``deadline_next``: next cycle's ``now - starve_limit``. Returns the
-    register inputs ``(competes, key, order, conform, finish)`` in the order
-    of the ``key_*`` registers.
+    register inputs ``(competes, key, order, conform, finish, credit)`` in
+    the order of the ``key_*`` registers; ``credit`` is the head's credit
+    class one-hot (spec §6.6: urgent, guaranteed or, for a bulk priority,
+    burst, burst), all clear in FCFS mode.
     """
     T, W = p.tag_bits, max(p.tag_bits, p.ts_bits)
     conf = Signal(name=f"conform_{sfx}")
@@ -685,7 +694,19 @@ def _next_key(m, p, sfx, *, valid, head, level_ok, peak_ok, eligible, finish, de
         m.d.comb += key.eq(Cat(~eligible, priority_next + 1))
     with m.Else():
         m.d.comb += key.eq(Cat(~eligible, C(5, 3)))
-    return comp, key, order, conf, finish
+    credit = Signal(CREDIT_CLASSES, name=f"credit_{sfx}")
+    bulk = Signal(name=f"bulk_{sfx}")
+    m.d.comb += bulk.eq(_or_all((priority_next == prio) & bulk_prio_next[prio]
+                                for prio in range(BULK_PRIO_BITS)))
+    with m.If(fcfs_next):
+        m.d.comb += credit.eq(0)
+    with m.Elif(key0):
+        m.d.comb += credit.eq(1 << CREDIT_URGENT)
+    with m.Elif(conf & ~bulk):
+        m.d.comb += credit.eq(1 << CREDIT_GUARANTEED)
+    with m.Else():
+        m.d.comb += credit.eq(1 << CREDIT_BURST)
+    return comp, key, order, conf, finish, credit
 
 
 def _shift_lag(x, sign):

@@ -32,7 +32,10 @@ expressions, and is named so that a proof can select it:
 ``credit_limits``
     A selection never takes a credit class above its limit: with a nonzero
     limit, ``inflight`` after a cycle is at most the larger of its value
-    before and the limit (a lowered limit is honoured by waiting, spec §6.6).
+    before and the limit (a lowered limit is honoured by waiting, spec §6.6);
+    and the registered ``has_credit[k]`` equals its definition from the
+    cycle's own registers, ``limit[k] = 0 or inflight[k] < limit[k]`` (the RTL
+    computes it one cycle early, spec §11).
 """
 
 from dataclasses import dataclass
@@ -77,6 +80,7 @@ class ChannelView:
     vt: Signal
     inflight: list
     credit_limit: list
+    has_credit: list
 
 
 def _past(m, value, name):
@@ -125,6 +129,8 @@ def channel_checks(m, p, view: ChannelView, checks):
             m.d.comb += ceiling.eq(Mux(count_past > limit_past, count_past, limit_past))
             m.d.sync += Assert(~past_valid | (limit_past == 0) | (count <= ceiling),
                                f"credit class {k}: a selection went above its limit")
+            m.d.sync += Assert(view.has_credit[k] == ((limit == 0) | (count < limit)),
+                               f"credit class {k}: has_credit differs from limit = 0 or inflight < limit")
     vt_past = _past(m, view.vt, "vt")
     for i in range(n):
         cap_past = _past(m, view.capacity[i], f"capacity_{i}")

@@ -47,7 +47,7 @@ from amaranth.lib.wiring import In, Out
 from .axil import RegisterBusSignature
 from .layouts import tenant_config_layout
 from kvfabric.regmap import ADDR_WIDTH, DATA_WIDTH, REGMAP
-from kvfabric.spec import check_params
+from kvfabric.spec import CREDIT_CLASS_NAMES, check_params
 
 
 __all__ = [
@@ -61,8 +61,8 @@ __all__ = [
 PENDING: dict[str, str] = {}
 
 #: Fabric fields whose next value the channels read one cycle early (``cfg_<field>_next``,
-#: spec §11: next cycle's selection keys are precomputed under them).
-EARLY_FIELDS = ("fcfs_bypass", "starve_limit")
+#: spec §11: next cycle's selection keys and credit tests are precomputed under them).
+EARLY_FIELDS = ("fcfs_bypass", "starve_limit", *CREDIT_CLASS_NAMES, "bulk_prio")
 
 
 def is_telemetry_register(reg):

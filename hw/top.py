@@ -132,8 +132,10 @@ class KvFabric(FabricComponent):
                 ch.now.eq(now),
                 ch.now_next.eq(now_next),
                 ch.credit_return.eq(self.credit_return[c]),
-                ch.bulk_prio.eq(regs.cfg_bulk_prio),
+                ch.bulk_prio_next.eq(regs.cfg_bulk_prio_next),
                 *(ch.credit_limit[k].eq(getattr(regs, f"cfg_{name}"))
+                  for k, name in enumerate(CREDIT_CLASS_NAMES)),
+                *(ch.credit_limit_next[k].eq(getattr(regs, f"cfg_{name}_next"))
                   for k, name in enumerate(CREDIT_CLASS_NAMES)),
                 tel.dropped[c].eq(ch.dropped),
                 tel.grants[c].valid.eq(ch.grant.valid & ch.grant.ready),

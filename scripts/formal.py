@@ -73,6 +73,10 @@ class FormalHarness(Elaboratable):
             prio_next = Signal.like(dut.priority_next[i], name=f"env_priority_next_{i}")
             m.d.sync += prio_next.eq(dut.priority_next[i])
             m.d.comb += Assume(~past_valid | (cfg.priority == prio_next))
+        for k, (limit, limit_next) in enumerate(zip(dut.credit_limit, dut.credit_limit_next)):
+            limit_past = Signal.like(limit_next, name=f"env_credit_limit_next_{k}")
+            m.d.sync += limit_past.eq(limit_next)
+            m.d.comb += Assume(~past_valid | (limit == limit_past))
         fcfs_next = Signal(name="env_fcfs_next")
         now_next = Signal(p.ts_bits, name="env_now_next")
         m.d.sync += [fcfs_next.eq(dut.fcfs_bypass_next), now_next.eq(dut.now_next)]

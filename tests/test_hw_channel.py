@@ -119,6 +119,9 @@ def set_next_config(ctx, dut, config):
         ctx.set(dut.priority_next[i], t.priority)
     ctx.set(dut.fcfs_bypass_next, config.fcfs_bypass)
     ctx.set(dut.starve_limit_next, config.starve_limit)
+    for k, limit in enumerate(config.credits):
+        ctx.set(dut.credit_limit_next[k], limit)
+    ctx.set(dut.bulk_prio_next, config.bulk_prio)
 
 
 def set_config(ctx, dut, config):
@@ -138,7 +141,6 @@ def set_config(ctx, dut, config):
     ctx.set(dut.fcfs_bypass, config.fcfs_bypass)
     for k, limit in enumerate(config.credits):
         ctx.set(dut.credit_limit[k], limit)
-    ctx.set(dut.bulk_prio, config.bulk_prio)
 
 
 def check_state(ctx, dut, model, cycle):

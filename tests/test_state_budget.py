@@ -72,10 +72,12 @@ def test_default_fabric():
     assert dyn["bits"] == sum(expected.values()) * tc == params.dyn_bits * tc
 
     # The registered selection keys are exactly spec §11's fields: competes,
-    # the 4-bit class key, the order value (max(T, TS_BITS) bits), conform
-    # and the finish tag.
-    key_bits = 1 + 4 + max(params.tag_bits, params.ts_bits) + 1 + params.tag_bits
-    assert report["categories"]["key"]["bits"] == key_bits * tc, report["categories"]["key"]
+    # the 4-bit class key, the order value (max(T, TS_BITS) bits), conform,
+    # the finish tag and the 3-bit credit class per tenant, and has_credit
+    # (3 bits) per channel.
+    key_bits = 1 + 4 + max(params.tag_bits, params.ts_bits) + 1 + params.tag_bits + 3
+    assert report["categories"]["key"]["bits"] == key_bits * tc + 3 * params.channels, \
+        report["categories"]["key"]
 
     # The credit counters of spec §6.6 are per-channel state: three 8-bit
     # inflight counters per channel, outside the per-tenant budget.
