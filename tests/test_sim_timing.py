@@ -314,3 +314,43 @@ def test_refresh_of_an_open_bank_precharges_then_refreshes_exactly_when_timing_a
     pre = max(slot, act + L["tRAS"])
     assert _cycles(log, "PRE", 0) == [pre]
     assert _cycles(log, "REF", 0) == [max(pre + L["tRP"], act + L["tRC"])]
+
+
+# -- the preset pinned --------------------------------------------------------------------
+def test_preset_equals_the_literal_hbm3_figures():
+    """Every field of sim/hbm3.py's preset against the literal figures above (a
+    new field must be pinned here too), and the organisation."""
+    from dataclasses import asdict, fields
+
+    from kvfabric.sim.hbm3 import HBM3_6400
+
+    pinned = dict(HBM3, act_bus_half=3, pre_bus_half=1, ref_bus_half=1)
+    assert {f.name for f in fields(HBM3_6400)} == set(pinned)
+    assert asdict(HBM3_6400) == pinned
+    assert (G.pseudo_channels, G.stack_ids, G.bank_groups, G.banks_per_group) == (2, 2, 4, 4)
+    assert (G.rows, G.row_bytes, G.access_bytes) == (8192, 1024, 32)
+
+
+def test_refresh_figures_are_the_datasheet_times_rounded_up():
+    """tREFI 3.9 us, tREFIpb = tREFI / 32 banks, tRFCpb 200 ns, at tCK = 0.625 ns."""
+    assert 3900 * 1000 / 625 == HBM3["tREFI"]
+    assert 3900 * 1000 / 32 / 625 <= HBM3["tREFIpb"] < 3900 * 1000 / 32 / 625 + 1
+    assert 200 * 1000 / 625 == HBM3["tRFCpb"]
+
+
+def _doc_preset_table():
+    """``| figure | clocks | ...`` rows of docs/system-model.md's preset table."""
+    import re
+    from pathlib import Path
+
+    text = (Path(__file__).resolve().parents[1] / "docs" / "system-model.md").read_text()
+    section = text.split("### The preset, figure by figure", 1)[1].split("\n#", 1)[0]
+    rows = re.findall(r"^\| `(\w+)` \| (\d+) \|(.*)\|$", section, re.M)
+    return {name: (int(value), rest) for name, value, rest in rows}
+
+
+def test_docs_list_every_preset_figure_with_its_value_and_a_source():
+    table = _doc_preset_table()
+    pinned = dict(HBM3, act_bus_half=3, pre_bus_half=1, ref_bus_half=1)
+    assert {k: v for k, (v, _) in table.items()} == pinned
+    assert all(rest.strip().strip("|").strip() for _, rest in table.values()), "a figure without a source"
