@@ -154,13 +154,16 @@ def _floor_rows(report: dict) -> list:
     cores = [c for c in report.get("cores", []) if c.get("order_bits") == 24 and c.get("fmax_median_mhz")]
     if not cores:
         return []
-    names = {"allpairs": "all-pairs (today's structure)", "matrix": "exact precedence matrix",
+    names = {"allpairs": "all-pairs (today's structure)",
+             "matrix": "exact precedence matrix adding and comparing the next order in one cycle",
+             "fast": "exact matrix with registered class and order bits (issue #25)",
              "stale": "one cycle stale (not the spec's rule)"}
     figure = ", ".join(f"{names.get(c['core'], c['core'])} {c['fmax_median_mhz']:g} MHz" for c in cores)
     seeds = ",".join(cores[0]["fmax_by_seed"])
+    revisions = ", ".join(dict.fromkeys(_rev(c) for c in cores))
     return [("LFE5U-85F, the selection loop alone, 8 tenants, 24-bit order",
-             f"{figure} (median of seeds {seeds}; one channel's target 150)",
-             "`python -m kvfabric.scripts.synth.floor_report` → `reports/floor.md`", _rev(cores[0]))]
+             f"{figure} (median of seeds {seeds}; the exact core's target 175, one channel's 150)",
+             "`python -m kvfabric.scripts.synth.floor_report` → `reports/floor.md`", revisions)]
 
 
 def rows(reports: Path | str) -> list:

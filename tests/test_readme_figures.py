@@ -36,7 +36,9 @@ def test_every_row_names_its_command_and_revision():
     assert len(rows) >= 8
     for what, figure, command, revision in rows:
         assert command.startswith("`") and ("make " in command or "python -m kvfabric." in command), what
-        assert revision == "not recorded" or (revision.startswith("`") and len(revision) == 9), what
+        # A row whose figures come from several commits names each of them.
+        assert revision == "not recorded" or all(r.startswith("`") and len(r) == 9
+                                                 for r in revision.split(", ")), what
 
 
 def test_an_unrouted_seed_is_named_beside_the_median():
@@ -49,3 +51,19 @@ def test_an_unrouted_seed_is_named_beside_the_median():
     entry["fmax_by_seed"]["3"] = 61.0
     (row,) = readme_figures._synth_rows({"targets": {"ecp5_1ch": entry}})
     assert "not routed" not in row[1]
+
+
+def test_floor_row_names_each_exact_core_and_every_commit_it_was_measured_at(tmp_path):
+    cores = [{"core": "allpairs", "order_bits": 24, "fmax_median_mhz": 128.34, "fmax_by_seed": {"1": 1, "2": 2},
+              "revision": "d53bcba632cc"},
+             {"core": "fast", "order_bits": 24, "fmax_median_mhz": 178.99, "fmax_by_seed": {"1": 1, "2": 2},
+              "revision": "442c543e96a0"},
+             {"core": "fast", "order_bits": 8, "fmax_median_mhz": 250.0, "fmax_by_seed": {"1": 1},
+              "revision": "ffffffffffff"}]
+    (tmp_path / "floor.json").write_text(json.dumps({"cores": cores}))
+    [(what, figure, command, revision)] = readme_figures.rows(tmp_path)
+    assert "24-bit order" in what
+    assert "all-pairs (today's structure) 128.34 MHz" in figure
+    assert "registered class and order bits (issue #25) 178.99 MHz" in figure
+    assert "250" not in figure and "median of seeds 1,2;" in figure
+    assert revision == "`d53bcba`, `442c543`"
