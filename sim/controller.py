@@ -342,8 +342,12 @@ class PreemptingDrain(WatermarkDrain):
         return min(self._held_since.values()) + self.max_hold if self._held_since else None
 
     def _leave(self, ch, pc, writes):
-        if (pc not in self._released and writes < self.force and ch.write_batch[pc] >= self.min_batch
-                and self._urgent_reads(ch, pc)):
+        if pc in self._released:
+            # Released after its hold: every write queued goes in this batch,
+            # down to the low watermark (not just high - low of them, which
+            # would leave the rest to be held again for max_hold).
+            return writes <= self.low
+        if writes < self.force and ch.write_batch[pc] >= self.min_batch and self._urgent_reads(ch, pc):
             return True
         return super()._leave(ch, pc, writes)
 
