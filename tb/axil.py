@@ -29,7 +29,8 @@ __all__ = [
     "credits_word", "word_address",
     "ID_VALUE", "VERSION_VALUE", "MARK_ADDR", "MARK_DATA", "MARK_GAP",
     "tenant_reg", "tel_reg", "dropped_reg", "tenant_words", "params_word",
-    "RegisterMirror", "program", "commit_tenant", "take_snapshot", "read_telemetry",
+    "RegisterMirror", "config_values", "config_writes", "program", "commit_tenant", "take_snapshot",
+    "read_telemetry",
     "write_strobed", "AXIL_CHANNELS", "PAUSE_PATTERNS", "pause_pattern", "AxiStress",
 ]
 
@@ -209,13 +210,58 @@ async def write_strobed(axil, addr: int, data: int, strb: int) -> int:
     return int(b.bresp)
 
 
-async def program(axil, config: FabricConfig) -> None:
-    """Program a whole configuration: fabric registers, then every tenant."""
-    await axil.write_dword(STARVE_LIMIT, config.starve_limit)
-    await axil.write_dword(EPOCH_CYCLES, config.epoch_cycles)
-    await axil.write_dword(CTRL, int(config.fcfs_bypass))
+def config_values(config: FabricConfig) -> dict:
+    """Register field name -> value for every fabric-wide field ``config`` holds
+    (:class:`FabricConfig`'s attributes by name, ``credits`` as the ``CREDITS``
+    fields of :data:`kvfabric.spec.CREDIT_CLASS_NAMES`); the inverse of what
+    :class:`RegisterMirror` copies into its configuration."""
+    values = {}
+    for f in dataclass_fields(config):
+        if f.name == "credits":
+            values.update(zip(CREDIT_CLASS_NAMES, config.credits))
+        elif f.name != "tenants":
+            values[f.name] = int(getattr(config, f.name))
+    return values
+
+
+def config_writes(config: FabricConfig) -> list[tuple[int, int]]:
+    """``(address, data)`` of the writes that program all of ``config``: every
+    fabric register with a writable field (address order, from the register
+    description; pulse fields such as ``CTRL.snapshot`` written 0), then each
+    tenant's staged registers and its ``COMMIT``.
+
+    The only place a configuration becomes register writes: :func:`program`
+    (cocotb), the trace-driven stimulus (tb/trace_stimulus.py) and the
+    Amaranth fabric bench use it, so no path can leave a field out.  A
+    writable field of the description that the configuration does not hold
+    is an error here rather than a register silently left at its reset value;
+    a configuration attribute that no register holds is one too."""
+    values = config_values(config)
+    fabric_fields = {f.name for r in FABRIC.registers for f in r.fields if f.writable and not f.pulse}
+    unheld = sorted(set(values) - fabric_fields)
+    if unheld:
+        raise ValueError(f"FabricConfig field(s) {', '.join(unheld)} have no writable register "
+                         f"field in the register description (kvfabric/hw/kvfabric.rdl)")
+    out = []
+    for reg in FABRIC.registers:
+        if not any(f.writable for f in reg.fields):
+            continue
+        missing = [f.name for f in reg.fields if f.writable and not f.pulse and f.name not in values]
+        if missing:
+            raise ValueError(f"register {reg.name}: field(s) {', '.join(missing)} have no value in "
+                             f"FabricConfig; config_writes cannot program them")
+        out.append((FABRIC.address(reg.name), reg.word(values)))
     for i, t in enumerate(config.tenants):
-        await commit_tenant(axil, i, t)
+        for name, word in tenant_words(t).items():
+            out.append((tenant_reg(i, name), word))
+        out.append((tenant_reg(i, _COMMIT.name), 1))
+    return out
+
+
+async def program(axil, config: FabricConfig) -> None:
+    """Program all of ``config`` over AXI: the writes of :func:`config_writes`, in order."""
+    for addr, data in config_writes(config):
+        await axil.write_dword(addr, data)
 
 
 async def take_snapshot(axil, fcfs_bypass: int) -> None:

@@ -10,8 +10,8 @@ a global cycle.  The random choices are those of the cocotb soak: the same
 :func:`random_config` (rates, capacities, peak rates, weights, priorities,
 enables, SLOs, starvation limit, epoch), its request sizes and 2 % invalid
 requests, FCFS phases, idle insertion, extra backpressure, credit returns,
-plus ``CREDITS`` limits actually written (the cocotb soak draws them but its
-``program`` never writes the register) and resets in the middle of traffic.
+plus resets in the middle of traffic.  Configurations become register writes
+through :func:`kvfabric.tb.axil.config_writes`, as in every cocotb test.
 """
 
 from __future__ import annotations
@@ -24,23 +24,20 @@ from kvfabric.model.registers import FabricConfig, TenantConfig
 from . import axil as regs
 from .trace_format import END, MEMORY, MODE, PROB_ONE, REQ, RESET, SEED, WRITE, ZERO, Event
 
-__all__ = ["config_writes", "WRITE_GAP", "soak_stimulus", "replay_stimulus"]
+__all__ = ["WRITE_GAP", "program_events", "soak_stimulus", "replay_stimulus"]
 
 #: Cycles between two register writes of a stimulus: the register file takes
 #: AW and W in one cycle and answers on B the next (spec §9); four leave room.
 WRITE_GAP = 4
 
 
-def config_writes(config: FabricConfig) -> list[tuple[int, int]]:
-    """``(address, data)`` of the register writes that program ``config``: fabric
-    registers (``CREDITS`` included), then each tenant's staged words and COMMIT."""
-    out = [(regs.STARVE_LIMIT, config.starve_limit), (regs.EPOCH_CYCLES, config.epoch_cycles),
-           (regs.CTRL, int(config.fcfs_bypass)), (regs.CREDITS, regs.credits_word(config.credits, config.bulk_prio))]
-    for i, t in enumerate(config.tenants):
-        for name, word in regs.tenant_words(t).items():
-            out.append((regs.tenant_reg(i, name), word))
-        out.append((regs.tenant_reg(i, "COMMIT"), 1))
-    return out
+def program_events(ev: list, t: int, config: FabricConfig) -> int:
+    """Append the writes of :func:`kvfabric.tb.axil.config_writes` (``config``) to
+    ``ev`` from cycle ``t``, :data:`WRITE_GAP` apart; returns the cycle after."""
+    for addr, data in regs.config_writes(config):
+        ev.append(Event(WRITE, t, addr, data, 0xF))
+        t += WRITE_GAP
+    return t
 
 
 def _prob(p: float) -> int:
@@ -74,12 +71,6 @@ def soak_stimulus(params, seed: int, cycles: int, *, bytes_per_cycle: int = 64,
     t = 0
     last_phase = max(0, cycles - tail)
 
-    def program(t: int, config: FabricConfig) -> int:
-        for addr, data in config_writes(config):
-            ev.append(Event(WRITE, t, addr, data, 0xF))
-            t += WRITE_GAP
-        return t
-
     while t < last_phase:
         fcfs = int(rng.random() < 0.15)
         idle = rng.choice([0.0, 0.3, 0.7])
@@ -87,7 +78,7 @@ def soak_stimulus(params, seed: int, cycles: int, *, bytes_per_cycle: int = 64,
         credit_return = rng.choice([0.0, 0.1, 0.5])
         credits = bool(credit_return) and rng.random() < 0.5
         config = random_config(p, rng, fcfs=fcfs, credits=credits)
-        t = program(t, config)
+        t = program_events(ev, t, config)
         ev.append(Event(MODE, t, fcfs, _prob(idle), _prob(backpressure), _prob(credit_return)))
         span = min(max_span, max(500, last_phase - t))
         # Per channel one request every 16..128 cycles on average: from about 1.5x
@@ -120,7 +111,7 @@ def soak_stimulus(params, seed: int, cycles: int, *, bytes_per_cycle: int = 64,
             t += span + rng.randrange(span // 2 + 1)
         ev.extend(reqs)
         reqs = []
-    t = program(max(t, last_phase), _drainable(p, rng))
+    t = program_events(ev, max(t, last_phase), _drainable(p, rng))
     ev.append(Event(MODE, t, 0, 0, 0, 0))
     end = max(cycles, t + 1)
     ev.append(Event(END, end))
@@ -146,10 +137,7 @@ def replay_stimulus(params, config: FabricConfig, rows, bytes_per_cycle) -> tupl
     cocotb replay engine)."""
     b = Fraction(bytes_per_cycle)
     ev = [Event(MEMORY, 0, b.numerator, b.denominator)]
-    t = 0
-    for addr, data in config_writes(config):
-        ev.append(Event(WRITE, t, addr, data, 0xF))
-        t += WRITE_GAP
+    t = program_events(ev, 0, config)
     start = t + 4  # the last write (a COMMIT) is active from its handshake + 2
     ev.append(Event(MODE, start, int(config.fcfs_bypass), 0, 0, 0))
     ev.append(Event(ZERO, start))

@@ -16,7 +16,7 @@ from kvfabric.model.channel import Request
 from kvfabric.model.fabric import FabricModel
 from kvfabric.model.registers import FabricConfig, TenantConfig
 from kvfabric.spec import FabricParams
-from kvfabric.tb.axil import credits_word
+from kvfabric.tb.axil import config_writes, credits_word
 
 from support.axil_manager import AxilManager, run_sim, seeded
 from support.registers import (CREDITS, CTRL, EPOCH_COUNT, EPOCH_CYCLES, ID, PARAMS, STAGED, STARVE_LIMIT,
@@ -62,14 +62,8 @@ class FabricBench:
         self.stats = {"grants": [0, 0, 0, 0], "dropped": 0, "accepted": 0, "no_credit": 0}
 
     def program(self, config):
-        for i, t in enumerate(config.tenants):
-            for name, word in tenant_words(t).items():
-                self.axil.write(tenant_reg(i, name), word)
-            self.axil.write(tenant_reg(i, "COMMIT"), 1)
-        self.axil.write(STARVE_LIMIT, config.starve_limit)
-        self.axil.write(EPOCH_CYCLES, config.epoch_cycles)
-        self.axil.write(CREDITS, credits_word(config.credits, config.bulk_prio))
-        self.axil.write(CTRL, config.fcfs_bypass)
+        for addr, data in config_writes(config):
+            self.axil.write(addr, data)
 
     async def cycle(self, ctx, *, traffic=True):
         p, dut, model = self.params, self.dut, self.model
