@@ -278,12 +278,15 @@ class _QosClassesPolicy(FrFcfsPolicy):
                     drain=PreemptingDrain(12, 2, preempt_below=2),
                     refresh_policy=QosRefresh(max_postponed=4))
 
+    def qclass(self, txn):
+        return self.rng.randrange(3)
+
     def front_end(self, now):
         system = self.system
         for q in system.sources:
             if q:
                 txn = q[0]
-                k = self.rng.randrange(3)
+                k = self.qclass(txn)
                 axqos = self.rng.randrange(16)
                 if system.channel.has_room(len(txn.accesses), txn.is_write, k):
                     for a in txn.accesses:
