@@ -13,6 +13,14 @@ A mutant whose text no longer occurs in ``model/channel.py`` is an error, not a
 survivor: the list must follow the model (rename the substitution).
 
     python -m kvfabric.scripts.mutants [--jobs 2] [--only NAME ...] [--out reports]
+
+``--target sim`` (``make mutants TARGET=sim``, issue #30) runs the curated
+mutants of the system model instead: semantic misreadings of ``sim/dram.py``,
+``sim/controller.py`` and ``sim/hbm3.py`` against the system-model tests, into
+``reports/mutants_sim.md`` and ``.json``.  Each of them is first confirmed to
+change observable behaviour: a fixed probe (three schedulers over seeded
+random traffic, the preset's figures) must give another command log than the
+unmutated model, else the mutant is reported as unconfirmed.
 """
 
 from __future__ import annotations
@@ -53,10 +61,11 @@ class Mutant:
     edits: tuple[tuple[str, str], ...]  # (text in model/channel.py, replacement)
     listed: bool = False  # one of the mutants issue #16 lists
     equivalent: str = ""  # reason, if the mutant cannot change behaviour the spec defines
+    file: str = TARGET  # the file the edits apply to
 
 
-def M(name, what, *edits, listed=False, equivalent=""):
-    return Mutant(name, what, tuple(edits), listed, equivalent)
+def M(name, what, *edits, listed=False, equivalent="", file=TARGET):
+    return Mutant(name, what, tuple(edits), listed, equivalent, file)
 
 
 MUTANTS = [
@@ -163,6 +172,188 @@ MUTANTS = [
 ]
 
 
+# ---- the system model (issue #30): sim/dram.py, sim/controller.py, sim/hbm3.py ----
+_D, _C, _H = "sim/dram.py", "sim/controller.py", "sim/hbm3.py"
+
+
+def S(name, what, file, *edits):
+    return Mutant(name, what, tuple(edits), file=file)
+
+
+SIM_MUTANTS = [
+    # ---- channel timing (sim/dram.py) ----
+    S("trrd_swapped", "tRRD_S within a bank group, tRRD_L across groups", _D,
+      ("max(self.bg_next_act[bg], now + tm.tRRD_L)", "max(self.bg_next_act[bg], now + tm.tRRD_S)"),
+      ("max(self.pc_next_act[pc], now + tm.tRRD_S)", "max(self.pc_next_act[pc], now + tm.tRRD_L)")),
+    S("trcd_wr_is_trcd_rd", "a write waits tRCD_RD after its ACT", _D,
+      ("self.next_wr[b] = now + tm.tRCD_WR", "self.next_wr[b] = now + tm.tRCD_RD")),
+    S("twtr_from_command", "tWTR counted from the WR command, not the end of its data", _D,
+      ("max(self.bg_next_rd[bg], end + tm.tWTR_L)", "max(self.bg_next_rd[bg], now + tm.tWTR_L)"),
+      ("max(self.pc_next_rd[pc], end + tm.tWTR_S)", "max(self.pc_next_rd[pc], now + tm.tWTR_S)")),
+    S("twr_from_command", "write recovery counted from the WR command", _D,
+      ("max(self.next_pre[b], end + tm.tWR)", "max(self.next_pre[b], now + tm.tWR)")),
+    S("tccd_l_is_tccd_s_for_reads", "reads within a bank group spaced by tCCD_S", _D,
+      ("max(self.bg_next_rd[bg], now + tm.tCCD_L)", "max(self.bg_next_rd[bg], now + tm.tCCD_S)")),
+    S("tccd_r_ignored", "no tCCD_R on a stack-ID switch", _D,
+      ("if ok and pc_last_sid[p] != sid_of[b]:", "if False:"),
+      ("if self.pc_last_sid[pc] != self._sid_of[b]:", "if False:")),
+    S("tfaw_three_acts", "the tFAW window counts three activates", _D,
+      ("self.pc_faw = [[-NEVER] * 4 for _ in range(npc)]", "self.pc_faw = [[-NEVER] * 3 for _ in range(npc)]")),
+    S("trtw_ignored", "no read-to-write turnaround", _D,
+      ("self.pc_next_wr[pc] = max(self.pc_next_wr[pc], now + tm.tRTW)", "pass")),
+    S("tras_ignored", "a row may close right after its ACT", _D,
+      ("self.next_pre[b] = now + tm.tRAS", "self.next_pre[b] = now")),
+    S("trc_ignored", "no tRC between activates of a bank", _D,
+      ("self.next_act[b] = now + tm.tRC", "self.next_act[b] = now")),
+    S("trp_one_more", "tRP applied one clock too long (too conservative)", _D,
+      ("max(self.next_act[b], now + tm.tRP)", "max(self.next_act[b], now + tm.tRP + 1)")),
+    S("trtp_ignored", "a read's row may close at once", _D,
+      ("max(self.next_pre[b], now + tm.tRTP)", "self.next_pre[b]")),
+    S("tppd_ignored", "no tPPD between precharges", _D,
+      ("self.pc_next_pre[pc] = now + tm.tPPD", "pass")),
+    S("row_bus_rounds_down", "a command in the second half of a clock counts from that clock", _D,
+      ("return (start_half + 1) // 2", "return start_half // 2")),
+    S("trfcpb_is_trp", "a refreshed bank is busy tRP, not tRFCpb", _D,
+      ("self.next_act[b] = now + tm.tRFCpb", "self.next_act[b] = now + tm.tRP")),
+    S("refresh_no_stagger", "both pseudo-channels refresh in the same slot", _D,
+      ("timing.tREFIpb + p * (timing.tREFIpb // npc)", "timing.tREFIpb")),
+    S("refresh_bank_repeats", "a refreshed bank stays in its round", _D,
+      ("                todo.discard(b)\n", "")),
+    S("act_wake_late", "the wake-up for an ACT one clock late", _D,
+      ("self.pc_faw[pc][0] + self.timing.tFAW, self._row_bus_cycle())",
+       "self.pc_faw[pc][0] + self.timing.tFAW, self._row_bus_cycle()) + 1")),
+    # ---- scheduling rules (sim/controller.py) ----
+    S("frfcfs_no_hit_first", "FR-FCFS serves the oldest request, hits or not", _C,
+      ("if r.row == row and (hit is None or r.rank < hit.rank):", "if r is head and r.row == row:")),
+    S("hit_cap_off_by_one", "cap + 1 hits may bypass", _C,
+      ("return ch.bypassed[b] < self.row_hit_cap", "return ch.bypassed[b] <= self.row_hit_cap")),
+    S("bypass_never_counted", "bypassing hits are not counted (no cap)", _C,
+      ("                ch.bypassed[b] += 1\n", "")),
+    S("qos_bypass_any_axqos", "a QoS hit may bypass a higher AxQOS", _C,
+      ("return hit.axqos == head.axqos and ch.bypassed[b]", "return ch.bypassed[b]")),
+    S("qos_one_cap", "every class gets the largest cap", _C,
+      ("ch.bypassed[b] < self.row_hit_caps[hit.qclass]", "ch.bypassed[b] < self.row_hit_cap")),
+    S("reserved_entries_pooled", "classes share their reserved entries", _C,
+      ("return ch.class_queued[qclass] + entries <= self.reserved[qclass]",
+       "return sum(ch.class_queued) + entries <= sum(self.reserved)")),
+    S("drain_enters_above_high", "a drain starts one write above the high watermark", _C,
+      ("elif writes >= self.high or", "elif writes > self.high or")),
+    S("drain_batch_unbounded", "a drain runs to the low watermark however long", _C,
+      ("return writes <= self.low or ch.write_batch[pc] >= self.high - self.low", "return writes <= self.low")),
+    S("drain_interval_never_resets", "the drain interval counts from time 0, not the last drain", _C,
+      ("                    self._left_at[pc] = now\n", "")),
+    S("drain_interval_ignores_low", "an interval drain starts with any write queued", _C,
+      ("return (self.interval is not None and writes > self.low", "return (self.interval is not None and writes > 0")),
+    S("hold_unbounded", "a due drain is held as long as protected reads wait", _C,
+      ("if now - since < self.max_hold:", "if True:")),
+    S("released_drain_stops_at_batch", "a released drain stops after high - low writes (the bug of issue #30)", _C,
+      ("            return writes <= self.low\n        if writes < self.force",
+       "            return writes <= self.low or ch.write_batch[pc] >= self.high - self.low\n"
+       "        if writes < self.force")),
+    S("preempt_ignores_min_batch", "protected reads end a drain at once", _C,
+      ("if writes < self.force and ch.write_batch[pc] >= self.min_batch and self._urgent_reads(ch, pc):",
+       "if writes < self.force and self._urgent_reads(ch, pc):")),
+    S("preempt_despite_protected_writes", "protected reads hold protected writes back", _C,
+      ("                and not any(writes[k] for k in range(self.preempt_below)))", ")")),
+    S("preempt_ignores_force", "a drain is held however many writes are queued", _C,
+      ("if writes < self.force and self._urgent_reads(ch, pc):\n            since",
+       "if self._urgent_reads(ch, pc):\n            since")),
+    S("guard_holds_writes", "the activation guard holds burst writes too", _C,
+      ("if not self.guard_activations or req.qclass != BURST_CLASS or req.is_write:",
+       "if not self.guard_activations or req.qclass != BURST_CLASS:")),
+    S("guard_urgent_only", "the activation guard ignores guaranteed reads", _C,
+      ("if not (waiting[URGENT_CLASS] or waiting[GUARANTEED_CLASS]):", "if not waiting[URGENT_CLASS]:")),
+    S("guard_window_strict", "the guard wants the last ACT more than tFAW ago", _C,
+      ("return all(t <= window_start for t in ch.pc_faw[pc])", "return all(t < window_start for t in ch.pc_faw[pc])")),
+    S("refresh_postpone_if_any", "a refresh waits if any remaining bank is protected", _C,
+      ("if all(self._protected(ch, b) for b in todo):", "if any(self._protected(ch, b) for b in todo):")),
+    S("refresh_postpone_unbounded", "a refresh is postponed without limit", _C,
+      ("if late + self.retry >= self.max_postponed * ch.timing.tREFIpb:", "if False:")),
+    S("refresh_pick_busy", "round-robin refresh picks the busiest bank", _C,
+      ("return min(todo, key=lambda b: (len(ch.bank_queue[b]), ch.open_row[b] >= 0, b))",
+       "return max(todo, key=lambda b: (len(ch.bank_queue[b]), ch.open_row[b] >= 0, b))")),
+    # ---- the preset (sim/hbm3.py) ----
+    S("preset_trcd_swapped", "tRCD_RD and tRCD_WR exchanged", _H,
+      ("    tRCD_RD=31,\n    tRCD_WR=15,", "    tRCD_RD=15,\n    tRCD_WR=31,")),
+    S("preset_trrd_swapped", "tRRD_S and tRRD_L exchanged", _H,
+      ("    tRRD_S=4,\n    tRRD_L=5,", "    tRRD_S=5,\n    tRRD_L=4,")),
+    S("preset_cl_21", "CL 21", _H, ("    CL=20,", "    CL=21,")),
+    S("preset_tfaw_32", "tFAW 32 (an older part's figure)", _H, ("    tFAW=24,", "    tFAW=32,")),
+    S("ns_rounds_down", "ns_to_cycles rounds down", _H,
+      ("return -((-ps.numerator) // (ps.denominator * tck_ps))", "return ps.numerator // (ps.denominator * tck_ps)")),
+    S("bank_group_is_stack", "a bank group spans the whole stack ID (tCCD_L, tRRD_L there)", _H,
+      ("return bank_id // self.banks_per_group\n", "return bank_id // (self.banks_per_group * self.bank_groups)\n")),
+]
+
+#: Each target: its mutants, its tests (fastest and most discriminating first) and report name.
+TARGETS = {
+    "model": dict(mutants=MUTANTS, tests=TESTS, deselect=DESELECT, report="mutants",
+                  title="the golden model", package="kvfabric.model"),
+    "sim": dict(mutants=SIM_MUTANTS, tests=["tests/test_sim_timing.py", "tests/test_sim_sched.py",
+                                            "tests/test_sim_dram.py"],
+                deselect=[], report="mutants_sim", title="the system model", package="kvfabric.sim"),
+}
+
+
+def _sim_fingerprint() -> str:
+    """sha256 of what the system model does on a fixed probe: the preset,
+    organisation and ``ns_to_cycles`` of a few durations, and the command logs
+    of FR-FCFS (small cap and watermarks), FCFS and the QoS controller (every
+    class, small knobs, postponable refresh) under seeded random requests:
+    phases of dense traffic and of sparse writes, a few hot banks of three
+    rows, and the channel visited only when it asks to be (its wake-up times)
+    or a request arrives, as the system loop does."""
+    import dataclasses
+    import hashlib
+    import random
+
+    from kvfabric.sim import controller as c
+    from kvfabric.sim.dram import Channel, Request
+    from kvfabric.sim.hbm3 import HBM3_6400, HBM3_GEOMETRY, ns_to_cycles
+
+    setups = {
+        "frfcfs": dict(row_hit_cap=2, write_high=10, write_low=3),
+        "fcfs": dict(scheduler="fcfs"),
+        "qos": dict(scheduler=c.QosScheduler((3, 5, 2)), admission=c.ReservedEntries((12, 24, 48)),
+                    drain=c.PreemptingDrain(10, 3, preempt_below=2, min_batch=3, max_hold=60, force=12,
+                                            interval=400),
+                    refresh_policy=c.QosRefresh(max_postponed=2)),
+    }
+    figures = (dataclasses.asdict(HBM3_6400), HBM3_GEOMETRY,
+               [ns_to_cycles(x) for x in ("0.626", "12.5", "121.9", 320, 3900)])
+    digest = hashlib.sha256(repr(figures).encode())
+    for name, kw in setups.items():
+        rng = random.Random(30)
+        ch = Channel(n_tenants=1, log_commands=True, **kw)
+        hot = [(rng.randrange(HBM3_GEOMETRY.banks), rng.randrange(64)) for _ in range(8)]
+        hot = [(bank, row + i) for bank, row in hot for i in range(3)]
+        arrivals, t = [], 0
+        while t < 12_000:  # (cycle, is_write): dense phases, then sparse writes among reads
+            dense = (t // 1500) % 2 == 0
+            t += rng.randrange(1, 3 if dense else 12)
+            arrivals.append((t, rng.random() < (0.35 if dense else 0.08)))
+        seq, now, i = 0, 0, 0
+        while now < 12_000:
+            while i < len(arrivals) and arrivals[i][0] <= now:
+                seq += 1
+                bank, row = rng.choice(hot) if rng.random() < 0.7 else (rng.randrange(64), rng.randrange(64))
+                r = Request(0, arrivals[i][1], bank, row, now)
+                k = rng.randrange(3)
+                # AxQOS mostly the class's own (as the fabric's front end gives it), so hits of
+                # one level meet their cap; protected writes only in every other 3,000 cycles.
+                r.seq, r.axqos = seq, (15, 10, 4)[k] if rng.randrange(4) else rng.randrange(16)
+                r.qclass = k if not r.is_write or ((now // 3000) % 2 and not rng.randrange(4)) else c.BURST_CLASS
+                r.rank = c.qos_rank(r.axqos, r.seq) if name == "qos" else r.seq
+                if ch.has_room(1, r.is_write, r.qclass):
+                    ch.enqueue(r, now)
+                i += 1
+            nxt = arrivals[i][0] if i < len(arrivals) else 12_000
+            ch.pop_completions(now)
+            now = min(ch.tick(now, nxt), nxt)
+        digest.update(repr(ch.log).encode())
+    return digest.hexdigest()
+
+
 # ---- worker: one mutant, in this process ---------------------------------------------------
 
 class _FirstFailure:
@@ -176,44 +367,54 @@ class _FirstFailure:
             self.failed = report.nodeid
 
 
-def _install(mutant: Mutant | None) -> None:
-    """Load model/channel.py (mutated) as kvfabric.model.channel before anything imports it."""
-    import kvfabric.model as package
+def _install(mutant: Mutant | None, file: str = TARGET) -> None:
+    """Load ``file`` (model/channel.py or sim/<name>.py), mutated, as its
+    kvfabric module before anything imports it."""
+    import importlib
 
-    path = ROOT / TARGET
+    file = mutant.file if mutant is not None else file
+    folder, stem = file[:-3].split("/")
+    package_name = f"kvfabric.{folder}"
+    package = importlib.import_module(package_name)
+    name = f"{package_name}.{stem}"
+    path = ROOT / file
     source = path.read_text()
     if mutant is not None:
         source = apply(source, mutant)
-    spec = importlib.util.spec_from_loader(MODULE, loader=None, origin=str(path))
+    spec = importlib.util.spec_from_loader(name, loader=None, origin=str(path))
     module = importlib.util.module_from_spec(spec)
     module.__file__ = str(path)
-    module.__package__ = "kvfabric.model"
-    sys.modules[MODULE] = module
+    module.__package__ = package_name
+    sys.modules[name] = module
     exec(compile(source, str(path), "exec"), module.__dict__)
-    package.channel = module
+    setattr(package, stem, module)
 
 
 def apply(source: str, mutant: Mutant) -> str:
     for old, new in mutant.edits:
         count = source.count(old)
         if count != 1:
-            raise ValueError(f"mutant {mutant.name}: {old!r} occurs {count} times in {TARGET} (need 1)")
+            raise ValueError(f"mutant {mutant.name}: {old!r} occurs {count} times in {mutant.file} (need 1)")
         source = source.replace(old, new)
     return source
 
 
-def _worker(name: str, result_path: str) -> int:
+def _worker(name: str, result_path: str, target: str = "model") -> int:
     import pytest
 
-    mutant = None if name == "none" else next(m for m in MUTANTS if m.name == name)
-    _install(mutant)
+    t = TARGETS[target]
+    mutant = None if name == "none" else next(m for m in t["mutants"] if m.name == name)
+    if mutant is not None or target == "model":
+        _install(mutant)
+    fingerprint = _sim_fingerprint() if target == "sim" else None
     plugin = _FirstFailure()
     args = ["-x", "-q", "-n", "0", "-p", "no:cacheprovider", "-p", "no:randomly", "--rootdir", str(ROOT),
-            *TESTS]
-    for d in DESELECT:
+            *t["tests"]]
+    for d in t["deselect"]:
         args += ["--deselect", d]  # node ids are relative to the rootdir (cwd)
     code = pytest.main(args, plugins=[plugin])
-    Path(result_path).write_text(json.dumps({"exit": int(code), "failed": plugin.failed}))
+    Path(result_path).write_text(json.dumps({"exit": int(code), "failed": plugin.failed,
+                                             "fingerprint": fingerprint}))
     return 0
 
 
@@ -229,14 +430,16 @@ class Outcome:
     extra: dict = field(default_factory=dict)
 
 
-def run_one(name: str, workdir: Path) -> Outcome:
-    result = workdir / f"{name}.json"
+def run_one(name: str, workdir: Path, target: str = "model", baseline: str | None = None) -> Outcome:
+    """Run one mutant; for the sim target, ``baseline`` is the unmutated
+    model's fingerprint and a mutant that does not change it is 'unconfirmed'."""
+    result = workdir / f"{target}-{name}.json"
     result.unlink(missing_ok=True)
     env = {k: v for k, v in os.environ.items() if k != "KVFABRIC_SEED"}  # the CI seeds
     start = time.monotonic()
     try:
         proc = subprocess.run([sys.executable, "-m", "kvfabric.scripts.mutants", "--worker", name,
-                               "--result", str(result)], cwd=ROOT, env=env, capture_output=True,
+                               "--target", target, "--result", str(result)], cwd=ROOT, env=env, capture_output=True,
                               text=True, timeout=TIME_LIMIT)
     except subprocess.TimeoutExpired:
         return Outcome(name, "timeout", time.monotonic() - start, detail=f"over {TIME_LIMIT} s")
@@ -244,58 +447,89 @@ def run_one(name: str, workdir: Path) -> Outcome:
     if not result.exists():
         return Outcome(name, "error", seconds, detail=(proc.stderr or proc.stdout)[-2000:])
     data = json.loads(result.read_text())
+    extra = {"fingerprint": data["fingerprint"]} if data.get("fingerprint") else {}
+    if baseline is not None and data.get("fingerprint") == baseline:
+        return Outcome(name, "unconfirmed", seconds, killed_by=data["failed"], extra=extra,
+                       detail="the probe's command logs equal the unmutated model's")
     if data["exit"] == 0:
-        return Outcome(name, "survived", seconds)
+        return Outcome(name, "survived", seconds, extra=extra)
     if data["failed"]:
-        return Outcome(name, "killed", seconds, killed_by=data["failed"])
+        return Outcome(name, "killed", seconds, killed_by=data["failed"], extra=extra)
     # pytest exited non-zero without a failing test: collection or usage error
     return Outcome(name, "error", seconds, detail=proc.stdout[-2000:])
 
 
-def report(outcomes: list[Outcome], baseline: Outcome, wall: float, out: Path, note: str = "") -> dict:
-    by_name = {m.name: m for m in MUTANTS}
+def report(outcomes: list[Outcome], baseline: Outcome, wall: float, out: Path, note: str = "",
+           target: str = "model") -> dict:
+    t = TARGETS[target]
+    mutants = t["mutants"]
+    by_name = {m.name: m for m in mutants}
+    files = sorted({m.file for m in mutants})
     counted = [o for o in outcomes if o.status != "equivalent"]
     killed = [o for o in counted if o.status in ("killed", "timeout")]
     score = len(killed) / len(counted) if counted else 0.0
     listed = [o for o in outcomes if by_name[o.name].listed]
     summary = {
-        "target": TARGET, "tests": TESTS, "deselected": DESELECT,
+        "target": ", ".join(files), "tests": t["tests"], "deselected": t["deselect"],
         "mutants": len(outcomes), "equivalent": sum(o.status == "equivalent" for o in outcomes),
         "killed": len(killed), "survived": [o.name for o in counted if o.status == "survived"],
+        "unconfirmed": [o.name for o in counted if o.status == "unconfirmed"],
         "errors": [o.name for o in counted if o.status == "error"],
         "score": round(score, 4),
         "listed_killed": sum(o.status in ("killed", "timeout") for o in listed), "listed": len(listed),
         "baseline_seconds": round(baseline.seconds, 1), "wall_seconds": round(wall, 1), "note": note,
-        "results": [{"name": o.name, "what": by_name[o.name].what, "listed": by_name[o.name].listed,
-                     "status": o.status, "killed_by": o.killed_by, "seconds": round(o.seconds, 1),
-                     "reason": by_name[o.name].equivalent, "detail": o.detail} for o in outcomes],
+        "results": [{"name": o.name, "file": by_name[o.name].file, "what": by_name[o.name].what,
+                     "listed": by_name[o.name].listed, "status": o.status, "killed_by": o.killed_by,
+                     "seconds": round(o.seconds, 1), "reason": by_name[o.name].equivalent, "detail": o.detail}
+                    for o in outcomes],
     }
     out.mkdir(parents=True, exist_ok=True)
-    (out / "mutants.json").write_text(json.dumps(summary, indent=2) + "\n")
+    (out / f"{t['report']}.json").write_text(json.dumps(summary, indent=2) + "\n")
+    command = ("`make mutants` (`python -m kvfabric.scripts.mutants`)" if target == "model" else
+               f"`make mutants TARGET={target}` (`python -m kvfabric.scripts.mutants --target {target}`)")
     lines = [
-        "# Mutation score of the golden model",
+        f"# Mutation score of {t['title']}",
         "",
-        f"Command: `make mutants` (`python -m kvfabric.scripts.mutants`), {len(outcomes)} curated mutants "
-        f"of `{TARGET}` against the model-level tests ({', '.join(t.split('/')[-1] for t in TESTS)}; "
-        "no RTL test), each in its own process, stopping at the first failing test.",
+        f"Command: {command}, {len(outcomes)} curated mutants "
+        f"of {', '.join(f'`{f}`' for f in files)} against {', '.join(x.split('/')[-1] for x in t['tests'])}"
+        + ("; no RTL test" if target == "model" else "")
+        + ", each in its own process, stopping at the first failing test.",
         "",
+    ]
+    if target == "sim":
+        lines += ["Each mutant is first confirmed to change observable behaviour: the command logs of a fixed "
+                  "probe (FR-FCFS, FCFS and the QoS controller under seeded random requests, 12,000 cycles "
+                  "each, the channel visited at its own wake-up times) and the preset's figures must differ from the unmutated model's "
+                  "(`_sim_fingerprint`); a mutant that does not is listed as unconfirmed, not counted as "
+                  "killed.", ""]
+    lines += [
         f"- **Score: {len(killed)} / {len(counted)} = {score:.1%}** "
         f"(equivalent mutants excluded: {summary['equivalent']})",
-        f"- Issue #16's listed mutants killed: {summary['listed_killed']} / {summary['listed']}",
+    ]
+    if listed:
+        lines.append(f"- Issue #16's listed mutants killed: {summary['listed_killed']} / {summary['listed']}")
+    lines += [
         f"- Survivors: {', '.join(summary['survived']) or 'none'}",
+        *([f"- Unconfirmed (no change on the probe): {', '.join(summary['unconfirmed']) or 'none'}"]
+          if target == "sim" else []),
         f"- Errors: {', '.join(summary['errors']) or 'none'}",
         f"- Wall time: {wall / 60:.1f} min ({note or 'one run'}); the unmutated suite alone: "
         f"{baseline.seconds:.0f} s",
         "",
-        "| mutant | misreading | listed | result | first failing test | s |",
-        "|---|---|---|---|---|---|",
     ]
+    if target == "model":
+        lines += ["| mutant | misreading | listed | result | first failing test | s |", "|---|---|---|---|---|---|"]
+    else:
+        lines += ["| mutant | file | misreading | result | first failing test | s |", "|---|---|---|---|---|---|"]
     for o in outcomes:
         m = by_name[o.name]
         what = m.what + (f" — equivalent: {m.equivalent}" if m.equivalent else "")
-        lines.append(f"| `{o.name}` | {what} | {'yes' if m.listed else ''} | {o.status} | "
+        middle = f"{'yes' if m.listed else ''}" if target == "model" else f"`{m.file}`"
+        first = m.what if target == "model" else what
+        cells = ([f"`{o.name}`", what, middle] if target == "model" else [f"`{o.name}`", middle, first])
+        lines.append("| " + " | ".join(cells) + f" | {o.status} | "
                      f"{('`' + o.killed_by.split('tests/')[-1] + '`') if o.killed_by else ''} | {o.seconds:.0f} |")
-    (out / "mutants.md").write_text("\n".join(lines) + "\n")
+    (out / f"{t['report']}.md").write_text("\n".join(lines) + "\n")
     return summary
 
 
@@ -307,22 +541,26 @@ def main(argv=None) -> int:
     ap.add_argument("--rerun-survivors", action="store_true",
                     help="re-run only the survivors of OUT/mutants.json (after adding tests) and "
                          "rewrite the report with their new results")
+    ap.add_argument("--target", choices=sorted(TARGETS), default="model",
+                    help="model: model/channel.py (default); sim: sim/dram.py, controller.py, hbm3.py")
     ap.add_argument("--worker", help=argparse.SUPPRESS)
     ap.add_argument("--result", help=argparse.SUPPRESS)
     args = ap.parse_args(argv)
     if args.worker:
-        return _worker(args.worker, args.result)
+        return _worker(args.worker, args.result, args.target)
 
-    source = (ROOT / TARGET).read_text()
-    for m in MUTANTS:  # every substitution must still match: fail before spending minutes
-        apply(source, m)
-    names = [m.name for m in MUTANTS]
+    target = args.target
+    mutants = TARGETS[target]["mutants"]
+    report_name = TARGETS[target]["report"]
+    for m in mutants:  # every substitution must still match: fail before spending minutes
+        apply((ROOT / m.file).read_text(), m)
+    names = [m.name for m in mutants]
     previous = None
     if args.rerun_survivors:
-        previous = json.loads((Path(args.out) / "mutants.json").read_text())
+        previous = json.loads((Path(args.out) / f"{report_name}.json").read_text())
         known = {r["name"] for r in previous["results"]}
         # survivors, errors, and mutants added to the list since that run
-        args.only = [r["name"] for r in previous["results"] if r["status"] in ("survived", "error")]
+        args.only = [r["name"] for r in previous["results"] if r["status"] in ("survived", "error", "unconfirmed")]
         args.only += [n for n in names if n not in known]
     if args.only:
         unknown = sorted(set(args.only) - set(names))
@@ -332,18 +570,21 @@ def main(argv=None) -> int:
     workdir = ROOT / "build" / "mutants"
     workdir.mkdir(parents=True, exist_ok=True)
     t0 = time.monotonic()
-    # The unmutated model must pass first (skipped for --only, a quick re-check).
-    baseline = Outcome("none", "survived", 0.0) if args.only and not previous else run_one("none", workdir)
+    # The unmutated model must pass first (skipped for --only, a quick re-check, unless the
+    # mutants are to be confirmed against its fingerprint).
+    quick = args.only and not previous and target == "model"
+    baseline = Outcome("none", "survived", 0.0) if quick else run_one("none", workdir, target)
+    reference = baseline.extra.get("fingerprint")
     print(f"unmutated suite: {baseline.status} in {baseline.seconds:.0f} s", flush=True)
     if baseline.status != "survived":
         print(f"the unmutated model fails the suite ({baseline.killed_by or baseline.detail}); stopping")
         return 2
-    by_name = {m.name: m for m in MUTANTS}
+    by_name = {m.name: m for m in mutants}
 
     def one(name):
         if by_name[name].equivalent:
             return Outcome(name, "equivalent", 0.0)
-        o = run_one(name, workdir)
+        o = run_one(name, workdir, target, reference)
         print(f"{name:28s} {o.status:9s} {o.seconds:5.0f} s  {o.killed_by or o.detail[:200]}", flush=True)
         return o
 
@@ -358,14 +599,16 @@ def main(argv=None) -> int:
         note = (f"{previous['wall_seconds'] / 60:.1f} min for the full run, then "
                 f"{wall / 60:.1f} min re-running {len(outcomes)} survivor(s)/new mutant(s) "
                 f"({', '.join(o.name for o in outcomes)}) after tests were added")
-        summary = report(merged, baseline, previous["wall_seconds"] + wall, Path(args.out), note=note)
+        summary = report(merged, baseline, previous["wall_seconds"] + wall, Path(args.out), note=note,
+                         target=target)
         print(f"score {summary['score']:.1%}, survivors {summary['survived']}")
-        return 0 if not summary["survived"] and not summary["errors"] else 1
+        return 0 if not summary["survived"] and not summary["errors"] and not summary["unconfirmed"] else 1
     if args.only:
         return 0 if all(o.status in ("killed", "timeout", "equivalent") for o in outcomes) else 1
-    summary = report(outcomes, baseline, wall, Path(args.out))
-    print(f"score {summary['score']:.1%}, survivors {summary['survived']}, {wall / 60:.1f} min")
-    return 0 if not summary["survived"] and not summary["errors"] else 1
+    summary = report(outcomes, baseline, wall, Path(args.out), target=target)
+    print(f"score {summary['score']:.1%}, survivors {summary['survived']}, "
+          f"unconfirmed {summary['unconfirmed']}, {wall / 60:.1f} min")
+    return 0 if not summary["survived"] and not summary["errors"] and not summary["unconfirmed"] else 1
 
 
 if __name__ == "__main__":

@@ -458,6 +458,24 @@ def test_refresh_postponed_within_its_limit_then_caught_up():
     assert ch.stats.ref_postponed > 0
 
 
+def test_refresh_not_postponed_while_a_bank_of_the_round_is_unprotected():
+    """Guaranteed reads in every bank of pseudo-channel 0 but bank 31: the
+    refresh is not postponed; it goes to bank 31 at its slot."""
+    ch = Channel(refresh=True, n_tenants=1, log_commands=True, scheduler=QosScheduler(),
+                 admission=ReservedEntries((8, 64, 64)), refresh_policy=QosRefresh(max_postponed=4, retry=16))
+    f = Feed(ch, qos=True)
+
+    def keep_protected(t):
+        for b in range(G.banks_per_pc - 1):
+            if not ch.bank_queue[b]:
+                f.put(b, 1 + t % 3, t, qclass=GUARANTEED_CLASS)
+
+    tick_until(ch, 0, tREFIpb + 100, keep_protected)
+    refs = [(c, b) for c, k, b, *_ in ch.log if k == "REF" and b < G.banks_per_pc]
+    assert len(refs) == 1 and refs[0][1] == G.banks_per_pc - 1 and 0 <= refs[0][0] - tREFIpb <= 1, refs
+    assert ch.stats.ref_postponed == 0
+
+
 # -- the same rules over random traffic -------------------------------------------------------
 class RuleObserver:
     """Checks every command of a channel against the scheduling rules' definitions.
