@@ -31,16 +31,19 @@ lint: verilog
 # Trace-driven soak of the 8 x 8 fabric against the golden model (tb/trace_*.py):
 # SOAK_CYCLES on Verilator, SOAK_ICARUS_CYCLES on Icarus (a few hundred cycles/s
 # on this design); prints cycles, seconds, rate and mismatches per simulator and
-# writes reports/soak.json and reports/soak.md.
+# writes reports/soak.json and reports/soak.md.  Then the differential check of
+# the replay engines (issue #24) on four 30 k-request random traces, each seed
+# printed (tests/test_trace_cosim.py::test_differential_engines_soak).
 SOAK_CYCLES ?= 10000000
 SOAK_ICARUS_CYCLES ?= 200000
 soak: setup
 	$(WITH_TOOLS) $(PY) -m kvfabric.scripts.soak --cycles $(SOAK_CYCLES) \
 	    --icarus-cycles $(SOAK_ICARUS_CYCLES) --jobs $(JOBS)
+	$(WITH_TOOLS) $(PY) -m pytest -n $(JOBS) tests/test_trace_cosim.py -m soak --run-soak -s
 
 # The cocotb soak (1 M cycles of the 4 x 2 build, every cycle's state compared).
 soak-cocotb: setup
-	$(WITH_TOOLS) $(PY) -m pytest -n $(JOBS) tests -m soak --run-soak -s
+	$(WITH_TOOLS) $(PY) -m pytest -n $(JOBS) tests/test_cosim.py -m soak --run-soak -s
 
 # Three placement seeds: one channel's Fmax moves by up to 10 % with the seed
 # (docs/synthesis.md); designs that do not fit stop after one packing.

@@ -18,9 +18,9 @@ from pathlib import Path
 from .trace_compare import first_mismatch, read_sim_log, write_model_log
 from .trace_format import END, write_stimulus
 from .trace_model import model_log_parallel
-from .trace_tb import build_trace_tb, run_trace_tb
+from .trace_tb import PROGRESS_EVERY, build_trace_tb, run_trace_tb
 
-__all__ = ["SimResult", "CheckResult", "run_check"]
+__all__ = ["SimResult", "CheckResult", "run_check", "Differential", "differential_check", "valid_rule"]
 
 
 @dataclass
@@ -68,9 +68,10 @@ class CheckResult:
 
 
 def run_check(params, events, sims, work_dir, *, jobs: int = 2, log=print,
-              stimulus_seconds: float = 0.0) -> CheckResult:
+              stimulus_seconds: float = 0.0, progress_every: int = PROGRESS_EVERY) -> CheckResult:
     """Check ``events`` (a soak stimulus, ending in END) on every simulator of ``sims``
-    against the model; everything is written under ``work_dir``."""
+    against the model; everything is written under ``work_dir``.  Each simulator
+    logs its progress every ``progress_every`` cycles (0: never)."""
     t_start = time.monotonic()
     work_dir = Path(work_dir).resolve()
     work_dir.mkdir(parents=True, exist_ok=True)
@@ -84,7 +85,10 @@ def run_check(params, events, sims, work_dir, *, jobs: int = 2, log=print,
 
     def simulate(sim):
         try:
-            runs[sim] = run_trace_tb(builds[sim], stim, work_dir / f"{sim}.log")
+            runs[sim] = run_trace_tb(
+                builds[sim], stim, work_dir / f"{sim}.log", every=progress_every or 1,
+                progress=(lambda cyc, grants: log(f"[trace-check] {sim}: cycle {cyc:,} of {end:,}, "
+                                                  f"{grants:,} grants")) if progress_every else None)
         except BaseException as e:  # reported below, after the model finished
             errors[sim] = e
     threads = [threading.Thread(target=simulate, args=(s,)) for s in sims]
@@ -112,3 +116,122 @@ def run_check(params, events, sims, work_dir, *, jobs: int = 2, log=print,
                                      len(actual.grants), mm, r.log))
     result.wall_seconds = time.monotonic() - t_start
     return result
+
+
+@dataclass
+class Differential:
+    """What :func:`differential_check` compared (every log path is kept)."""
+    requests: int
+    replay_logs: dict  # engine -> grant-log CSV of kvfabric replay
+    replay_same: dict  # engine -> byte-identical to the model engine's CSV
+    credit_check: CheckResult | None
+    credit_same: dict  # simulator -> its log byte-identical to the model's
+    max_waiting: int  # most requests waiting at once on one (channel, tenant), model engine
+    credited_grants: int  # grants of the run with credits
+
+    @property
+    def ok(self) -> bool:
+        return all(self.replay_same.values()) and all(self.credit_same.values())
+
+
+def _max_waiting(log) -> int:
+    """Most requests waiting (arrived, not granted) at once on one (channel, tenant)."""
+    events = {}
+    for r in log:
+        if r.grant_cycle is not None:
+            key = (r.channel, r.tenant)
+            events.setdefault(key, []).extend([(r.arrival_cycle, 1), (r.grant_cycle, -1)])
+    best = 0
+    for ev in events.values():
+        level = 0
+        for _, d in sorted(ev, key=lambda e: (e[0], e[1])):  # a grant leaves before a same-cycle arrival
+            level += d
+            best = max(best, level)
+    return best
+
+
+def differential_check(params, config, rows, bytes_per_cycle, sims, work_dir, *,
+                       credit_config=None, credit_return: float = 0.05, backpressure: float = 0.1,
+                       seed: int = 0, log=print) -> Differential:
+    """The engines of ``kvfabric replay`` on one trace, and the same trace with credits.
+
+    1. ``rows`` replayed under ``config`` (spec §8's memory side: no credits) by
+       the ``model`` engine and by each simulator of ``sims`` through the trace
+       testbench (what ``kvfabric replay --engine <sim>`` runs without
+       ``--waves``); the grant-log CSVs must be byte-identical.
+    2. With ``credit_config`` (CREDITS limits and bulk priorities on): the same
+       requests as a stimulus whose memory side also applies ``backpressure``
+       and returns each credit class's credits with probability
+       ``credit_return`` per cycle (late: a grant's credit comes back tens of
+       cycles after it was selected), run by the trace model and each
+       simulator (:func:`run_check`); the logs must be byte-identical too.
+       The replay CSV format has no credit returns, so this half runs on the
+       stimulus format.
+    """
+    import filecmp
+
+    from kvfabric.model.replay import replay_model
+    from kvfabric.model.trace import write_log
+
+    from .replay_engine import replay_rtl
+    from .trace_format import Event
+    from .trace_model import model_log
+    from .trace_stimulus import replay_stimulus
+
+    work_dir = Path(work_dir).resolve()
+    work_dir.mkdir(parents=True, exist_ok=True)
+    logs, same = {}, {}
+    t0 = time.monotonic()
+    model = replay_model(params, config, rows, bytes_per_cycle).log
+    logs["model"] = work_dir / "replay-model.csv"
+    write_log(logs["model"], model)
+    log(f"[differential] {len(rows):,} requests: model engine {time.monotonic() - t0:.1f} s")
+    for sim in sims:
+        t0 = time.monotonic()
+        got = replay_rtl(params, config, rows, sim, bytes_per_cycle=bytes_per_cycle,
+                         work_dir=work_dir / f"replay-{sim}")
+        logs[sim] = work_dir / f"replay-{sim}.csv"
+        write_log(logs[sim], got)
+        same[sim] = filecmp.cmp(logs["model"], logs[sim], shallow=False)
+        log(f"[differential] {sim} replay {time.monotonic() - t0:.1f} s: "
+            f"{'byte-identical' if same[sim] else 'DIFFERS'} ({logs[sim]})")
+    result = Differential(len(rows), logs, same, None, {}, _max_waiting(model), 0)
+    if credit_config is None:
+        return result
+    events, _ = replay_stimulus(params, credit_config, rows, bytes_per_cycle, backpressure=backpressure,
+                                credit_return=credit_return, seed=seed)
+    # Long enough for every request to be granted (the model says how long).
+    end = first = max(e.cycle for e in events) + 1000
+    while True:
+        run = model_log(params, events + [Event(END, end)])
+        if run.waiting_at_end == 0 and not _in_flight(run, rows, credit_config, params):
+            break
+        if end > 64 * first:
+            raise RuntimeError(f"with credits, requests are still waiting at cycle {end:,} in the "
+                               f"model: credit_return {credit_return} too rare for this trace?")
+        end *= 2
+    events.append(Event(END, end + 100))
+    check = run_check(params, events, sims, work_dir / "credits", jobs=1, log=log)
+    result.credit_check = check
+    result.credited_grants = check.model_grants
+    for s in check.sims:
+        result.credit_same[s.sim] = s.mismatch is None and filecmp.cmp(
+            work_dir / "credits" / "model.log", s.log, shallow=False)
+        log(f"[differential] {s.sim} with credits: {s.cycles:,} cycles {s.seconds:.1f} s, "
+            f"{s.grants:,} grants, " + ("byte-identical" if result.credit_same[s.sim] else
+                                        f"DIFFERS: {s.mismatch or 'log bytes'}"))
+    return result
+
+
+def valid_rule(params, config):
+    """``valid(row)``: the trace row is a request the arbiter serves under
+    ``config`` (spec §4, the model's rule), not one it drops."""
+    from kvfabric.model.channel import ChannelModel
+    ch = ChannelModel(params, config)
+    return lambda r: not ch.is_invalid(r.tenant, r.bytes)
+
+
+def _in_flight(run, rows, config, params) -> bool:
+    """Valid requests of ``rows`` the model's run has not granted yet."""
+    valid = valid_rule(params, config)
+    return len(run.grants) < sum(1 for r in rows if valid(r))

@@ -24,7 +24,7 @@ from kvfabric.model.registers import FabricConfig, TenantConfig
 from . import axil as regs
 from .trace_format import END, MEMORY, MODE, PROB_ONE, REQ, RESET, SEED, WRITE, ZERO, Event
 
-__all__ = ["WRITE_GAP", "program_events", "soak_stimulus", "replay_stimulus"]
+__all__ = ["WRITE_GAP", "program_events", "soak_stimulus", "replay_stimulus", "random_trace"]
 
 #: Cycles between two register writes of a stimulus: the register file takes
 #: AW and W in one cycle and answers on B the next (spec §9); four leave room.
@@ -126,7 +126,8 @@ def soak_stimulus(params, seed: int, cycles: int, *, bytes_per_cycle: int = 64,
     return out
 
 
-def replay_stimulus(params, config: FabricConfig, rows, bytes_per_cycle) -> tuple[list[Event], int]:
+def replay_stimulus(params, config: FabricConfig, rows, bytes_per_cycle, *, backpressure: float = 0.0,
+                    credit_return: float = 0.0, seed: int = 0) -> tuple[list[Event], int]:
     """The stimulus of ``kvfabric replay --engine icarus|verilator`` for trace ``rows``.
 
     The configuration is programmed from cycle 0; the trace's cycle 0 is the
@@ -134,16 +135,77 @@ def replay_stimulus(params, config: FabricConfig, rows, bytes_per_cycle) -> tupl
     deposited back to 0 (ZERO), so the RTL starts the trace from the state the
     model engine starts from (tags and V are still 0: no request has arrived).
     A request's id on the port is its row index modulo 2^id_width (as in the
-    cocotb replay engine)."""
+    cocotb replay engine).
+
+    ``backpressure`` and ``credit_return`` (probabilities per cycle, drawn from
+    ``seed``) go beyond spec §8's replay memory side, which has neither: with
+    them the stimulus is one for :func:`kvfabric.tb.trace_check.run_check`
+    (the differential check with credits), not for the replay engines."""
     b = Fraction(bytes_per_cycle)
-    ev = [Event(MEMORY, 0, b.numerator, b.denominator)]
+    seed &= (1 << 64) - 1
+    ev = [Event(SEED, 0, seed & 0xFFFFFFFF, seed >> 32), Event(MEMORY, 0, b.numerator, b.denominator)]
     t = program_events(ev, 0, config)
     start = t + 4  # the last write (a COMMIT) is active from its handshake + 2
-    ev.append(Event(MODE, start, int(config.fcfs_bypass), 0, 0, 0))
+    ev.append(Event(MODE, start, int(config.fcfs_bypass), 0, _prob(backpressure), _prob(credit_return)))
     ev.append(Event(ZERO, start))
     id_mask = (1 << params.id_width) - 1
     last = 0
     for r in rows:
+        if not (0 <= r.channel < params.channels and 0 <= r.tenant < 16
+                and 0 <= r.bytes < 1 << params.bytes_bits):
+            raise ValueError(f"trace row {r.id} (cycle {r.cycle}): channel {r.channel}, tenant {r.tenant}, "
+                             f"bytes {r.bytes}; the generated Verilog takes channels 0..{params.channels - 1}, "
+                             f"tenant tags 0..15, bytes 0..{(1 << params.bytes_bits) - 1}")
         ev.append(Event(REQ, start + r.cycle, r.channel, r.tenant, r.bytes, r.id & id_mask))
         last = max(last, r.cycle)
     return ev, start
+
+
+def random_trace(params, rng: random.Random, requests: int, *, deep: int = 0,
+                 deep_tenant: int | None = None, gaps: int = 2) -> list:
+    """A random replay trace (``model.trace.TraceRow``, ids = row indices) of about
+    ``requests`` requests, for the differential check of the engines (issue #24):
+
+    * ``deep`` requests of one (channel, tenant) in one cycle (tenant
+      ``deep_tenant``, default a random one);
+    * bursts: up to 16 requests in one cycle on every channel;
+    * sizes 1 (minimum), LMAX (maximum), random, and 2 % invalid requests (a tag
+      of N..15, size 0, size above LMAX);
+    * ``gaps`` idle gaps of 2-3 x 2^tag_bits cycles, longer than the tag range
+      and the lag window (spec §6.5), between stretches of traffic.
+    """
+    from kvfabric.model.trace import TraceRow
+    from .tests.cosim_tests import random_size  # the cocotb tests' own size mix
+    p = params
+    n, lmax = p.tenants, p.max_request_bytes
+    events = []
+    if deep:
+        t, c = rng.randrange(64), rng.randrange(p.channels)
+        i = rng.randrange(n) if deep_tenant is None else deep_tenant
+        events += [(t, c, i, rng.choice([1, 64, lmax]))] * deep
+    stretches = gaps + 1
+    t = 0
+    per = max(1, requests // stretches)
+    for s in range(stretches):
+        span = max(50, per * rng.choice([2, 8, 32]) // p.channels)
+        k = 0
+        while k < per:
+            cyc = t + rng.randrange(span)
+            burst = rng.randint(2, 16) if rng.random() < 0.05 else 1
+            for c in (range(p.channels) if burst > 1 else [rng.randrange(p.channels)]):
+                for _ in range(burst):
+                    tenant = rng.randrange(n)
+                    nbytes = rng.choice([1, lmax, random_size(p, rng)])
+                    if rng.random() < 0.02:
+                        kind = rng.randrange(3)
+                        if kind == 0 and n < 16:
+                            tenant = rng.randrange(n, 16)
+                        else:
+                            nbytes = 0 if kind == 1 else rng.randrange(lmax + 1, 1 << p.bytes_bits)
+                    events.append((cyc, c, tenant, nbytes))
+                    k += 1
+        t += span
+        if s < gaps:
+            t += rng.randint(2 << p.tag_bits, 3 << p.tag_bits)
+    events.sort(key=lambda e: e[0])  # stable: a burst keeps its order
+    return [TraceRow(k, *e) for k, e in enumerate(events)]

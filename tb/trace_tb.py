@@ -157,7 +157,7 @@ module {TB_TOP};
   reg [63:0] seed, z, bnum, bden, nq, rst_until, gbytes;
   reg [63:0] best_seq, r_a, r_b, r_c;
   reg [31:0] qi;
-  reg [63:0] wait_count, wait_stall, last_grant, ngrants;
+  reg [63:0] wait_count, wait_stall, last_grant, ngrants, progress;
   reg waiting, reading;
   reg fcfs, w_active, aw_done, w_done, in_rst, finished, zero_now, any_wait;
   reg [11:0] p_idle, p_bp, p_cr;
@@ -206,6 +206,8 @@ module {TB_TOP};
       $display("KVF_TB_ERROR usage: +stim=<stimulus file> +reqs=<its request file> +log=<grant log file>");
       $fatal(1);
     end
+    // +progress=<cycles>: a KVF_TB_PROGRESS line every that many cycles (0: none).
+    if (!$value$plusargs("progress=%d", progress)) progress = 0;
     fd_in = $fopen(stim_path, "r");
     fd_req = $fopen(req_path, "r");
     fd_out = $fopen(log_path, "w");
@@ -362,6 +364,10 @@ module {TB_TOP};
       end
       clk = 1'b1; #5; clk = 1'b0; #4;
       cyc = cyc + 1;
+      if (progress != 0 && cyc % progress == 0) begin
+        $display("KVF_TB_PROGRESS %0d %0d", cyc, ngrants);
+        $fflush;
+      end
       end
     end
     $fclose(fd_out);
@@ -453,10 +459,19 @@ class SimRun:
     cpu_seconds: float  # the simulator process's user + system time
 
 
-def run_trace_tb(b: TraceBuild, stimulus: Path, log_file: Path) -> SimRun:
+#: Cycles between two progress lines of the testbench (+progress=).
+PROGRESS_EVERY = 1 << 16
+
+
+def run_trace_tb(b: TraceBuild, stimulus: Path, log_file: Path, *, progress=None,
+                 every: int = PROGRESS_EVERY, poll: float = 5.0) -> SimRun:
     """Run the testbench on ``stimulus`` (and its request file, both written by
     :func:`kvfabric.tb.trace_format.write_stimulus`), writing the grant log to
     ``log_file``.
+
+    ``progress(cycle, grants)``, if given, is called for each line the
+    testbench prints every ``every`` cycles, looked for every ``poll``
+    seconds while it runs (and once at its end).
 
     Raises ``RuntimeError`` with the simulator's last output if it stops with an
     error (a bad stimulus, a request file of other parameters)."""
@@ -468,13 +483,25 @@ def run_trace_tb(b: TraceBuild, stimulus: Path, log_file: Path) -> SimRun:
     if not reqs.exists():
         raise FileNotFoundError(f"{reqs}: the request file of {stimulus} is missing "
                                 f"(write the stimulus with trace_format.write_stimulus)")
-    cmd = [*b.command, f"+stim={stimulus}", f"+reqs={reqs}", f"+log={log_file}"]
+    cmd = [*b.command, f"+stim={stimulus}", f"+reqs={reqs}", f"+log={log_file}",
+           f"+progress={every if progress else 0}"]
     t0 = time.monotonic()
+    seen = 0
     with open(out_file, "w") as out:
         proc = subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT, cwd=log_file.parent)
         # wait4 gives this child's own CPU time (the machine is often shared,
         # so wall time alone says little about the simulator's speed).
-        _, status, usage = os.wait4(proc.pid, 0)
+        looked = time.monotonic()
+        while True:
+            pid, status, usage = os.wait4(proc.pid, os.WNOHANG if progress else 0)
+            if pid:
+                break
+            time.sleep(0.05)
+            if time.monotonic() - looked >= poll:
+                seen = _report_progress(out_file, seen, progress)
+                looked = time.monotonic()
+        if progress:
+            _report_progress(out_file, seen, progress)
         proc.returncode = os.waitstatus_to_exitcode(status)
     seconds = time.monotonic() - t0
     text = out_file.read_text(errors="replace")
@@ -482,6 +509,17 @@ def run_trace_tb(b: TraceBuild, stimulus: Path, log_file: Path) -> SimRun:
         raise RuntimeError(f"{b.sim} trace testbench failed (exit {proc.returncode}, {out_file}):\n"
                            f"{text[-2000:]}")
     return SimRun(b.sim, log_file, seconds, usage.ru_utime + usage.ru_stime)
+
+
+def _report_progress(out_file: Path, seen: int, progress) -> int:
+    """Call ``progress`` for the progress lines after the first ``seen``; returns
+    how many there are now."""
+    lines = [ln.split() for ln in out_file.read_text(errors="replace").splitlines()
+             if ln.startswith("KVF_TB_PROGRESS ")]
+    for ln in lines[seen:]:
+        if len(ln) == 3 and ln[1].isdigit() and ln[2].isdigit():
+            progress(int(ln[1]), int(ln[2]))
+    return max(seen, len(lines))
 
 
 def sims_available() -> tuple[str, ...]:
