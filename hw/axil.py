@@ -13,10 +13,12 @@ handshakes happens (or, when both happened earlier, in the cycle after the
 later one), so a register file updating on ``w_stb`` holds the new value from
 cycle t+1. ``BVALID`` rises in cycle t+1.
 
-Read timing: an AR handshake in cycle t registers the address, the register
-file's combinational ``r_data`` for that address is sampled at the end of
-cycle t+1 and presented with ``RVALID`` from cycle t+2. The extra stage keeps
-the register file's wide read multiplexer off the AXI input pins.
+Read timing (spec §9): an AR handshake in cycle t registers the address; the
+blocks register their level-1 read words for it at the end of cycle t+1 (the
+registers' values of cycle t+1, :mod:`hw.readpipe`), their ORed level-2 data
+``r_data`` is registered at the end of t+2 and presented with ``RVALID`` from
+cycle t+3. The stages keep the wide read multiplexer off the AXI input pins
+and split it in two.
 
 Addresses (spec §9): AXI4-Lite transfers are always the full data width, and a
 manager may signal an unaligned start address with the low address bits and
@@ -128,8 +130,9 @@ class RegisterBusSignature(_BusSignature):
     Writes: ``w_stb`` is a one-cycle strobe; ``w_addr``, ``w_data`` and
     ``w_strb`` (byte enables) are valid while it is 1. The target updates its
     registers at the end of that cycle. Reads have no side effects in kvfabric,
-    so there is no read strobe: ``r_data`` is a combinational function of
-    ``r_addr`` (registered by the initiator).
+    so there is no read strobe: ``r_data`` in cycle s+1 is the word at the
+    ``r_addr`` of cycle s (registered by the initiator), with the target's
+    values of cycle s (one cycle of read latency, :mod:`hw.readpipe`).
 
     Addresses are byte addresses of whole words: :class:`AXI4LiteSlave` clears
     the bits below the data width (spec §9: an unaligned AXI address selects the
@@ -252,8 +255,11 @@ class AXI4LiteSlave(wiring.Component):
         word_mask = ~((self.data_width // 8) - 1) & ((1 << self.addr_width) - 1)
         aw_hs = axil.awvalid & axil.awready
         w_hs  = axil.wvalid & axil.wready
-        have_aw = aw_full | aw_hs
-        have_w  = w_full | w_hs
+        # aw_full | aw_hs and w_full | w_hs, written from the registers and the
+        # valids (aw_full and b_valid are never both 1) so that the strobe is
+        # one LUT level from them, not behind the READY outputs.
+        have_aw = aw_full | (axil.awvalid & ~b_valid)
+        have_w  = w_full | (axil.wvalid & ~b_valid)
 
         m.d.comb += [
             bus.w_addr.eq(Mux(aw_full, aw_addr, axil.awaddr & word_mask)),
@@ -275,14 +281,16 @@ class AXI4LiteSlave(wiring.Component):
         with m.If(b_valid & axil.bready):
             m.d.sync += b_valid.eq(0)
 
-        # Read path: address register, then data register.
+        # Read path: address register, then the blocks' level-1 read registers
+        # (hw.readpipe), then the data register.
         ar_full = Signal()
         ar_addr = Signal(self.addr_width)
+        r_wait  = Signal()
         r_valid = Signal()
         r_data  = Signal(self.data_width)
 
         m.d.comb += [
-            axil.arready.eq(~ar_full & ~r_valid),
+            axil.arready.eq(~ar_full & ~r_wait & ~r_valid),
             axil.rvalid.eq(r_valid),
             axil.rdata.eq(r_data),
             axil.rresp.eq(0),  # OKAY
@@ -291,7 +299,9 @@ class AXI4LiteSlave(wiring.Component):
         with m.If(axil.arvalid & axil.arready):
             m.d.sync += [ar_full.eq(1), ar_addr.eq(axil.araddr & word_mask)]
         with m.If(ar_full):
-            m.d.sync += [ar_full.eq(0), r_valid.eq(1), r_data.eq(bus.r_data)]
+            m.d.sync += [ar_full.eq(0), r_wait.eq(1)]
+        with m.If(r_wait):
+            m.d.sync += [r_wait.eq(0), r_valid.eq(1), r_data.eq(bus.r_data)]
         with m.If(r_valid & axil.rready):
             m.d.sync += r_valid.eq(0)
 

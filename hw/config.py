@@ -8,8 +8,8 @@ new contract.
 Commit timing, exactly (spec §9): the register bus write strobe of a COMMIT
 write is asserted in cycle h, the cycle of the write handshake (the later of
 the AXI AW and W handshakes, see :mod:`hw.axil`). The register file decodes it
-and registers the decoded write (``cfg_wr_*``): the write *takes effect* in
-cycle t = h+1, when the active registers are written, and every channel uses
+and registers the decoded write (``cfg_wr_*``, the staging registers' too): the
+write *takes effect* in cycle t = h+1, when the active (or staging) registers are written, and every channel uses
 the new values from cycle t+1. The same holds for ``CTRL.fcfs_bypass``,
 ``EPOCH_CYCLES`` and ``STARVE_LIMIT``, which are not staged. A ``CTRL`` write
 with bit 1 set taking effect in cycle t makes ``cfg_snapshot`` 1 during cycle
@@ -45,6 +45,7 @@ from amaranth.lib import wiring
 from amaranth.lib.wiring import In, Out
 
 from .axil import RegisterBusSignature
+from .readpipe import pipelined_read
 from .layouts import tenant_config_layout
 from kvfabric.regmap import ADDR_WIDTH, DATA_WIDTH, REGMAP
 from kvfabric.spec import CREDIT_CLASS_NAMES, check_params
@@ -108,19 +109,19 @@ def params_word(params):
     return reg.word({f.name: getattr(params, f.name) for f in reg.fields if f.param})
 
 
-def _write_lanes(m, field, lsb, bus):
+def _write_lanes(m, field, lsb, data, strb):
     """Write the bits of ``field`` (at bit ``lsb`` of its register) that lie in
     byte lanes whose strobe is set; the others keep their value (spec §9).
 
     One clock enable per byte lane instead of a multiplexer per bit.
     """
     width = len(Value.cast(field))
-    for lane in range(len(bus.w_strb)):
+    for lane in range(len(strb)):
         lo, hi = max(lsb, 8 * lane), min(lsb + width, 8 * lane + 8)
         if lo >= hi:
             continue
-        with m.If(bus.w_strb[lane]):
-            m.d.sync += field[lo - lsb:hi - lsb].eq(bus.w_data[lo:hi])
+        with m.If(strb[lane]):
+            m.d.sync += field[lo - lsb:hi - lsb].eq(data[lo:hi])
 
 
 def _byte_mask(strb):
@@ -149,8 +150,10 @@ class RegisterFile(FabricComponent):
     Members
     -------
     bus : ``In(RegisterBusSignature(addr_width=16, data_width=32))``
-        Register bus from :class:`hw.axil.AXI4LiteSlave`. ``r_data`` is 0 for
-        addresses this block does not decode (telemetry's are ORed in by the top).
+        Register bus from :class:`hw.axil.AXI4LiteSlave`. ``r_data`` follows
+        ``r_addr`` by one cycle (the word with the values of ``r_addr``'s cycle,
+        :mod:`hw.readpipe`) and is 0 for addresses this block does not decode
+        (telemetry's are ORed in by the top).
     cfg_tenant : ``Out(tenant_config_layout(params)).array(tenants)``
         Active per-tenant configuration, shared by every channel.
     cfg_<field> : ``Out(width)`` for each writable fabric field of the description
@@ -253,35 +256,44 @@ class RegisterFile(FabricComponent):
                 m.d.sync += active[i].eq(staged[i])
                 m.d.comb += prio_next[i].eq(staged[i].priority)
 
-        # Staging registers are written in the bus cycle itself: they are
-        # never visible, and the next write (and so any COMMIT that copies
-        # them) comes at least two cycles later (hw.axil).
-        with m.If(bus.w_stb):
-            with m.Switch(bus.w_addr):
-                for i in range(p.tenants):
-                    for reg in staged_regs:
-                        with m.Case(tenant.address(reg.name, i)):
-                            for f in reg.fields:
-                                _write_lanes(m, getattr(staged[i], f.name), f.lsb, bus)
-
-        # Reads (combinational in r_addr, which the AXI slave registers):
-        # constants, parameters, fabric registers and active tenant values.
-        with m.Switch(bus.r_addr):
-            for addr, block, i, reg in register_file_registers(p):
-                if not any(f.readable for f in reg.fields):
-                    continue  # write-only (COMMIT): reads 0
-                if block.name == "TENANT":
-                    values = {f.name: getattr(active[i], f.name) for f in reg.fields}
-                else:
-                    values = {}
+        # Staging registers are written from the decode stage too, in cycle
+        # h+1 like every other write: they are never visible, and the next
+        # write (and so any COMMIT that copies them, in its own h'+1 >= h+3)
+        # comes at least two cycles later (hw.axil).
+        for i in range(p.tenants):
+            for reg in staged_regs:
+                wr = Signal(name=f"cfg_wr_staged_{i}_{reg.name.lower()}")
+                m.d.sync += wr.eq(bus.w_stb & (bus.w_addr == tenant.address(reg.name, i)))
+                with m.If(wr):
                     for f in reg.fields:
-                        if f.param:
-                            values[f.name] = Const(getattr(p, f.name), f.width)
-                        elif f.hw == "na" and f.reset is not None:
-                            values[f.name] = Const(f.reset, f.width)
-                        elif f.readable:
-                            values[f.name] = cfg[f.name]
-                with m.Case(addr):
-                    m.d.comb += bus.r_data.eq(_word(values, reg))
+                        _write_lanes(m, getattr(staged[i], f.name), f.lsb, wr_data, wr_strb)
+
+        # Reads (spec §9): r_data in cycle s+1 is the word at r_addr of cycle s,
+        # with the values of cycle s (hw.readpipe: two levels, one register
+        # between them). Constants, parameters, fabric registers and active
+        # tenant values; the staged ones are never read.
+        entries = []
+        for addr, block, i, reg in register_file_registers(p):
+            if not any(f.readable for f in reg.fields):
+                continue  # write-only (COMMIT): reads 0
+            if block.name == "TENANT":
+                word = _word({f.name: getattr(active[i], f.name) for f in reg.fields}, reg)
+            elif all(f.param or (f.hw == "na" and f.reset is not None)
+                     for f in reg.fields if f.readable):
+                # A constant (ID, VERSION, PARAMS): no read register, only its select.
+                word = reg.word({f.name: getattr(p, f.name) if f.param else f.reset
+                                 for f in reg.fields if f.readable})
+            else:
+                values = {}
+                for f in reg.fields:
+                    if f.param:
+                        values[f.name] = Const(getattr(p, f.name), f.width)
+                    elif f.hw == "na" and f.reset is not None:
+                        values[f.name] = Const(f.reset, f.width)
+                    elif f.readable:
+                        values[f.name] = cfg[f.name]
+                word = _word(values, reg)
+            entries.append((addr, block, i, reg, word))
+        m.d.comb += bus.r_data.eq(pipelined_read(m, bus.r_addr, entries, name="cfg_rd"))
 
         return m

@@ -34,6 +34,7 @@ from amaranth.lib.wiring import In, Out
 
 from .config import ADDR_WIDTH, DATA_WIDTH, FabricComponent, is_telemetry_register
 from .layouts import Kind, tenant_config_layout
+from .readpipe import pipelined_read
 from kvfabric.regmap import REGMAP
 from kvfabric.spec import check_params
 
@@ -107,7 +108,9 @@ class Telemetry(FabricComponent):
     r_addr : ``In(16)``
         Register bus read address.
     r_data : ``Out(32)``
-        Read data; 0 for addresses that are not telemetry registers.
+        Read data, one cycle after ``r_addr``: in cycle s+1 the word at the
+        ``r_addr`` of cycle s, with the values of cycle s (:mod:`hw.readpipe`);
+        0 for addresses that are not telemetry registers.
 
     Raises
     ------
@@ -216,17 +219,18 @@ class Telemetry(FabricComponent):
             "slo_violations": snap_late, "queue_hwm": snap_hwm, "dropped": snap_drop,
             "epoch_count": [epoch_count],
         }
-        with m.Switch(self.r_addr):
-            for addr, block, i, reg in telemetry_registers(p):
-                word = Const(0, DATA_WIDTH)
-                for f in reg.fields:
-                    if f.name not in values:
-                        raise NameError(f"register {block.name}.{reg.name}: field {f.name!r} names "
-                                        f"no telemetry value (known: {', '.join(values)})")
-                    value = Value.cast(values[f.name][i])
-                    bits = value[f.value_lsb:min(f.value_lsb + f.width, len(value))]
-                    word = word | (bits << f.lsb)[:DATA_WIDTH]
-                with m.Case(addr):
-                    m.d.comb += self.r_data.eq(word)
+        entries = []
+        for addr, block, i, reg in telemetry_registers(p):
+            word = Const(0, DATA_WIDTH)
+            for f in reg.fields:
+                if f.name not in values:
+                    raise NameError(f"register {block.name}.{reg.name}: field {f.name!r} names "
+                                    f"no telemetry value (known: {', '.join(values)})")
+                value = Value.cast(values[f.name][i])
+                bits = value[f.value_lsb:min(f.value_lsb + f.width, len(value))]
+                word = word | (bits << f.lsb)[:DATA_WIDTH]
+            entries.append((addr, block, i, reg, word))
+        # r_data in cycle s+1: the word at r_addr of cycle s, values of cycle s.
+        m.d.comb += self.r_data.eq(pipelined_read(m, self.r_addr, entries, name="tel_rd"))
 
         return m

@@ -20,7 +20,8 @@ just before the rising edge that ends it):
 
 AXI reads are checked too (spec §9): the data of a read must equal the
 model's value of that register in the cycle after the address handshake, and
-arrive no earlier than two cycles after it.
+arrive no earlier than three cycles after it (RVALID rises exactly then; the
+Amaranth tests pin that, tests/support/axil_manager.py).
 
 The first mismatch raises :class:`Mismatch` naming the cycle, channel,
 field, expected and actual values and the seed.
@@ -159,7 +160,7 @@ class Scoreboard:
             if self.check_internal:
                 self._check_state(c, ch, req)
         # Reads (spec §9): the data is the register's value in the cycle after the AR
-        # handshake, returned two cycles after it.
+        # handshake, returned three cycles after it.
         for rd in self._reads:
             if rd[2] is None and t == rd[1] + 1:
                 rd[2] = self.expected_read(rd[0])
@@ -168,8 +169,8 @@ class Scoreboard:
                 self.fail("axil.rvalid", "no read outstanding", f"read data {s.r:#x}")
             addr, ar_cycle, expected = self._reads.pop(0)
             self.compared += 1
-            if t < ar_cycle + 2:
-                self.fail(f"axil read @{addr:#06x} latency", f">= 2 cycles after AR (cycle {ar_cycle})",
+            if t < ar_cycle + 3:
+                self.fail(f"axil read @{addr:#06x} latency", f">= 3 cycles after AR (cycle {ar_cycle})",
                           f"data handshake in cycle {t}")
             if s.r != expected:
                 self.fail(f"axil read @{addr:#06x}", f"{expected:#x}", f"{s.r:#x}")

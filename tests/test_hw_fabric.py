@@ -266,7 +266,7 @@ def test_fabric_invalid_tags_dropped_per_channel(seed):
 
     async def testbench(ctx):
         valid = bad = None
-        for cycle in range(700):
+        for cycle in range(900):  # the reads queued at 610 finish well before the end
             axil.drive(ctx, cycle)
             traffic = 60 <= cycle < 560
             if traffic and bad is None:

@@ -7,7 +7,11 @@ from dataclasses import dataclass
 
 from amaranth.sim import Simulator
 
-__all__ = ["AxilManager", "run_sim", "seeded"]
+__all__ = ["AxilManager", "READ_LATENCY", "run_sim", "seeded"]
+
+#: Cycles from the AR handshake to RVALID (spec §9); the data are the values of
+#: the cycle after the handshake (:meth:`AxilManager.sampling_read`).
+READ_LATENCY = 3
 
 
 @dataclass
@@ -21,12 +25,14 @@ class _Write:
     aw_at: int = None
     w_at: int = None
     done_at: int = None  # cycle of the later of the two handshakes
+    bvalid_at: int = None
 
 
 @dataclass
 class _Read:
     addr: int
     ar_at: int = None
+    rvalid_at: int = None
     data: int = None
     expected: int = None
 
@@ -91,6 +97,9 @@ class AxilManager:
                 performed = w
             if ctx.get(port.bvalid):
                 assert w.done_at is not None and w.done_at < cycle, f"cycle {cycle}: early BVALID"
+                if w.bvalid_at is None:
+                    w.bvalid_at = cycle
+                    assert cycle == w.done_at + 1, f"cycle {cycle}: BVALID not in the cycle after the write"
                 assert ctx.get(port.bresp) == 0
                 if ctx.get(port.bready):
                     self.w = None
@@ -100,7 +109,12 @@ class AxilManager:
             if ctx.get(port.arvalid) and ctx.get(port.arready):
                 r.ar_at = cycle
             if ctx.get(port.rvalid):
-                assert r.ar_at is not None and r.ar_at < cycle, f"cycle {cycle}: early RVALID"
+                # Spec §9: RVALID three cycles after the AR handshake (held under backpressure).
+                assert r.ar_at is not None and cycle >= r.ar_at + READ_LATENCY, f"cycle {cycle}: early RVALID"
+                if r.rvalid_at is None:
+                    r.rvalid_at = cycle
+                    assert cycle == r.ar_at + READ_LATENCY, \
+                        f"cycle {cycle}: RVALID {cycle - r.ar_at} cycles after AR, not {READ_LATENCY}"
                 assert ctx.get(port.rresp) == 0
                 if ctx.get(port.rready):
                     r.data = ctx.get(port.rdata)
