@@ -38,8 +38,14 @@ def test_trace_cosim_matches_model(sim, seed, request):
     events = soak_stimulus(SMALL, seed, CYCLES, tail=4000, max_span=2500)
     ops = {e.op for e in events}
     assert {REQ, WRITE, MODE} <= ops
-    res = run_check(SMALL, events, [sim], node_dir(request.node.nodeid), jobs=1)
+    lines = []
+    res = run_check(SMALL, events, [sim], node_dir(request.node.nodeid), jobs=1, log=lines.append,
+                    progress_every=4096)
     s = res.sims[0]
+    # The testbench's progress lines, every 4096 cycles (issue #24), reach the log.
+    progress = [ln for ln in lines if ln.startswith(f"[trace-check] {sim}: cycle ")]
+    assert [int(ln.split()[3].rstrip(",").replace(",", "")) for ln in progress] == list(
+        range(4096, res.cycles + 1, 4096)), progress
     assert s.mismatch is None, f"{s.mismatch} (seed {seed}; logs in {s.log.parent})"
     assert s.grants == res.model_grants > 100
     assert res.waiting_at_end == 0, "the drainable tail left requests waiting"
