@@ -61,7 +61,7 @@ selection keys are ``key_*`` (derived state, spec §11).
 
 from dataclasses import dataclass
 
-from amaranth.hdl import C, Cat, Module, Mux, Signal, Value
+from amaranth.hdl import C, Cat, Module, Mux, Signal
 from amaranth.lib import wiring
 from amaranth.lib.wiring import In, Out
 
@@ -248,9 +248,7 @@ class ChannelArbiter(wiring.Component):
         vt_next = Signal(T, name="vt_next")
         m.d.comb += [
             v_sum.eq(vt + served),
-            # tag_lt(V + served, vmin) as one three-operand sum's top bit.
-            vt_take_min.eq(vmin_valid & _signed_sum(m, [(vt, 1), (served, 1), (vmin, -1)], T,
-                                                    "vt_sum_minus_vmin")[T - 1]),
+            vt_take_min.eq(vmin_valid & mod_lt(v_sum, vmin, T)),
             vt_next.eq(Mux(vt_take_min, vmin, v_sum)),
         ]
         m.d.sync += vt.eq(vt_next)
@@ -266,9 +264,12 @@ class ChannelArbiter(wiring.Component):
         limit_next = self.starve_limit_next
         starve_on_next = Signal(name="starve_on_next")
         # A head is old at t+1 when ts_le(ts, now - starve_limit) (spec
-        # §6.2): per head one three-operand sum (_next_key), so the deadline's
-        # subtraction and the comparison share one carry chain.
-        m.d.comb += starve_on_next.eq(limit_next != 0)
+        # §6.2): one subtraction per channel, one comparison per head.
+        deadline_next = Signal(p.ts_bits, name="starve_deadline_next")
+        m.d.comb += [
+            starve_on_next.eq(limit_next != 0),
+            deadline_next.eq(self.now_next - limit_next),
+        ]
 
         # ---------------------------------------------------------- per tenant
         # Selection keys are registers (spec §11): ``key_*`` hold the key,
@@ -276,7 +277,7 @@ class ChannelArbiter(wiring.Component):
         # previous cycle for both outcomes of that cycle's selection.
         timing = _ChannelTiming(
             vt=vt, vt_lo=vt_lo, vt_hi=vt_hi, fcfs=fcfs, fcfs_next=fcfs_next,
-            starve_on_next=starve_on_next, now_next=self.now_next, limit_next=limit_next)
+            starve_on_next=starve_on_next, deadline_next=deadline_next)
         tenants = [_tenant_candidates(m, p, i, timing, cfg=self.tenant_cfg[i], q=queues[i],
                                       level=self.dyn_level[i], peak=self.dyn_peak[i], tag=self.dyn_tag[i],
                                       burst_level=self.burst_level[i], priority_next=self.priority_next[i],
@@ -509,8 +510,7 @@ class _ChannelTiming:
     fcfs: Signal
     fcfs_next: Signal
     starve_on_next: Signal
-    now_next: Signal
-    limit_next: Signal
+    deadline_next: Signal
 
 
 @dataclass
@@ -551,7 +551,7 @@ def _tenant_candidates(m, p, i, timing, *, cfg, q, level, peak, tag, burst_level
     T = p.tag_bits
     vt, vt_lo, vt_hi = timing.vt, timing.vt_lo, timing.vt_hi
     fcfs, fcfs_next = timing.fcfs, timing.fcfs_next
-    starve_on_next = timing.starve_on_next
+    starve_on_next, deadline_next = timing.starve_on_next, timing.deadline_next
     head = q.r_data
     k_comp = Signal(name=f"key_competes_{i}")
     k_key = Signal(4, name=f"key_class_{i}", init=15)
@@ -578,25 +578,21 @@ def _tenant_candidates(m, p, i, timing, *, cfg, q, level, peak, tag, burst_level
     s_pi = Signal(psum_bits, name=f"pk_sum_i_{i}")
     m.d.comb += [
         s_li.eq(level + cfg.rate),
-        s_lw_g.eq(_signed_sum(m, [(level, 1), (cfg.rate, 1), (need, -1)], lsum_bits, f"lvl_win_sum_{i}")),
+        s_lw_g.eq(s_li - need),
         s_pi.eq(peak + cfg.peak_rate),
-        s_pw.eq(_signed_sum(m, [(peak, 1), (cfg.peak_rate, 1), (need, -1)], psum_bits, f"pk_win_sum_{i}")),
+        s_pw.eq(s_pi - need),
     ]
     cap = cfg.capacity
-    # min(sum, cap) chooses by a comparison of its own sum with cap, so the
-    # choice does not wait for the sum's carry chain.
-    li_capped = ~_sum_nonneg(m, [(level, 1), (cfg.rate, 1), (cap, -1)], f"lvl_idle_below_cap_{i}")
-    lw_capped = ~_sum_nonneg(m, [(level, 1), (cfg.rate, 1), (need, -1), (cap, -1)], f"lvl_win_below_cap_{i}")
     lw = Signal(p.level_bits, name=f"lvl_win_{i}")
     li = Signal(p.level_bits, name=f"lvl_idle_{i}")
     pw = Signal(p.peak_bits, name=f"pk_win_{i}")
     pi_ = Signal(p.peak_bits, name=f"pk_idle_{i}")
     m.d.comb += [
-        li.eq(Mux(li_capped, s_li, cap)),
+        li.eq(_min(s_li, cap)),
         pw.eq(_min_pow2(s_pw, p.pcap)),
         pi_.eq(_min_pow2(s_pi, p.pcap)),
         # A burst grant spends the committed tokens (B_i = 0).
-        lw.eq(Mux(k_conf, Mux(lw_capped, s_lw_g, cap), burst_level)),
+        lw.eq(Mux(k_conf, _min(s_lw_g, cap), burst_level)),
     ]
 
     # Tag clamps (spec §6.4): empty queue -> max(tag, V),
@@ -638,10 +634,9 @@ def _tenant_candidates(m, p, i, timing, *, cfg, q, level, peak, tag, burst_level
     keep = _next_key(
         m, p, f"keep_{i}",
         valid=q.r_rdy, head=keep_head,
-        level_ok=_sum_nonneg(m, [(level, 1), (cfg.rate, 1), (keep_need, -1)], f"keep_level_ok_{i}")
-        & _ge(cap, keep_need),
-        peak_ok=_sum_nonneg(m, [(peak, 1), (cfg.peak_rate, 1), (keep_need, -1)], f"keep_peak_ok_{i}"),
-        eligible=elig_ti, finish=keep_fin, now_next=timing.now_next, limit_next=timing.limit_next,
+        level_ok=_ge(s_li, keep_need) & _ge(cap, keep_need),
+        peak_ok=_ge(s_pi, keep_need),
+        eligible=elig_ti, finish=keep_fin, deadline_next=deadline_next,
         fcfs=fcfs, fcfs_next=fcfs_next, starve_on_next=starve_on_next,
         priority_next=priority_next, bulk_prio_next=bulk_prio_next)
 
@@ -652,36 +647,24 @@ def _tenant_candidates(m, p, i, timing, *, cfg, q, level, peak, tag, burst_level
     pop_head = q.pop_data
     pop_need = Signal(p.peak_bits, name=f"pop_need_{i}")
     m.d.comb += pop_need.eq(pop_head.bytes << p.frac)
-    # Each test is one carry chain: the sums are compared as one signed sum
-    # (level + rate - need - pop_need >= 0 and so on), not added first.
     pop_cap_ok = _ge(cap, pop_need)
-    level_fcfs = _sum_nonneg(m, [(level, 1), (cfg.rate, 1), (pop_need, -1)], f"pop_level_fcfs_{i}")
-    level_conf = _sum_nonneg(m, [(level, 1), (cfg.rate, 1), (need, -1), (pop_need, -1)],
-                             f"pop_level_conf_{i}")
-    peak_fcfs = _sum_nonneg(m, [(peak, 1), (cfg.peak_rate, 1), (pop_need, -1)], f"pop_peak_fcfs_{i}")
-    peak_fab = _sum_nonneg(m, [(peak, 1), (cfg.peak_rate, 1), (need, -1), (pop_need, -1)],
-                           f"pop_peak_fab_{i}")
-    pop_level_ok = Mux(fcfs, level_fcfs & pop_cap_ok,
-                       Mux(k_conf, level_conf & pop_cap_ok, _ge(burst_level, pop_need)))
-    pop_peak_ok = Mux(fcfs, peak_fcfs, peak_fab)
-    # The popped tenant's next start tag is its finish tag in fabric mode
-    # and its clamped tag in FCFS mode; each sum is one chain from registers.
+    pop_level_ok = Mux(fcfs, _ge(s_li, pop_need) & pop_cap_ok,
+                       Mux(k_conf, _ge(s_lw_g, pop_need) & pop_cap_ok,
+                           _ge(burst_level, pop_need)))
+    pop_peak_ok = Mux(fcfs, _ge(s_pi, pop_need), _ge(s_pw, pop_need))
+    pop_tag = Signal(T, name=f"pop_tag_{i}")
     pop_fin = Signal(T, name=f"pop_finish_{i}")
-    pop_fin_fabric = Signal(T, name=f"pop_finish_fabric_{i}")
     elig_fin = Signal(name=f"eligible_finish_{i}")
     m.d.comb += elig_fin.eq(~mod_lt(vt, s_fin, T))
-    pop_fin_fcfs = _clamped_finish(m, T, f"pop_fcfs_{i}", vt=vt, tag=tag, costs=[pop_head.cost],
-                                   backlogged=q.r_rdy, below=below, above=above)
     m.d.comb += [
-        pop_fin_fabric.eq(s_fin + pop_head.cost),
-        pop_fin.eq(Mux(fcfs, pop_fin_fcfs, pop_fin_fabric)),
+        pop_tag.eq(Mux(fcfs, ti, s_fin)),
+        pop_fin.eq(pop_tag + pop_head.cost),
     ]
     won = _next_key(
         m, p, f"pop_{i}",
         valid=q.level >= 2, head=pop_head,
         level_ok=pop_level_ok, peak_ok=pop_peak_ok,
-        eligible=Mux(fcfs, elig_ti, elig_fin), finish=pop_fin,
-        now_next=timing.now_next, limit_next=timing.limit_next,
+        eligible=Mux(fcfs, elig_ti, elig_fin), finish=pop_fin, deadline_next=deadline_next,
         fcfs=fcfs, fcfs_next=fcfs_next, starve_on_next=starve_on_next,
         priority_next=priority_next, bulk_prio_next=bulk_prio_next)
 
@@ -704,7 +687,7 @@ def _tenant_candidates(m, p, i, timing, *, cfg, q, level, peak, tag, burst_level
         pop_finish_keep=popfin_keep, pop_finish_pop=popfin_pop, pop_ts=pop_head.ts)
 
 
-def _next_key(m, p, sfx, *, valid, head, level_ok, peak_ok, eligible, finish, now_next, limit_next,
+def _next_key(m, p, sfx, *, valid, head, level_ok, peak_ok, eligible, finish, deadline_next,
               fcfs, fcfs_next, starve_on_next, priority_next, bulk_prio_next):
     """Selection key of a head in the next cycle (spec §6.2, evaluated one cycle early).
 
@@ -712,7 +695,7 @@ def _next_key(m, p, sfx, *, valid, head, level_ok, peak_ok, eligible, finish, no
     ``level_ok``/``peak_ok``: next cycle's committed/peak level covers it;
     ``eligible``: next cycle's start tag is at most this cycle's V (spec §6.2);
     ``finish``: next cycle's start tag plus the head's cost;
-    ``now_next``, ``limit_next``: next cycle's ``now`` and ``starve_limit``. Returns the
+    ``deadline_next``: next cycle's ``now - starve_limit``. Returns the
     register inputs ``(competes, key, conform, finish, credit)`` in
     the order of the ``key_*`` registers; ``credit`` is the head's credit
     class one-hot (spec §6.6: urgent, guaranteed or, for a bulk priority,
@@ -726,10 +709,7 @@ def _next_key(m, p, sfx, *, valid, head, level_ok, peak_ok, eligible, finish, no
     key = Signal(4, name=f"key_{sfx}")
     m.d.comb += [
         conf.eq(peak_ok & level_ok),
-        # ts_le(ts, now - starve_limit) at t+1 (spec §6.2), as the top bit of
-        # one three-operand sum: no chain waits for the deadline.
-        old.eq(~_signed_sum(m, [(now_next, 1), (limit_next, -1), (head.ts, -1)], p.ts_bits,
-                            f"age_{sfx}")[p.ts_bits - 1]),
+        old.eq(~mod_lt(deadline_next, head.ts, p.ts_bits)),
         urg.eq(conf & starve_on_next & old),
         # No head competes in the first fabric-mode cycle after FCFS mode
         # (spec §6.2): FCFS-mode pops clamp the tag, which key_pop_finish
@@ -769,12 +749,16 @@ def _clamped_finish(m, bits, sfx, *, vt, tag, costs, backlogged, below, above):
     """``clamp(tag) + sum(costs)`` (spec §6.4's clamp, ``below``/``above`` from
     :func:`_lag_position`) with the clamp chosen after the additions:
     ``V + costs`` shifted by LAG_WINDOW stands for each bound, so no sum waits
-    for the clamp's comparison, and each sum is one carry chain."""
-    v_cost = _signed_sum(m, [(vt, 1)] + [(c, 1) for c in costs], bits, f"{sfx}_vt_cost")
-    t_cost = _signed_sum(m, [(tag, 1)] + [(c, 1) for c in costs], bits, f"{sfx}_tag_cost")
+    for the clamp's comparison."""
+    v_cost = Signal(bits, name=f"{sfx}_vt_cost")
+    t_cost = Signal(bits, name=f"{sfx}_tag_cost")
     fin = Signal(bits, name=f"{sfx}_finish")
-    m.d.comb += fin.eq(Mux(below, Mux(backlogged, _shift_lag(v_cost, -1), v_cost),
-                           Mux(above, _shift_lag(v_cost, 1), t_cost)))
+    m.d.comb += [
+        v_cost.eq(sum(costs, vt)),
+        t_cost.eq(sum(costs, tag)),
+        fin.eq(Mux(below, Mux(backlogged, _shift_lag(v_cost, -1), v_cost),
+                   Mux(above, _shift_lag(v_cost, 1), t_cost))),
+    ]
     return fin
 
 
@@ -821,49 +805,6 @@ def _lag_position(m, tag, vt, bits, sfx):
     return lt_v, lt_lo, gt_hi, v_lt
 
 
-def _signed_sum(m, terms, width, name):
-    """``(sum of ±terms) mod 2^width`` through one carry chain.
-
-    ``terms`` are ``(value, sign)`` pairs of unsigned values. A negative term
-    enters as its complement plus one; the operands are reduced to two by
-    carry-save adders (one LUT level of full adders each, no carry chain), and
-    only the last addition is a chain. With ``width`` above the bits of every
-    partial sum, the top bit of the result is the sign of the exact sum; with
-    the modular width of a tag or timestamp, it is spec §6.1's comparison.
-    """
-    mask = (1 << width) - 1
-    ops, const = [], 0
-    for k, (value, sign) in enumerate(terms):
-        # Zero-extended to the width first, so that a complement sets the high bits.
-        v = Signal(width, name=f"{name}_op{k}")
-        m.d.comb += v.eq(value)
-        if sign < 0:
-            const += 1
-        ops.append(v if sign > 0 else ~v)
-    if const:
-        ops.append(C(const & mask, width))
-    level = 0
-    while len(ops) > 2:
-        a, b, c, *rest = ops
-        total = Signal(width, name=f"{name}_csa{level}_s")
-        carry = Signal(width, name=f"{name}_csa{level}_c")
-        m.d.comb += [
-            total.eq(a ^ b ^ c),
-            carry.eq(Cat(C(0, 1), ((a & b) | (a & c) | (b & c))[:width - 1])),
-        ]
-        ops = rest + [total, carry]
-        level += 1
-    result = Signal(width, name=f"{name}_sum")
-    m.d.comb += result.eq(ops[0] + ops[1] if len(ops) == 2 else ops[0])
-    return result
-
-
-def _sum_nonneg(m, terms, name):
-    """``sum of ±terms >= 0`` for unsigned terms, through one carry chain."""
-    width = max(len(Value.cast(v)) for v, _ in terms) + len(terms).bit_length() + 1
-    return ~_signed_sum(m, terms, width, name)[width - 1]
-
-
 def _ge(big, small):
     """``big >= small`` for unsigned values where ``small`` is the narrower:
     a carry chain over the low bits and an OR of ``big``'s high bits."""
@@ -884,6 +825,10 @@ def _lt_logic(a, b):
     for k in range(len(a)):
         lt = (~a[k] & b[k]) | (~(a[k] ^ b[k]) & lt)
     return lt
+
+
+def _min(a, b):
+    return Mux(a < b, a, b)
 
 
 def _min_pow2(a, limit):
