@@ -9,48 +9,41 @@ in fabric mode when its tenant's peak bucket covers it (``burst_ok``); it is
 smallest key ``(class, sub-key, tenant index)`` where class 0 = urgent (sub-key
 age, oldest first), 1..4 = guaranteed at priority 0..3, 5 = burst, and the
 sub-key of classes 1..5 is WF2Q+ order: eligible (start tag <= the previous
-cycle's V) before ineligible, then the smaller compared finish tag (this
-cycle's for the previous cycle's winner, the previous cycle's for the others,
-spec §6.2). In FCFS-bypass mode every non-empty queue competes and the oldest
-head wins. A head written into its queue in the previous cycle waits one
-cycle, and the first fabric-mode cycle after FCFS mode has no selection (spec
-§6.2). Buckets refill every cycle; the winner's start tag becomes its finish
-tag; everyone else's tag is clamped to V (empty queue) or to V - LAG_WINDOW
-(backlogged). V advances by the previous grant's unweighted cost and catches
-up to the previous cycle's minimum start tag (two one-cycle delays that keep V
-out of the selection loop).
+cycle's V) before
+ineligible, then the smaller finish tag. In FCFS-bypass mode every non-empty
+queue competes and the oldest head wins. Buckets refill every cycle; the
+winner's start tag becomes its finish tag; everyone else's tag is clamped to
+V (empty queue) or to V - LAG_WINDOW (backlogged). V advances by the previous
+grant's unweighted cost and catches up to the previous cycle's minimum start
+tag (two one-cycle delays that keep V out of the selection loop).
 
 Timing structure
 ----------------
 Registers: per-tenant ``dyn_level``/``dyn_peak``/``dyn_tag``, the queue heads
 (``q_*``: a head register in front of a LUT-RAM ring), the per-tenant
-selection keys (``key_*``: competes, class/eligibility key, conform, finish
-tag, credit class and the finish tag the head behind would have after a pop),
-per pair of tenants the precedence matrix (``key_pair_*``: key less, key
-equal, order bit) and the grant register. Per cycle, in parallel:
+selection keys (``key_*``: competes, class/eligibility key, order value,
+conform and finish tag of the current head) and the grant register. Per cycle,
+in parallel:
 
-* per pair of tenants: "higher index strictly precedes lower index" is one
-  LUT of the pair's three registered bits;
+* per pair of tenants (all pairs, no tree): "higher index strictly precedes
+  lower index" from the registered keys and order values;
 * per tenant: winner = it competes and no competing tenant precedes it
   (one-hot);
 * per tenant, from registers only: every "if granted" and "if not granted"
   next value of the level, peak and tag, and next cycle's key for both
   outcomes (the head after a pop or the same head), under the configuration
-  and V of the next cycle, each through at most one carry chain;
-* per pair, from registers only: the matrix bits of the next cycle for the
-  three outcomes that concern the pair (neither, the higher or the lower
-  tenant popped), each order bit one subtraction of registers;
-* final choices selected by the one-hot winner: next state, next keys and
-  matrix bits, queue pops, grant register.
+  and V of the next cycle;
+* final two-way choices selected by the one-hot winner: next state, next
+  key, queue pops, grant register.
 
 V, served and vmin are per-channel registers updated from registers only.
 
 Memory-side credits (spec §6.6): per channel ``inflight_k`` for the credit
-classes k = 0 urgent, 1 guaranteed, 2 burst. ``has_credit[k]`` is a register
-(computed a cycle early from ``inflight_k`` and the next ``CREDITS`` limits),
-so it enters the selection loop as one gate per pair term: a head
+classes k = 0 urgent, 1 guaranteed, 2 burst. ``has_credit[k]`` is a function of
+registers (``inflight_k`` and the ``CREDITS`` limits), so it enters the
+selection loop as one gate per pair term beside the registered keys: a head
 whose key's credit class lacks credit neither wins nor keeps another head
-from winning. Neither the keys nor the matrix are changed by credits.
+from winning. The key registers are not changed by credits.
 
 Naming (the state-budget script counts flip-flops by name): per-tenant dynamic
 state is exactly ``dyn_level_i``, ``dyn_peak_i``, ``dyn_tag_i``; queue storage
@@ -275,6 +268,7 @@ class ChannelArbiter(wiring.Component):
         # Selection keys are registers (spec §11): ``key_*`` hold the key,
         # order value and conformance of the current head, computed in the
         # previous cycle for both outcomes of that cycle's selection.
+        W = max(T, p.ts_bits)
         timing = _ChannelTiming(
             vt=vt, vt_lo=vt_lo, vt_hi=vt_hi, fcfs=fcfs, fcfs_next=fcfs_next,
             starve_on_next=starve_on_next, deadline_next=deadline_next)
@@ -287,6 +281,7 @@ class ChannelArbiter(wiring.Component):
         heads = [t.head for t in tenants]
         competes = [t.key_competes for t in tenants]
         key = [t.key_class for t in tenants]
+        order = [t.key_order for t in tenants]
         conform = [t.key_conform for t in tenants]
         finish = [t.key_finish for t in tenants]
         credit = [t.key_credit for t in tenants]
@@ -298,43 +293,18 @@ class ChannelArbiter(wiring.Component):
         key_next_keep = [t.key_next_keep for t in tenants]
         key_next_win = [t.key_next_pop for t in tenants]
 
-        pops = [Signal(name=f"pop_{i}") for i in range(n)]
-
-        # ---------------------------------------------------------- precedence matrix
-        # first[hi, lo] (hi > lo): tenant hi strictly precedes tenant lo, a
-        # function of three registered bits per pair (spec §11): the keys'
-        # relation (less, equal) and the order bit (timestamps if both keys
-        # are 0, else compared finish tags). Next cycle's bits are computed
-        # for the three outcomes that concern the pair (neither, hi or lo
-        # popped) from registers only, each order bit one subtraction, and
-        # the winner picks: the loop is registers -> one LUT -> winner ->
-        # choice.
-        popfin = [t.key_pop_finish for t in tenants]
+        # ---------------------------------------------------------- all-pairs selection
+        # first[hi][lo] (hi > lo): tenant hi strictly precedes tenant lo.
+        # Within a key, class 0 orders by timestamp and the others by finish
+        # tag: one comparator per pair on the order value (spec §11).
         first = {}
         for hi in range(n):
             for lo in range(hi):
-                rel_less = Signal(name=f"key_pair_less_{hi}_{lo}")
-                rel_equal = Signal(name=f"key_pair_equal_{hi}_{lo}", init=1)
-                rel_order = Signal(name=f"key_pair_order_{hi}_{lo}")
+                tie = Signal(name=f"tie_first_{hi}_{lo}")
+                m.d.comb += tie.eq(mod_lt(order[hi], order[lo], W))
                 f = Signal(name=f"first_{hi}_{lo}")
-                m.d.comb += f.eq(rel_less | (rel_equal & rel_order))
+                m.d.comb += f.eq(_lt_logic(key[hi], key[lo]) | ((key[hi] == key[lo]) & tie))
                 first[hi, lo] = f
-                cases = {}
-                for case, (k_hi, ts_hi, fin_hi, k_lo, ts_lo, fin_lo) in {
-                        "kk": (key_next_keep[hi][1], heads[hi].ts, finish[hi],
-                               key_next_keep[lo][1], heads[lo].ts, finish[lo]),
-                        "pk": (key_next_win[hi][1], tenants[hi].pop_ts, popfin[hi],
-                               key_next_keep[lo][1], heads[lo].ts, finish[lo]),
-                        "kp": (key_next_keep[hi][1], heads[hi].ts, finish[hi],
-                               key_next_win[lo][1], tenants[lo].pop_ts, popfin[lo])}.items():
-                    ts_less = Signal(name=f"pair_{case}_ts_less_{hi}_{lo}")
-                    fin_less = Signal(name=f"pair_{case}_finish_less_{hi}_{lo}")
-                    m.d.comb += [ts_less.eq(mod_lt(ts_hi, ts_lo, p.ts_bits)),
-                                 fin_less.eq(mod_lt(fin_hi, fin_lo, T))]
-                    cases[case] = Cat(_lt_logic(k_hi, k_lo), k_hi == k_lo,
-                                      Mux(k_hi == 0, ts_less, fin_less))
-                m.d.sync += Cat(rel_less, rel_equal, rel_order).eq(
-                    Mux(pops[hi], cases["pk"], Mux(pops[lo], cases["kp"], cases["kk"])))
 
         # Credits (spec §6.6): has_credit[k] is a register, computed in the
         # previous cycle for both outcomes of that cycle's count (see the
@@ -363,10 +333,11 @@ class ChannelArbiter(wiring.Component):
         m.d.comb += any_win.eq(Cat(*win).any())
 
         # ---------------------------------------------------------- state update
-        fab_wins = []
+        pops, fab_wins = [], []
         for i in range(n):
-            pop = pops[i]
+            pop = Signal(name=f"pop_{i}")
             fab_win = Signal(name=f"fab_win_{i}")
+            pops.append(pop)
             fab_wins.append(fab_win)
             m.d.comb += [
                 pop.eq(load & win[i]),
@@ -375,8 +346,7 @@ class ChannelArbiter(wiring.Component):
             ]
             # The precomputed key of the head this tenant has next cycle.
             nxt = Mux(pop, Cat(*key_next_win[i]), Cat(*key_next_keep[i]))
-            m.d.sync += Cat(competes[i], key[i], conform[i], finish[i], credit[i]).eq(nxt)
-            m.d.sync += popfin[i].eq(Mux(pop, tenants[i].pop_finish_pop, tenants[i].pop_finish_keep))
+            m.d.sync += Cat(competes[i], key[i], order[i], conform[i], finish[i], credit[i]).eq(nxt)
             with m.If(fab_win):
                 m.d.sync += [
                     self.dyn_level[i].eq(lvl_win[i]),
@@ -526,10 +496,10 @@ class _TenantCandidates:
     head: object
     key_competes: Signal
     key_class: Signal
+    key_order: Signal
     key_conform: Signal
     key_finish: Signal
     key_credit: Signal
-    key_pop_finish: Signal
     lvl_win: Signal
     lvl_idle: Signal
     pk_win: Signal
@@ -537,9 +507,6 @@ class _TenantCandidates:
     tag_idle: Signal
     key_next_keep: tuple
     key_next_pop: tuple
-    pop_finish_keep: Signal
-    pop_finish_pop: Signal
-    pop_ts: object
 
 
 def _tenant_candidates(m, p, i, timing, *, cfg, q, level, peak, tag, burst_level, priority_next,
@@ -549,15 +516,14 @@ def _tenant_candidates(m, p, i, timing, *, cfg, q, level, peak, tag, burst_level
     bucket levels and tag if it wins or not, and next cycle's key if its
     head is kept or popped."""
     T = p.tag_bits
+    W = max(T, p.ts_bits)
     vt, vt_lo, vt_hi = timing.vt, timing.vt_lo, timing.vt_hi
     fcfs, fcfs_next = timing.fcfs, timing.fcfs_next
     starve_on_next, deadline_next = timing.starve_on_next, timing.deadline_next
     head = q.r_data
     k_comp = Signal(name=f"key_competes_{i}")
     k_key = Signal(4, name=f"key_class_{i}", init=15)
-    # The finish tag the head after a pop in this cycle would have (spec
-    # §6.2 compares a winner's new head by it in the next cycle).
-    k_popfin = Signal(T, name=f"key_pop_finish_{i}")
+    k_order = Signal(W, name=f"key_order_{i}")
     k_conf = Signal(name=f"key_conform_{i}")
     k_credit = Signal(CREDIT_CLASSES, name=f"key_credit_{i}")
     need = Signal(p.peak_bits, name=f"need_{i}")
@@ -629,15 +595,22 @@ def _tenant_candidates(m, p, i, timing, *, cfg, q, level, peak, tag, burst_level
     m.d.comb += keep_need.eq(keep_head.bytes << p.frac)
     # Finish tag of the kept head: the clamp's choice made after the
     # additions (V + cost shifted by LAG_WINDOW for the bounds).
-    keep_fin = _clamped_finish(m, T, f"keep_{i}", vt=vt, tag=tag, costs=[keep_head.cost],
-                               backlogged=q.r_rdy, below=below, above=above)
+    keep_fin = Signal(T, name=f"keep_finish_{i}")
+    v_cost = Signal(T, name=f"keep_vt_cost_{i}")
+    t_cost = Signal(T, name=f"keep_tag_cost_{i}")
+    m.d.comb += [
+        v_cost.eq(vt + keep_head.cost),
+        t_cost.eq(tag + keep_head.cost),
+        keep_fin.eq(Mux(below, Mux(q.r_rdy, _shift_lag(v_cost, -1), v_cost),
+                        Mux(above, _shift_lag(v_cost, 1), t_cost))),
+    ]
     keep = _next_key(
         m, p, f"keep_{i}",
-        valid=q.r_rdy, head=keep_head,
+        valid=q.r_rdy | q.w_en, head=keep_head,
         level_ok=_ge(s_li, keep_need) & _ge(cap, keep_need),
         peak_ok=_ge(s_pi, keep_need),
         eligible=elig_ti, finish=keep_fin, deadline_next=deadline_next,
-        fcfs=fcfs, fcfs_next=fcfs_next, starve_on_next=starve_on_next,
+        fcfs_next=fcfs_next, starve_on_next=starve_on_next,
         priority_next=priority_next, bulk_prio_next=bulk_prio_next)
 
     # After a pop: the committed bucket is debited only by a
@@ -662,33 +635,20 @@ def _tenant_candidates(m, p, i, timing, *, cfg, q, level, peak, tag, burst_level
     ]
     won = _next_key(
         m, p, f"pop_{i}",
-        valid=q.level >= 2, head=pop_head,
+        valid=(q.level >= 2) | q.w_en, head=pop_head,
         level_ok=pop_level_ok, peak_ok=pop_peak_ok,
         eligible=Mux(fcfs, elig_ti, elig_fin), finish=pop_fin, deadline_next=deadline_next,
-        fcfs=fcfs, fcfs_next=fcfs_next, starve_on_next=starve_on_next,
+        fcfs_next=fcfs_next, starve_on_next=starve_on_next,
         priority_next=priority_next, bulk_prio_next=bulk_prio_next)
 
-    # Next cycle's key_pop_finish: after a pop, the new head's finish (this
-    # register) plus the cost of the entry behind it; else the kept head's
-    # clamped tag plus its cost and the cost of the entry behind it (spec
-    # §6.4 applied one cycle early). Each is one chain from registers and
-    # queue storage. Not meaningful after an FCFS-mode pop (the tag is then
-    # clamped, not advanced): spec §6.2 has no selection in the first cycle
-    # after FCFS mode, and by the next one the kept branch has replaced it.
-    popfin_keep = _clamped_finish(m, T, f"keep2_{i}", vt=vt, tag=tag, costs=[keep_head.cost, q.pop_data.cost],
-                                  backlogged=q.r_rdy, below=below, above=above)
-    popfin_pop = Signal(T, name=f"pop2_finish_{i}")
-    m.d.comb += popfin_pop.eq(k_popfin + q.pop2_data.cost)
-
     return _TenantCandidates(
-        head_valid=q.r_rdy, head=head, key_competes=k_comp, key_class=k_key,
-        key_conform=k_conf, key_finish=s_fin, key_credit=k_credit, key_pop_finish=k_popfin,
-        lvl_win=lw, lvl_idle=li, pk_win=pw, pk_idle=pi_, tag_idle=ti, key_next_keep=keep, key_next_pop=won,
-        pop_finish_keep=popfin_keep, pop_finish_pop=popfin_pop, pop_ts=pop_head.ts)
+        head_valid=q.r_rdy, head=head, key_competes=k_comp, key_class=k_key, key_order=k_order,
+        key_conform=k_conf, key_finish=s_fin, key_credit=k_credit, lvl_win=lw, lvl_idle=li, pk_win=pw, pk_idle=pi_,
+        tag_idle=ti, key_next_keep=keep, key_next_pop=won)
 
 
 def _next_key(m, p, sfx, *, valid, head, level_ok, peak_ok, eligible, finish, deadline_next,
-              fcfs, fcfs_next, starve_on_next, priority_next, bulk_prio_next):
+              fcfs_next, starve_on_next, priority_next, bulk_prio_next):
     """Selection key of a head in the next cycle (spec §6.2, evaluated one cycle early).
 
     ``valid``: the tenant has a head next cycle; ``head``: that head;
@@ -696,27 +656,31 @@ def _next_key(m, p, sfx, *, valid, head, level_ok, peak_ok, eligible, finish, de
     ``eligible``: next cycle's start tag is at most this cycle's V (spec §6.2);
     ``finish``: next cycle's start tag plus the head's cost;
     ``deadline_next``: next cycle's ``now - starve_limit``. Returns the
-    register inputs ``(competes, key, conform, finish, credit)`` in
+    register inputs ``(competes, key, order, conform, finish, credit)`` in
     the order of the ``key_*`` registers; ``credit`` is the head's credit
     class one-hot (spec §6.6: urgent, guaranteed or, for a bulk priority,
     burst, burst), all clear in FCFS mode.
     """
+    T, W = p.tag_bits, max(p.tag_bits, p.ts_bits)
     conf = Signal(name=f"conform_{sfx}")
     old = Signal(name=f"old_{sfx}")
     urg = Signal(name=f"urgent_{sfx}")
     comp = Signal(name=f"competes_{sfx}")
     key0 = Signal(name=f"key0_{sfx}")
     key = Signal(4, name=f"key_{sfx}")
+    order = Signal(W, name=f"order_{sfx}")
     m.d.comb += [
         conf.eq(peak_ok & level_ok),
         old.eq(~mod_lt(deadline_next, head.ts, p.ts_bits)),
         urg.eq(conf & starve_on_next & old),
-        # No head competes in the first fabric-mode cycle after FCFS mode
-        # (spec §6.2): FCFS-mode pops clamp the tag, which key_pop_finish
-        # does not foresee.
-        comp.eq(valid & (fcfs_next | peak_ok) & ~(fcfs & ~fcfs_next)),
+        comp.eq(valid & (fcfs_next | peak_ok)),
         # Class 0 (urgent, or every head in FCFS mode) orders by timestamp.
         key0.eq(fcfs_next | urg),
+        # Timestamp or finish tag, shifted to a common width W so that the
+        # W-bit modular comparison equals the T- or TS_BITS-bit one (the low
+        # bits are zero on both sides); keys are only compared by order when
+        # equal, so both sides then hold the same kind (spec §11).
+        order.eq(Mux(key0, head.ts << (W - p.ts_bits), finish << (W - T))),
     ]
     # Selection key: class, eligibility and "competes" folded into one
     # 4-bit number so that a pair compares one small key plus one order
@@ -742,24 +706,7 @@ def _next_key(m, p, sfx, *, valid, head, level_ok, peak_ok, eligible, finish, de
         m.d.comb += credit.eq(1 << CREDIT_GUARANTEED)
     with m.Else():
         m.d.comb += credit.eq(1 << CREDIT_BURST)
-    return comp, key, conf, finish, credit
-
-
-def _clamped_finish(m, bits, sfx, *, vt, tag, costs, backlogged, below, above):
-    """``clamp(tag) + sum(costs)`` (spec §6.4's clamp, ``below``/``above`` from
-    :func:`_lag_position`) with the clamp chosen after the additions:
-    ``V + costs`` shifted by LAG_WINDOW stands for each bound, so no sum waits
-    for the clamp's comparison."""
-    v_cost = Signal(bits, name=f"{sfx}_vt_cost")
-    t_cost = Signal(bits, name=f"{sfx}_tag_cost")
-    fin = Signal(bits, name=f"{sfx}_finish")
-    m.d.comb += [
-        v_cost.eq(sum(costs, vt)),
-        t_cost.eq(sum(costs, tag)),
-        fin.eq(Mux(below, Mux(backlogged, _shift_lag(v_cost, -1), v_cost),
-                   Mux(above, _shift_lag(v_cost, 1), t_cost))),
-    ]
-    return fin
+    return comp, key, order, conf, finish, credit
 
 
 def _shift_lag(x, sign):

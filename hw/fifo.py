@@ -52,11 +52,6 @@ class HeadQueue(wiring.Component):
         ``w_data`` when the ring is empty); valid when ``level >= 2`` or
         ``w_en``. The channel precomputes the next cycle's selection key from
         it (spec §11).
-    pop2_data : Out(shape)
-        The entry behind ``pop_data`` (the second oldest ring entry, or
-        ``w_data`` when the ring holds one entry); valid when ``level >= 3``
-        or ``level = 2`` and ``w_en``. The channel precomputes the finish tag
-        a popped head would have one cycle earlier still (spec §11).
     level : Out(range(depth + 1))
         Number of entries.
     """
@@ -74,7 +69,6 @@ class HeadQueue(wiring.Component):
             "r_rdy":  Out(1),
             "r_data": Out(shape),
             "pop_data": Out(shape),
-            "pop2_data": Out(shape),
             "level":  Out(range(depth + 1)),
         })
         # The ring's pointers are attributes (not locals of elaborate) so that
@@ -107,8 +101,6 @@ class HeadQueue(wiring.Component):
         # ring is empty.
         on_pop = Signal.like(head, name=f"{pre}_head_on_pop")
         m.d.comb += on_pop.eq(self.w_data)
-        on_pop2 = Signal.like(head, name=f"{pre}_second_on_pop")
-        m.d.comb += on_pop2.eq(self.w_data)
 
         if depth > 1:
             # The ring holds entries 1..count-1. Its depth is ``depth`` (a
@@ -118,14 +110,12 @@ class HeadQueue(wiring.Component):
             m.submodules[f"{pre}_ring"] = ring
             wr_port = ring.write_port()
             rd_port = ring.read_port(domain="comb")
-            rd2_port = ring.read_port(domain="comb")
             rd, wr = self.ring_read_ptr, self.ring_write_ptr
             m.d.comb += [
                 wr_port.addr.eq(wr),
                 wr_port.data.eq(self.w_data),
                 wr_port.en.eq(self.w_en & (count != 0)),
                 rd_port.addr.eq(rd),
-                rd2_port.addr.eq(rd + 1),
             ]
             # A push while the queue is non-empty always lands in the ring; if
             # it also becomes the head (count == 1 with a pop) the read pointer
@@ -134,12 +124,10 @@ class HeadQueue(wiring.Component):
                 m.d.sync += wr.eq(wr + 1)
             with m.If(count >= 2):
                 m.d.comb += on_pop.eq(rd_port.data)
-            with m.If(count >= 3):
-                m.d.comb += on_pop2.eq(rd2_port.data)
             with m.If(self.r_en & ((count >= 2) | self.w_en)):
                 m.d.sync += rd.eq(rd + 1)
 
-        m.d.comb += [self.pop_data.eq(on_pop), self.pop2_data.eq(on_pop2)]
+        m.d.comb += self.pop_data.eq(on_pop)
 
         # Without a pop the head keeps its value unless the queue is empty,
         # when it takes w_data = on_pop: one two-way mux per bit and a clock

@@ -116,16 +116,6 @@ class ChannelModel:
         self.vmin_valid = 0
         #: Per-channel in-flight counters of the credit classes (spec §6.6).
         self.inflight = [0] * CREDIT_CLASSES
-        #: The finish tag each tenant's head is compared by (spec §6.2): its
-        #: current one if the tenant won in the previous cycle, else the one
-        #: it had in the previous cycle (they differ only after a clamp).
-        self.compared_finish = [0] * n
-        #: The entry written into a queue in the previous cycle: as a head it
-        #: does not compete in this cycle (spec §6.2).
-        self.written = None
-        #: fcfs_bypass of the previous cycle: the first fabric-mode cycle after
-        #: fcfs mode has no selection (spec §6.2).
-        self.fcfs_prev = 0
 
     # ---- combinational outputs of cycle t -------------------------------------------
     def is_invalid(self, tenant: int, nbytes: int) -> bool:
@@ -181,7 +171,8 @@ class ChannelModel:
             cls = NO_CLASS
         # tag_le(tag_i, V at t-1) (spec §6.2): V one cycle old.
         eligible = not mod_lt(self.vt_prev, self.tag[i], p.tag_bits)
-        return cls, eligible, self.compared_finish[i], head.ts
+        finish = (self.tag[i] + head.cost) & ((1 << p.tag_bits) - 1)
+        return cls, eligible, finish, head.ts
 
     def _credit_class_of(self, cls: int) -> int:
         """Credit class of a head of selection class ``cls`` (spec §6.2, §6.6):
@@ -204,20 +195,16 @@ class ChannelModel:
         p = self.params
         best = None
         best_key = None
-        # A head written in the previous cycle waits a cycle (spec §6.2).
-        heads = [q[0] if q and q[0] is not self.written else None for q in self.fifo]
         if self.config.fcfs_bypass:
-            for i, head in enumerate(heads):
-                if head is not None and (best is None or mod_lt(head.ts, best_key, p.ts_bits)):
-                    best, best_key = i, head.ts
+            for i, q in enumerate(self.fifo):
+                if q and (best is None or mod_lt(q[0].ts, best_key, p.ts_bits)):
+                    best, best_key = i, q[0].ts
             return None if best is None else (best, FCFS)
-        if self.fcfs_prev:
-            return None  # the first fabric-mode cycle after fcfs mode (spec §6.2)
         credit = self.has_credit()
-        for i, head in enumerate(heads):
-            if head is None:
+        for i, q in enumerate(self.fifo):
+            if not q:
                 continue
-            key = self._head_key(i, head, now)
+            key = self._head_key(i, q[0], now)
             if key[0] == NO_CLASS or not credit[self._credit_class_of(key[0])]:
                 continue  # a head without credit for its own class does not compete
             if best is None or self._beats(key, best_key):
@@ -277,9 +264,6 @@ class ChannelModel:
             next_vmin, next_vmin_valid = 0, 0
         next_served = ((head.bytes + (1 << p.tag_shift) - 1) >> p.tag_shift) if fabric_grant else 0
 
-        # The finish tags of cycle t, which non-winners are compared by at t+1.
-        finish_now = [(self.tag[i] + q[0].cost) & tag_mask if q else 0 for i, q in enumerate(self.fifo)]
-
         # Buckets and tags (spec §6.3, §6.4). Locals and inlined min/max: this
         # loop is the model's hot spot.
         pcap = p.pcap
@@ -325,15 +309,9 @@ class ChannelModel:
         # Queues, ingress register, grant register.
         if choice is not None:
             self.fifo[winner].popleft()
-        self.written = None
         if self.ingress is not None:
             t_i, b_i, id_i, ts_i, cost = self.ingress
-            self.written = QueueEntry(b_i, id_i, ts_i, cost)
-            self.fifo[t_i].append(self.written)
-        self.compared_finish = finish_now
-        if choice is not None and self.fifo[winner]:
-            self.compared_finish[winner] = (self.tag[winner] + self.fifo[winner][0].cost) & tag_mask
-        self.fcfs_prev = self.config.fcfs_bypass
+            self.fifo[t_i].append(QueueEntry(b_i, id_i, ts_i, cost))
         # The cost uses the inv_weight of the acceptance cycle (spec §4).
         self.ingress = ((req.tenant, req.bytes, req.id, now,
                          request_cost(req.bytes, tenants[req.tenant].inv_weight, p))
@@ -352,7 +330,6 @@ class ChannelModel:
         # clamp is idempotent and buckets follow min(level + k*rate, cap).
         self._refill(cycles)
         self.vt_prev = self.vt  # V is constant while quiescent
-        self.fcfs_prev = self.config.fcfs_bypass
         for i in range(self.params.tenants):
             self.tag[i] = mod_max(self.tag[i], self.vt, self.params.tag_bits)
 

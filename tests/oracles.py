@@ -273,9 +273,9 @@ def guaranteed_rate(events: Sequence[Event], tenant: int, *, rate: int, capacity
 
 
 def delay_bound(*, rate: int, capacity: int, lmax: int, bytes_per_cycle: Fraction) -> Fraction:
-    """§7 delay: ``capacity/rate + LMAX·8/rate + q(LMAX) + 4`` cycles (UQ.3 registers)."""
+    """§7 delay: ``capacity/rate + LMAX·8/rate + q(LMAX) + 3`` cycles (UQ.3 registers)."""
     return (Fraction(capacity, rate) + Fraction(lmax * FRAC_ONE, rate)
-            + q_cycles(lmax, bytes_per_cycle) + 4)
+            + q_cycles(lmax, bytes_per_cycle) + 3)
 
 
 def delays(events: Sequence[Event], tenant: int, bound: Fraction) -> Verdict:
@@ -290,10 +290,10 @@ def delays(events: Sequence[Event], tenant: int, bound: Fraction) -> Verdict:
 
 def starvation_bound(*, starve_limit: int, rate: int, tenants: int, queue_depth: int, lmax: int,
                      bytes_per_cycle: Fraction) -> int:
-    """§7 starvation: ``max(H, T_fill) + (N-1)·D·q(LMAX) + 2`` with
+    """§7 starvation: ``max(H, T_fill) + (N-1)·D·q(LMAX) + 1`` with
     ``T_fill = ceil((LMAX << 3) / rate)``."""
     t_fill = -(-(lmax * FRAC_ONE) // rate)
-    return max(starve_limit, t_fill) + (tenants - 1) * queue_depth * q_cycles(lmax, bytes_per_cycle) + 2
+    return max(starve_limit, t_fill) + (tenants - 1) * queue_depth * q_cycles(lmax, bytes_per_cycle) + 1
 
 
 def head_waits(events: Sequence[Event], tenant: int, bound: int) -> Verdict:
@@ -347,17 +347,13 @@ def expected_tag_state(*, tags, vt, served, vmin, vmin_valid, nonempty, winner, 
 
 
 def expected_winner(*, heads, levels, peaks, tags, v_prev, now, tenants, starve_limit, fcfs, tag_bits,
-                    ts_bits, finishes, frac=3):
+                    ts_bits, frac=3):
     """§6.2's winner among ``heads`` (per tenant None or (bytes, ts, cost)), in the
     spec's words; returns (tenant, kind) or None. ``tenants`` are TenantConfigs;
-    ``v_prev`` is V in the previous cycle (0 in cycle 0), which eligibility uses;
-    ``finishes`` the finish tag each head is compared by (§6.2: this cycle's
-    for the previous cycle's winner, the previous cycle's for the others). A
-    head written into its FIFO in the previous cycle (``ts = now - 2``, §4) does
-    not compete."""
+    ``v_prev`` is V in the previous cycle (0 in cycle 0), which eligibility uses."""
     best = None
     for i, h in enumerate(heads):
-        if h is None or h[1] == (now - 2) % (1 << ts_bits):
+        if h is None:
             continue
         nbytes, ts, cost = h
         if fcfs:
@@ -378,7 +374,8 @@ def expected_winner(*, heads, levels, peaks, tags, v_prev, now, tenants, starve_
         else:
             continue
         eligible = not _lt(v_prev, tags[i], tag_bits)  # tag_le(tag, V at t-1)
-        key = (cls, eligible, finishes[i], ts)
+        finish = (tags[i] + cost) % (1 << tag_bits)
+        key = (cls, eligible, finish, ts)
         if best is None or _precedes(key, best[1], tag_bits, ts_bits):
             best = (i, key, "urgent" if cls == 0 else "guaranteed" if cls <= 4 else "burst")
     return None if best is None else (best[0], best[2])

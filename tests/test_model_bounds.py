@@ -86,9 +86,7 @@ def test_gps_lag_bound_node_seed(seed):
 
 def test_work_conserving_when_uncapped(seed):
     """With uncapped peaks, the grant register is refilled in every cycle in which
-    it is free and some queue holds a request that may compete: one not written
-    into its queue in the previous cycle (spec §6.2), i.e. not accepted two
-    cycles before (§4)."""
+    it is free and some queue holds a request."""
     rng = random.Random(seed)
     n = 6
     p = params(tenants=n)
@@ -105,8 +103,7 @@ def test_work_conserving_when_uncapped(seed):
         if expect.get("grant") and ch.grant is None:
             violations.append(t - 1)
         load = ch.grant is None or ready
-        ts_mask = (1 << p.ts_bits) - 1
-        expect["grant"] = load and any(q and q[0].ts != (t - 2) & ts_mask for q in ch.fifo)
+        expect["grant"] = load and any(ch.fifo)
 
     loop = ClosedLoop(p, cfg, sources, Fraction(rng.choice([64, 128])), on_cycle=check)
     loop.run(5000)

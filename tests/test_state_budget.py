@@ -71,13 +71,12 @@ def test_default_fabric():
     assert dyn_fields(report) == {f: (tc, bits * tc) for f, bits in expected.items()}
     assert dyn["bits"] == sum(expected.values()) * tc == params.dyn_bits * tc
 
-    # The registered selection keys are exactly spec §11's fields: per tenant
-    # competes, the 4-bit class key, conform, the finish tag, the 3-bit credit
-    # class and the popped head's finish tag; per channel has_credit (3 bits)
-    # and three bits per pair of tenants (key relation less/equal, order).
-    key_bits = 1 + 4 + 1 + params.tag_bits + 3 + params.tag_bits
-    pair_bits = 3 * params.tenants * (params.tenants - 1) // 2
-    assert report["categories"]["key"]["bits"] == (key_bits * tc + (3 + pair_bits) * params.channels), \
+    # The registered selection keys are exactly spec §11's fields: competes,
+    # the 4-bit class key, the order value (max(T, TS_BITS) bits), conform,
+    # the finish tag and the 3-bit credit class per tenant, and has_credit
+    # (3 bits) per channel.
+    key_bits = 1 + 4 + max(params.tag_bits, params.ts_bits) + 1 + params.tag_bits + 3
+    assert report["categories"]["key"]["bits"] == key_bits * tc + 3 * params.channels, \
         report["categories"]["key"]
 
     # The credit counters of spec §6.6 are per-channel state: three 8-bit
