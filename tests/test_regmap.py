@@ -109,7 +109,7 @@ def test_regs_exports_header_ipxact_and_docs(tmp_path, capsys):
 
 
 def test_mirror_knows_credits():
-    # CREDITS (issue #14, /work/notes/iface.md): RW, reset 0, [7:0] urgent,
+    # CREDITS (issue #14): RW, reset 0, [7:0] urgent,
     # [15:8] guaranteed, [23:16] burst; bytes whose strobe is 0 keep their value.
     from dataclasses import fields
 

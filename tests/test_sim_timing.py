@@ -24,7 +24,7 @@ from kvfabric.sim.hbm3 import HBM3_GEOMETRY, Timing
 
 G = HBM3_GEOMETRY
 
-#: HBM3 6400 MT/s in clocks of tCK = 0.625 ns (/work/shared/HBM3.md, docs/system-model.md).
+#: HBM3 6400 MT/s in clocks of tCK = 0.625 ns (docs/system-model.md lists each figure with its public source).
 HBM3 = dict(tck_ps=625, burst=2, CL=20, CWL=10, tRCD_RD=31, tRCD_WR=15, tRP=26, tRAS=45, tRC=72,
             tWR=33, tRTP=9, tCCD_S=2, tCCD_L=4, tCCD_R=3, tRRD_S=4, tRRD_L=5, tFAW=24, tWTR_S=7,
             tWTR_L=10, tRTW=20, tPPD=2, tREFI=6240, tREFIpb=195, tRFCpb=320)
