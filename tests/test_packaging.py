@@ -87,9 +87,9 @@ def test_wheel_replays_on_icarus_with_builds_under_the_working_directory(install
     assert not (installed["site"] / "build").exists() and not (installed["site"].parent / "build").exists()
 
 
-# Paths that lead out of a public clone: the workplace's shared folder, or a
+# Paths that lead out of a public clone: anything under the workplace's /work/, or a
 # relative path climbing above the repository.
-_OUTSIDE = re.compile(r"(?:\.\./shared|/work/shared|shared/(?:TOOLCHAIN|STYLE|HBM3)\.md|shared/reference)")
+_OUTSIDE = re.compile(r"(?:\.\./shared|/work/|shared/(?:TOOLCHAIN|STYLE|HBM3)\.md|shared/reference)")
 _LINK = re.compile(r"\]\(([^)#\s]+)(?:#[^)]*)?\)")
 
 
