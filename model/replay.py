@@ -143,6 +143,32 @@ def replay_model(params, config, rows: list[TraceRow], bytes_per_cycle: Fraction
     return ReplayResult([log[r.id] for r in rows], end)
 
 
+class _InFlight:
+    """Accepted requests not yet granted, per tenant in acceptance order.
+
+    A tenant's requests on a channel leave its FIFO in order (spec §4, §6.2),
+    so a grant belongs to the oldest of its tenant's: matching by the port
+    id would be ambiguous once two waiting requests share their low
+    ``id_width`` bits, which any backlog deeper than 2^id_width has."""
+
+    def __init__(self):
+        self._by_tenant: dict[int, deque[TraceRow]] = {}
+
+    def add(self, row: TraceRow) -> None:
+        self._by_tenant.setdefault(row.tenant, deque()).append(row)
+
+    def take(self, grant, id_mask: int) -> TraceRow:
+        row = self._by_tenant[grant.tenant].popleft()
+        assert (row.id & id_mask, row.bytes) == (grant.id, grant.bytes), "grant does not match its request"
+        return row
+
+    def rows(self) -> list[TraceRow]:
+        return [r for q in self._by_tenant.values() for r in q]
+
+    def __bool__(self) -> bool:
+        return any(self._by_tenant.values())
+
+
 def _replay_channel(params, config, channel: int, rows: list[TraceRow], bytes_per_cycle: Fraction,
                     log: dict[int, LogRow]) -> int:
     ch = ChannelModel(params, config)
@@ -150,7 +176,7 @@ def _replay_channel(params, config, channel: int, rows: list[TraceRow], bytes_pe
     mem = MemorySide(1, bytes_per_cycle)
     id_mask = (1 << params.id_width) - 1
     ts_mask = (1 << params.ts_bits) - 1
-    in_flight: dict[int, TraceRow] = {}
+    in_flight = _InFlight()
     limit = stall_limit(params, config)
     remaining = len(rows)
     last_progress = cycle = 0
@@ -179,7 +205,7 @@ def _replay_channel(params, config, channel: int, rows: list[TraceRow], bytes_pe
                 if not in_flight and driver.idle():
                     last_progress = cycle
                 if cycle - last_progress > limit:
-                    _stuck(limit, cycle, in_flight, driver)
+                    _stuck(limit, cycle, in_flight.rows(), driver)
                 continue
         req = Request(offer.tenant, offer.bytes, offer.id & id_mask) if offer is not None else None
         res = ch.step(cycle & ts_mask, req, mem.ready(cycle)[0])
@@ -189,23 +215,18 @@ def _replay_channel(params, config, channel: int, rows: list[TraceRow], bytes_pe
                 log[row.id] = LogRow(row.id, row.cycle, None, channel, row.tenant, row.bytes, "dropped")
                 remaining -= 1
             else:
-                key = row.id & id_mask
-                if key in in_flight:
-                    raise ReplayError(f"channel {channel}: more than 2^{params.id_width} requests "
-                                      f"in flight; ids would be ambiguous")
-                in_flight[key] = row
+                in_flight.add(row)
             last_progress = cycle
         g = res.transferred
         if g is not None:
-            row = in_flight.pop(g.id)
-            assert (row.tenant, row.bytes) == (g.tenant, g.bytes), "grant does not match its request"
+            row = in_flight.take(g, id_mask)
             log[row.id] = LogRow(row.id, row.cycle, cycle, channel, g.tenant, g.bytes, KIND_NAMES[g.kind])
             mem.transfer(0, cycle, g.bytes)
             remaining -= 1
             last_progress = cycle
         cycle += 1
         if cycle - last_progress > limit:
-            _stuck(limit, cycle, in_flight, driver)
+            _stuck(limit, cycle, in_flight.rows(), driver)
     return cycle
 
 
@@ -218,7 +239,7 @@ def replay_lockstep(params, config, rows: list[TraceRow], bytes_per_cycle: Fract
     mem = MemorySide(params.channels, bytes_per_cycle)
     id_mask = (1 << params.id_width) - 1
     log: dict[int, LogRow] = {}
-    in_flight: list[dict[int, TraceRow]] = [dict() for _ in range(params.channels)]
+    in_flight = [_InFlight() for _ in range(params.channels)]
     limit = stall_limit(params, config)
     last_progress = cycle = 0
     while len(log) < len(rows):
@@ -231,11 +252,11 @@ def replay_lockstep(params, config, rows: list[TraceRow], bytes_per_cycle: Fract
                 if res.dropped:
                     log[row.id] = LogRow(row.id, row.cycle, None, c, row.tenant, row.bytes, "dropped")
                 else:
-                    in_flight[c][row.id & id_mask] = row
+                    in_flight[c].add(row)
                 last_progress = cycle
             g = res.transferred
             if g is not None:
-                row = in_flight[c].pop(g.id)
+                row = in_flight[c].take(g, id_mask)
                 log[row.id] = LogRow(row.id, row.cycle, cycle, c, g.tenant, g.bytes, KIND_NAMES[g.kind])
                 mem.transfer(c, cycle, g.bytes)
                 last_progress = cycle
@@ -243,12 +264,12 @@ def replay_lockstep(params, config, rows: list[TraceRow], bytes_per_cycle: Fract
             last_progress = cycle
         cycle += 1
         if cycle - last_progress > limit:
-            _stuck(limit, cycle, {k: v for d in in_flight for k, v in d.items()}, driver)
+            _stuck(limit, cycle, [r for f in in_flight for r in f.rows()], driver)
     return ReplayResult([log[i] for i in range(len(rows))], cycle), fab
 
 
-def _stuck(limit: int, cycle: int, in_flight: dict, driver: UpstreamDriver):
-    waiting = sorted(r.id for r in in_flight.values())
+def _stuck(limit: int, cycle: int, in_flight: list[TraceRow], driver: UpstreamDriver):
+    waiting = sorted(r.id for r in in_flight)
     waiting += sorted(r.id for r in driver.waiting())
     raise ReplayError(
         f"no progress for {limit} cycles at cycle {cycle}: {len(waiting)} request(s) can never "

@@ -163,9 +163,9 @@ def test_draw_is_splitmix64():
 
 #: Narrow tags (T = 12: the idle gaps of random_trace exceed the tag range and the
 #: lag window within a few thousand cycles) and LMAX = 256 (tests/test_cosim.py's
-#: NARROW).  Ids stay 16 bits: the model engine refuses a trace in which two
-#: requests in flight on a channel share a port id (row index mod 2^id_width),
-#: which narrow ids and deep backlogs beside other tenants give often.
+#: NARROW).  Ids stay 16 bits: the cocotb scoreboard tracks requests by port id
+#: (row index mod 2^id_width), and narrow ids with deep backlogs would repeat
+#: one among the requests in flight.
 DIFF = FabricParams(tenants=4, channels=2, max_request_bytes=256, tag_bits=12)
 
 
