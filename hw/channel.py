@@ -39,11 +39,12 @@ in parallel:
 V, served and vmin are per-channel registers updated from registers only.
 
 Memory-side credits (spec §6.6): per channel ``inflight_k`` for the credit
-classes k = 0 urgent, 1 guaranteed, 2 burst. ``has_credit[k]`` is a function of
-registers (``inflight_k`` and the ``CREDITS`` limits), so it enters the
-selection loop as one gate per pair term beside the registered keys: a head
-whose key's credit class lacks credit neither wins nor keeps another head
-from winning. The key registers are not changed by credits.
+classes k = 0 urgent, 1 guaranteed, 2 burst. ``has_credit[k]`` is a register
+(computed a cycle early from ``inflight_k`` and the next ``CREDITS`` limits)
+and each head's credit class a one-hot register beside its key, so credits
+enter the selection loop as one gate per pair term: a head whose credit
+class lacks credit neither wins nor keeps another head from winning. The key
+registers are not changed by credits.
 
 Naming (the state-budget script counts flip-flops by name): per-tenant dynamic
 state is exactly ``dyn_level_i``, ``dyn_peak_i``, ``dyn_tag_i``; queue storage
@@ -117,7 +118,8 @@ class ChannelArbiter(wiring.Component):
         that next cycle's starvation deadline (spec §6.2) starts from a register.
     credit_limit : In(CREDIT_BITS).array(3)
         The ``CREDITS`` register's limits (urgent, guaranteed, burst) in this
-        cycle; 0 = no check (spec §6.6).
+        cycle; 0 = no check (spec §6.6). Read only by the safety checks: the
+        arbiter reads ``credit_limit_next``.
     credit_limit_next : In(CREDIT_BITS).array(3)
         The limits in the next cycle: ``has_credit`` is a register (spec §11).
     credit_return : In(3)
@@ -526,6 +528,11 @@ def _tenant_candidates(m, p, i, timing, *, cfg, q, level, peak, tag, burst_level
     k_order = Signal(W, name=f"key_order_{i}")
     k_conf = Signal(name=f"key_conform_{i}")
     k_credit = Signal(CREDIT_CLASSES, name=f"key_credit_{i}")
+    # Next cycle's priority is marked in next cycle's bulk_prio: the same for
+    # the kept and the popped head.
+    bulk_next = Signal(name=f"bulk_next_{i}")
+    m.d.comb += bulk_next.eq(_or_all((priority_next == prio) & bulk_prio_next[prio]
+                                     for prio in range(BULK_PRIO_BITS)))
     need = Signal(p.peak_bits, name=f"need_{i}")
     # The head's finish tag, tag + cost, precomputed like the key.
     s_fin = Signal(T, name=f"key_finish_{i}")
@@ -611,7 +618,7 @@ def _tenant_candidates(m, p, i, timing, *, cfg, q, level, peak, tag, burst_level
         peak_ok=_ge(s_pi, keep_need),
         eligible=elig_ti, finish=keep_fin, deadline_next=deadline_next,
         fcfs_next=fcfs_next, starve_on_next=starve_on_next,
-        priority_next=priority_next, bulk_prio_next=bulk_prio_next)
+        priority_next=priority_next, bulk_next=bulk_next)
 
     # After a pop: the committed bucket is debited only by a
     # guaranteed fabric-mode grant (level + rate - need >= 0 then),
@@ -639,7 +646,7 @@ def _tenant_candidates(m, p, i, timing, *, cfg, q, level, peak, tag, burst_level
         level_ok=pop_level_ok, peak_ok=pop_peak_ok,
         eligible=Mux(fcfs, elig_ti, elig_fin), finish=pop_fin, deadline_next=deadline_next,
         fcfs_next=fcfs_next, starve_on_next=starve_on_next,
-        priority_next=priority_next, bulk_prio_next=bulk_prio_next)
+        priority_next=priority_next, bulk_next=bulk_next)
 
     return _TenantCandidates(
         head_valid=q.r_rdy, head=head, key_competes=k_comp, key_class=k_key, key_order=k_order,
@@ -648,7 +655,7 @@ def _tenant_candidates(m, p, i, timing, *, cfg, q, level, peak, tag, burst_level
 
 
 def _next_key(m, p, sfx, *, valid, head, level_ok, peak_ok, eligible, finish, deadline_next,
-              fcfs_next, starve_on_next, priority_next, bulk_prio_next):
+              fcfs_next, starve_on_next, priority_next, bulk_next):
     """Selection key of a head in the next cycle (spec §6.2, evaluated one cycle early).
 
     ``valid``: the tenant has a head next cycle; ``head``: that head;
@@ -658,8 +665,9 @@ def _next_key(m, p, sfx, *, valid, head, level_ok, peak_ok, eligible, finish, de
     ``deadline_next``: next cycle's ``now - starve_limit``. Returns the
     register inputs ``(competes, key, order, conform, finish, credit)`` in
     the order of the ``key_*`` registers; ``credit`` is the head's credit
-    class one-hot (spec §6.6: urgent, guaranteed or, for a bulk priority,
-    burst, burst), all clear in FCFS mode.
+    class one-hot (spec §6.6: urgent; guaranteed, or burst when ``bulk_next``
+    says its priority is marked in ``bulk_prio``; burst), all clear in FCFS
+    mode.
     """
     T, W = p.tag_bits, max(p.tag_bits, p.ts_bits)
     conf = Signal(name=f"conform_{sfx}")
@@ -695,14 +703,11 @@ def _next_key(m, p, sfx, *, valid, head, level_ok, peak_ok, eligible, finish, de
     with m.Else():
         m.d.comb += key.eq(Cat(~eligible, C(5, 3)))
     credit = Signal(CREDIT_CLASSES, name=f"credit_{sfx}")
-    bulk = Signal(name=f"bulk_{sfx}")
-    m.d.comb += bulk.eq(_or_all((priority_next == prio) & bulk_prio_next[prio]
-                                for prio in range(BULK_PRIO_BITS)))
     with m.If(fcfs_next):
         m.d.comb += credit.eq(0)
     with m.Elif(key0):
         m.d.comb += credit.eq(1 << CREDIT_URGENT)
-    with m.Elif(conf & ~bulk):
+    with m.Elif(conf & ~bulk_next):
         m.d.comb += credit.eq(1 << CREDIT_GUARANTEED)
     with m.Else():
         m.d.comb += credit.eq(1 << CREDIT_BURST)
