@@ -2,7 +2,8 @@
 
 Writes ``reports/bench.json`` and ``reports/bench.md``. Measured, never
 asserted: the numbers depend on the machine and on what else runs on it, so
-the report records the CPU count and load next to them.
+the report records the CPU count and load next to them, and the revision it
+ran (``kvfabric.provenance``: the commit and whether the source differed from it).
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ import random
 import time
 from pathlib import Path
 
+from kvfabric.provenance import describe, revision
 from kvfabric.spec import FabricParams
 from kvfabric.model.channel import ChannelModel, Request
 from kvfabric.model.contract import load_contract
@@ -94,8 +96,8 @@ def bench_cosim_trace(scale: float) -> list[dict]:
     """Trace-driven co-simulation (tb/trace_check.py) of the default 8 x 8 fabric on
     the soak stimulus: the simulator's rate (cycles / its run's wall time) and the
     checked rate (cycles / wall time of simulator and model running in parallel,
-    logs compared; builds excluded).  Icarus runs fewer cycles: a few hundred
-    cycles per second on this design, whatever the testbench."""
+    logs compared; builds excluded).  Icarus runs fewer cycles: it is the slower
+    simulator on this design by far, whatever the testbench (the report says how much)."""
     from kvfabric.tb.runner import BUILD_ROOT
     from kvfabric.tb.trace_check import run_check
     from kvfabric.tb.trace_stimulus import soak_stimulus
@@ -189,13 +191,14 @@ def main(argv=None) -> int:
     if "system" in groups:
         print("benchmarking the HBM3 system model ...", flush=True)
         results["system_model"] = bench_system()
-    report = {"machine": {"cpus": os.cpu_count(), "python": platform.python_version(),
-                          "load_avg_1m": os.getloadavg()[0]}, "results": results}
+    report = {**revision(), "machine": {"cpus": os.cpu_count(), "python": platform.python_version(),
+                                        "load_avg_1m": os.getloadavg()[0]}, "results": results}
     Path(args.out).parent.mkdir(parents=True, exist_ok=True)
     Path(args.out).write_text(json.dumps(report, indent=2) + "\n")
     md = Path(args.out).with_suffix(".md")
-    md.write_text(f"# kvfabric benchmarks (`make bench`)\n\nMachine: {os.cpu_count()} CPUs, Python "
-                  f"{platform.python_version()}, load average {os.getloadavg()[0]:.2f} at the end.\n\n"
+    md.write_text(f"# kvfabric benchmarks (`make bench`)\n\nRevision {describe(report)}. Machine: "
+                  f"{os.cpu_count()} CPUs, Python {platform.python_version()}, load average "
+                  f"{os.getloadavg()[0]:.2f} at the end.\n\n"
                   + table(results) + "\n")
     print(table(results))
     print(f"wrote {args.out} and {md}")

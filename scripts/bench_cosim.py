@@ -23,6 +23,7 @@ import time
 import xml.etree.ElementTree as ET
 from pathlib import Path
 
+from kvfabric.provenance import revision
 from kvfabric.spec import FabricParams
 from kvfabric.tb.design import build_for, run_cosim
 from kvfabric.tb.runner import BUILD_ROOT, SIMS
@@ -70,6 +71,7 @@ def main(argv=None) -> int:
               f"{r['cycles_per_second']:6d} checked cycles/s "
               f"(run incl. start-up {r['run_seconds_incl_startup']:.1f} s)")
     report = {
+        **revision(),
         "what": "cocotb co-simulation of the generated Verilog, golden model in lockstep, "
                 "ports and internal state compared every cycle (scenario random_long)",
         "params": {"tenants": params.tenants, "channels": params.channels},

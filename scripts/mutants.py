@@ -36,6 +36,8 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from kvfabric.provenance import describe, revision
+
 ROOT = Path(__file__).resolve().parents[1]
 TARGET = "model/channel.py"
 MODULE = "kvfabric.model.channel"
@@ -460,7 +462,10 @@ def run_one(name: str, workdir: Path, target: str = "model", baseline: str | Non
 
 
 def report(outcomes: list[Outcome], baseline: Outcome, wall: float, out: Path, note: str = "",
-           target: str = "model") -> dict:
+           target: str = "model", rev: dict | None = None, previous_revision: str | None = None) -> dict:
+    """Writes the report. ``rev``: the revision the run started at (``kvfabric.provenance``;
+    now when not given); ``previous_revision``: in a re-run of survivors, the
+    revision the other results come from (the report names both)."""
     t = TARGETS[target]
     mutants = t["mutants"]
     by_name = {m.name: m for m in mutants}
@@ -470,6 +475,7 @@ def report(outcomes: list[Outcome], baseline: Outcome, wall: float, out: Path, n
     score = len(killed) / len(counted) if counted else 0.0
     listed = [o for o in outcomes if by_name[o.name].listed]
     summary = {
+        **(rev or revision()), "previous_revision": previous_revision,
         "target": ", ".join(files), "tests": t["tests"], "deselected": t["deselect"],
         "mutants": len(outcomes), "equivalent": sum(o.status == "equivalent" for o in outcomes),
         "killed": len(killed), "survived": [o.name for o in counted if o.status == "survived"],
@@ -515,6 +521,8 @@ def report(outcomes: list[Outcome], baseline: Outcome, wall: float, out: Path, n
         f"- Errors: {', '.join(summary['errors']) or 'none'}",
         f"- Wall time: {wall / 60:.1f} min ({note or 'one run'}); the unmutated suite alone: "
         f"{baseline.seconds:.0f} s",
+        f"- Revision: {describe(summary)}"
+        + (f" (the results not re-run: {describe({'revision': previous_revision})})" if note else ""),
         "",
     ]
     if target == "model":
@@ -570,6 +578,7 @@ def main(argv=None) -> int:
     workdir = ROOT / "build" / "mutants"
     workdir.mkdir(parents=True, exist_ok=True)
     t0 = time.monotonic()
+    rev = revision()
     # The unmutated model must pass first (skipped for --only, a quick re-check, unless the
     # mutants are to be confirmed against its fingerprint).
     quick = args.only and not previous and target == "model"
@@ -600,12 +609,12 @@ def main(argv=None) -> int:
                 f"{wall / 60:.1f} min re-running {len(outcomes)} survivor(s)/new mutant(s) "
                 f"({', '.join(o.name for o in outcomes)}) after tests were added")
         summary = report(merged, baseline, previous["wall_seconds"] + wall, Path(args.out), note=note,
-                         target=target)
+                         target=target, rev=rev, previous_revision=previous.get("revision"))
         print(f"score {summary['score']:.1%}, survivors {summary['survived']}")
         return 0 if not summary["survived"] and not summary["errors"] and not summary["unconfirmed"] else 1
     if args.only:
         return 0 if all(o.status in ("killed", "timeout", "equivalent") for o in outcomes) else 1
-    summary = report(outcomes, baseline, wall, Path(args.out), target=target)
+    summary = report(outcomes, baseline, wall, Path(args.out), target=target, rev=rev)
     print(f"score {summary['score']:.1%}, survivors {summary['survived']}, "
           f"unconfirmed {summary['unconfirmed']}, {wall / 60:.1f} min")
     return 0 if not summary["survived"] and not summary["errors"] and not summary["unconfirmed"] else 1

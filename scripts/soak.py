@@ -23,6 +23,7 @@ import sys
 import time
 from pathlib import Path
 
+from kvfabric.provenance import describe, revision
 from kvfabric.spec import FabricParams
 from kvfabric.tb.runner import BUILD_ROOT, SIMS
 from kvfabric.tb.trace_check import run_check
@@ -81,6 +82,7 @@ def main(argv=None) -> int:
             ap.error(f"--sims: {s!r} is not one of {', '.join(SIMS)}")
     seed = _seed(args.seed)
     t0 = time.monotonic()
+    rev = revision()
     runs = []
     if "icarus" in sims:
         runs.append(soak(params, ["icarus"], args.icarus_cycles, seed, args.jobs,
@@ -90,6 +92,7 @@ def main(argv=None) -> int:
         runs.append(soak(params, others, args.cycles, seed, args.jobs, BUILD_ROOT / "soak" / "main"))
     total = time.monotonic() - t0
     report = {
+        **rev,
         "what": "trace-driven co-simulation (plain-Verilog testbench, grant logs compared with "
                 "the golden model's afterwards), random soak stimulus",
         "params": {"tenants": params.tenants, "channels": params.channels},
@@ -102,7 +105,7 @@ def main(argv=None) -> int:
     Path(args.json).parent.mkdir(parents=True, exist_ok=True)
     Path(args.json).write_text(json.dumps(report, indent=2) + "\n")
     lines = ["# kvfabric soak (`make soak`)", "",
-             f"{params.tenants} tenants x {params.channels} channels; machine: {os.cpu_count()} CPUs, "
+             f"Revision {describe(rev)}. {params.tenants} tenants x {params.channels} channels; machine: {os.cpu_count()} CPUs, "
              f"load average {report['machine']['loadavg_1m']} at the end; total {total / 60:.1f} min.", "",
              "| simulator | cycles | seconds | cycles/s | CPU s | cycles/CPU-s | grants | mismatches "
              "| model s (CPU s, jobs) | check wall s |",

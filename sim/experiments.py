@@ -22,6 +22,7 @@ from fractions import Fraction
 
 from tqdm import tqdm
 
+from kvfabric.provenance import revision
 from .fabric import FabricPolicy, FabricQosPolicy, QosKnobs
 from .scenarios import CHANNEL_GBPS, H200, MEMORY_MHZ, SEEDS, Scale, make_policy, setup_a, setup_b
 from .studies import PowerCap, admission, idle_tenant, isolation, power_w
@@ -313,16 +314,20 @@ def main(argv=None):
         raw = raw.replace(".pickle", "-only.pickle")
     if args.report_only:
         with open(raw, "rb") as f:
-            results, wall = pickle.load(f)
+            # The revision is the one the runs were made at; raw results of a
+            # run before it was kept (two items) give a report without one.
+            results, wall, *rest = pickle.load(f)
+        rev = rest[0] if rest else {"revision": None, "dirty": None}
     else:
+        rev = revision()
         results = run_all(specs, args.jobs, args.compression)
         wall = time.time() - start
         os.makedirs("build", exist_ok=True)
         with open(raw, "wb") as f:
-            pickle.dump((results, wall), f)
+            pickle.dump((results, wall, rev), f)
     path = write_report(results, specs, out_dir=args.out, quick=args.quick, wall_s=wall,
                         jobs=args.jobs, compression=args.compression, only=args.only,
-                        horizon=args.horizon)
+                        horizon=args.horizon, revision=rev)
     print(f"wrote {path} ({len(specs)} runs, {wall:.0f} s wall, "
           f"{sum(r['cpu_s'] for r in results.values()):.0f} s CPU)")
     return 0

@@ -1,9 +1,11 @@
 """The README's figures table is generated from reports/*.json and must be current."""
 
 import json
+import re
 import shutil
 from pathlib import Path
 
+from kvfabric.demo import run_demo
 from kvfabric.scripts import readme_figures
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -37,8 +39,24 @@ def test_every_row_names_its_command_and_revision():
     for what, figure, command, revision in rows:
         assert command.startswith("`") and ("make " in command or "python -m kvfabric." in command), what
         # A row whose figures come from several commits names each of them.
-        assert revision == "not recorded" or all(r.startswith("`") and len(r) == 9
+        assert revision == "not recorded" or all(re.fullmatch(r"`[0-9a-f]{7}`( \+ uncommitted changes)?", r)
                                                  for r in revision.split(", ")), what
+    # Every report the repository holds gives rows (none is silently left out of the table).
+    reports = {c.split("`reports/")[1].split(".")[0] for _, _, c, _ in rows if "`reports/" in c}
+    assert reports >= {"bench", "soak", "formal", "mutants", "mutants_sim", "state_budget", "synth", "floor",
+                       "experiments"}
+
+
+def test_a_report_before_the_revision_field_reads_not_recorded(tmp_path):
+    # experiments.json was a bare list of runs before it recorded its revision.
+    runs = json.loads((ROOT / "reports" / "experiments.json").read_text())["runs"]
+    (tmp_path / "experiments.json").write_text(json.dumps(runs))
+    old = readme_figures.rows(tmp_path)
+    assert len(old) >= 4 and {r[3] for r in old} == {"not recorded"}
+    (tmp_path / "experiments.json").write_text(json.dumps({"revision": "abcdef1", "dirty": True, "runs": runs}))
+    new = readme_figures.rows(tmp_path)
+    assert [r[:3] for r in new] == [r[:3] for r in old]
+    assert {r[3] for r in new} == {"`abcdef1` + uncommitted changes"}
 
 
 def test_an_unrouted_seed_is_named_beside_the_median():
@@ -67,3 +85,39 @@ def test_floor_row_names_each_exact_core_and_every_commit_it_was_measured_at(tmp
     assert "registered class and order bits (issue #25) 178.99 MHz" in figure
     assert "250" not in figure and "median of seeds 1,2;" in figure
     assert revision == "`d53bcba`, `442c543`"
+
+
+def _columns(line):
+    return re.split(r"\s{2,}", line.strip())
+
+
+def test_readme_demo_excerpt_is_what_the_demo_prints(tmp_path, capsys):
+    # The README quotes `make demo`'s output; the model is exact, so every line it
+    # quotes must be what `kvfabric demo` prints today, column by column.
+    readme = (ROOT / "README.md").read_text()
+    block = readme.split("`make demo` replays", 1)[1].split("```\n", 2)[1]
+    run_demo(out_dir=str(tmp_path))
+    printed = capsys.readouterr().out.splitlines()
+    sections, section, header, checked = {}, None, None, 0
+    for line in printed:
+        if line.startswith("== "):
+            section, header = line.split(":")[0], None
+        elif section and line.lstrip().startswith("tenant"):
+            header = _columns(line)
+        elif section and header and line.strip() and line.strip()[0].isdigit():
+            row = dict(zip(header, line.split()))
+            sections[section, row["tenant"]] = row
+    for line in block.splitlines():
+        if line.startswith("== "):
+            section = line
+        elif line.lstrip().startswith("tenant"):
+            header = _columns(line)
+        elif line.strip() and line.strip()[0].isdigit():
+            quoted = dict(zip(header, line.split()))
+            actual = sections[section, quoted["tenant"]]
+            assert {k: actual[k] for k in quoted} == quoted, (section, line)
+            checked += 1
+        elif line.startswith("worst decode"):
+            assert line in printed
+            checked += 1
+    assert checked >= 5

@@ -5,6 +5,7 @@ from fractions import Fraction
 
 import pytest
 
+from kvfabric.provenance import describe, revision
 from kvfabric.sim.experiments import build_run, plan, run_spec
 from kvfabric.sim.fabric import QosKnobs
 from kvfabric.sim.metrics import pooled
@@ -214,7 +215,11 @@ def test_report_is_written_with_claims_and_plots(tiny_results, tmp_path):
         assert (tmp_path / png).stat().st_size > 1000
     assert "## Issue #14: the QoS controller behind the fabric" in text
     assert "| A/Fabric-QoS |" in text
-    runs = json.loads((tmp_path / "experiments.json").read_text())
+    report = json.loads((tmp_path / "experiments.json").read_text())
+    # The revision the runs were made at (none given: the checkout's, now).
+    assert report["revision"] == revision()["revision"] and isinstance(report["dirty"], bool)
+    assert f"Revision: {describe(report)}." in text
+    runs = report["runs"]
     assert sorted(r["id"] for r in runs) == sorted(results)
     qos = next(r for r in runs if r["id"] == "A/Fabric-QoS")
     assert qos["p99_ns"] > qos["p50_ns"] > 0 and qos["prefill_gbps"] > 0
