@@ -1,7 +1,7 @@
 """The ``kvfabric`` command: one subcommand per job.
 
     kvfabric demo                         the essay's scenario, FCFS versus the fabric
-    kvfabric compile --config C.toml      contract -> register values
+    kvfabric compile --config C.toml [--writes]   contract -> register values (or the writes)
     kvfabric replay --config C.toml --trace T.csv --out grants.csv [--engine E]
     kvfabric vcd-check --vcd dump.vcd --config C.toml
     kvfabric verilog --out build/kvfabric.v [--tenants N --channels C ...]
@@ -24,7 +24,7 @@ from kvfabric.engines import ENGINES, replay
 from kvfabric.model.contract import ContractError, load_contract, register_table
 from kvfabric.model.replay import ReplayError, summarize
 from kvfabric.model.trace import TraceError, read_trace, write_log
-from kvfabric.spec import FabricParams
+from kvfabric.spec import CREDIT_CLASS_NAMES, FabricParams
 from kvfabric.tables import SUMMARY_COLUMNS, format_table
 
 __all__ = ["main", "build_parser"]
@@ -35,8 +35,34 @@ def cmd_demo(args) -> int:
     return run_demo(config=args.config, cycles=args.cycles, out_dir=args.out_dir)
 
 
+def _credits_line(compiled) -> str:
+    """The ``CREDITS`` word, its fields and where they came from (spec §12)."""
+    from kvfabric.tb.axil import CREDITS, config_writes
+    cfg = compiled.config
+    word = dict(config_writes(cfg))[CREDITS]
+    fields = " ".join(f"{name}={v}" for name, v in zip(CREDIT_CLASS_NAMES, cfg.credits))
+    if "memory_round_trip_ns" in compiled.credit_keys:
+        why = "limits the contract does not give sized by Little's law from memory_round_trip_ns"
+    elif compiled.gives_credits:
+        why = "limits as the contract gives them"
+    else:
+        why = "the contract gives no limits: 0, no credit check"
+    return f"CREDITS=0x{word:08X}: {fields} bulk_prio=0b{cfg.bulk_prio:04b} ({why})"
+
+
 def cmd_compile(args) -> int:
     compiled = load_contract(args.config)
+    if args.writes:
+        from kvfabric.regmap import REGMAP
+        from kvfabric.tb.axil import config_writes
+        writes = [{"address": a, "data": d, "register": REGMAP.decode(a, compiled.params)[2].name}
+                  for a, d in config_writes(compiled.config)]
+        if args.json:
+            print(json.dumps(writes, indent=2))
+        else:
+            for w in writes:
+                print(f"0x{w['address']:04X} 0x{w['data']:08X} {w['register']}")
+        return 0
     rows = register_table(compiled)
     if args.json:
         print(json.dumps(rows, indent=2))
@@ -48,13 +74,14 @@ def cmd_compile(args) -> int:
             ("inv_weight", "INV_WEIGHT", "d"), ("slo_cycles", "SLO_CYCLES", "d")]))
         print(f"starve_limit={compiled.config.starve_limit} epoch_cycles={compiled.config.epoch_cycles} "
               f"bytes/cycle/channel={float(compiled.bytes_per_cycle):g}")
+        print(_credits_line(compiled))
     return 0
 
 
 def cmd_replay(args) -> int:
     compiled = load_contract(args.config)
     rows = read_trace(args.trace, compiled.params)
-    log = replay(args.engine, compiled.params, compiled.config, rows, compiled.bytes_per_cycle,
+    log = replay(args.engine, compiled.params, compiled.config_without_credits, rows, compiled.bytes_per_cycle,
                  waves=args.waves)
     write_log(args.out, log)
     print(f"{len(log)} requests replayed with engine {args.engine}; grant log written to {args.out}")
@@ -114,6 +141,8 @@ def build_parser() -> argparse.ArgumentParser:
     c = sub.add_parser("compile", help="compile a TOML contract into register values")
     c.add_argument("--config", required=True, help="contract TOML file")
     c.add_argument("--json", action="store_true", help="print JSON instead of a table")
+    c.add_argument("--writes", action="store_true",
+                   help="print the register writes that program the contract (address, data), in order")
     c.set_defaults(func=cmd_compile)
     r = sub.add_parser("replay", help="replay a trace CSV and write the grant log")
     r.add_argument("--config", required=True, help="contract TOML file")

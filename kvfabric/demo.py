@@ -32,7 +32,7 @@ def run_demo(config=None, cycles: int = 40000, out_dir: str = "build/demo") -> i
           f"{float(compiled.bytes_per_cycle):g} B/cycle/channel (trace: {out_dir}/essay_trace.csv)\n")
     p99 = {}
     for mode, fcfs in (("FCFS (baseline controller)", 1), ("kvfabric (token bucket + WF2Q+)", 0)):
-        config = replace(compiled.config, fcfs_bypass=fcfs)
+        config = replace(compiled.config_without_credits, fcfs_bypass=fcfs)
         t0 = time.perf_counter()
         result = replay_model(compiled.params, config, rows, compiled.bytes_per_cycle)
         dt = time.perf_counter() - t0

@@ -3,12 +3,18 @@
 One HBM3 channel (51.2 GB/s, 1600 MHz) carries the workload; the contract is
 taken per channel (each tenant keeps its share of a channel, see
 :func:`kvfabric.sim.workload.one_channel_contract`) and drives the golden
-model's arbiter for the ``fabric`` and ``fabric-qos`` policies.
+model's arbiter for the ``fabric`` and ``fabric-qos`` policies (``fabric-qos``
+with the contract's ``CREDITS`` when it gives them, spec §12).
+
+A decode whose measured demand exceeds :data:`HEADROOM` of its guarantee is
+warned about: its bucket can run dry, and its reads then go burst-kind,
+behind every guaranteed one (reports/experiments.md, the doubled steps).
 """
 
 from __future__ import annotations
 
 import json
+import sys
 import tomllib
 from fractions import Fraction
 
@@ -18,6 +24,10 @@ from kvfabric.tables import format_table
 __all__ = ["POLICIES", "run_system", "cmd_system"]
 
 POLICIES = ("fcfs", "frfcfs", "throttle", "partition", "fabric", "fabric-qos")
+
+#: A latency-bound (decode) tenant's measured demand may be this much of its
+#: guarantee before ``kvfabric system`` warns that the contract leaves it no headroom.
+HEADROOM = Fraction(4, 5)
 
 
 def _percentile(sorted_values, q):
@@ -37,8 +47,8 @@ def qos_knobs_for(read_queue, bulk_in_use):
     reports/experiments.md) belong to a 128-entry read queue; another
     ``read_queue`` scales them (multiples of 4 entries, at least 4 each).
     Reads and writes of a class share its entries, so ``write_queue`` does
-    not enter.  docs/system-model.md says how to size them by Little's law
-    instead.
+    not enter.  A class the contract limits (spec §12) reserves four entries
+    per credit instead (:meth:`~kvfabric.sim.fabric.FabricQosPolicy.class_entries`).
     """
     from kvfabric.sim.fabric import QosKnobs
 
@@ -98,7 +108,7 @@ def run_system(contract_path, workload_path, policy_name):
                             f"found {', '.join(map(str, ids))}")
     channel_doc = one_channel_contract(doc, CHANNEL_GBPS, FABRIC_MHZ)
     try:
-        compile_contract(channel_doc, source=f"{contract_path} (one simulated channel)")
+        channel = compile_contract(channel_doc, source=f"{contract_path} (one simulated channel)")
     except ContractError as e:
         raise ContractError(f"{e}; the contract's per-channel shares do not fit one "
                             f"{float(CHANNEL_GBPS)} GB/s channel") from None
@@ -113,9 +123,13 @@ def run_system(contract_path, workload_path, policy_name):
     system.run(workload.cycles)
     ns = Fraction(1000, MEMORY_MHZ)
     stats = system.channel.stats
-    rows = []
+    rows, warnings = [], []
     for spec, t in zip(workload.tenants, tenants):
         gbps = Fraction(stats.bytes[t.tenant_id] * MEMORY_MHZ, workload.cycles * 1000)
+        if spec.kind == "decode":
+            warning = headroom_warning(compiled.tenant_by_id(spec.id), channel.tenant_by_id(spec.id), gbps)
+            if warning:
+                warnings.append(warning)
         row = {"id": spec.id, "kind": spec.kind, "steps": None, "p50_ns": None, "p99_ns": None,
                "gbps": round(float(gbps), 3)}
         if spec.kind == "decode":
@@ -129,11 +143,35 @@ def run_system(contract_path, workload_path, policy_name):
         rows.append(row)
     utilisation = Fraction(sum(stats.bytes), workload.cycles * 32)
     return {"policy": policy_name, "cycles": workload.cycles, "tenants": rows,
-            "utilisation": round(float(utilisation), 4)}
+            "utilisation": round(float(utilisation), 4), "warnings": warnings}
+
+
+def headroom_warning(contract, channel, gbps):
+    """The warning for a decode tenant whose measured ``gbps`` on the simulated
+    channel exceeds :data:`HEADROOM` of its guarantee there (``channel``, the
+    tenant in the one-channel contract; ``contract``, as the user wrote it), or None."""
+    guarantee = channel.guaranteed_gbps
+    if gbps <= HEADROOM * guarantee:
+        return None
+    # The contract's figure that would put the demand at HEADROOM: the
+    # one-channel rescaling is linear, so scale the written guarantee.
+    if guarantee:
+        need = contract.guaranteed_gbps * gbps / (HEADROOM * guarantee)
+        share = f"{float(gbps / guarantee):.0%} of its guarantee of {float(guarantee):.3f} GB/s"
+    else:
+        need = None
+        share = "and it has no guarantee"
+    advice = (f"guarantee a latency-bound tenant at least {float(1 / HEADROOM):g}x its demand"
+              + (f": guaranteed_gbps >= {float(need):.3f} in the contract" if need is not None else ""))
+    return (f"tenant {contract.id} ('{contract.name}', decode) measured {float(gbps):.3f} GB/s on the "
+            f"simulated channel, {share}: above {float(HEADROOM):.0%} its bucket can run dry and its "
+            f"reads then go burst-kind, behind every guaranteed one; {advice}")
 
 
 def cmd_system(args) -> int:
     result = run_system(args.contract, args.workload, args.policy)
+    for warning in result["warnings"]:
+        print(f"kvfabric system: warning: {warning}", file=sys.stderr)
     print(f"policy {result['policy']}, {result['cycles']} cycles, "
           f"utilisation {result['utilisation']:.1%}")
     print(format_table(result["tenants"], [

@@ -10,11 +10,13 @@ from __future__ import annotations
 
 import math
 import tomllib
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from fractions import Fraction
 from pathlib import Path
 
 from kvfabric.spec import FabricParams
+
+from kvfabric.spec import BULK_PRIO_BITS, CREDIT_BITS, CREDIT_CLASS_NAMES
 
 from .registers import EPOCH_CYCLES_BITS, STARVE_LIMIT_BITS, FabricConfig, TenantConfig
 
@@ -24,8 +26,12 @@ class ContractError(ValueError):
 
 
 FABRIC_REQUIRED = {"clock_mhz", "channels", "channel_gbps", "admission_limit"}
+#: The ``CREDITS`` register's keys (spec §6.6, §12): one in-flight limit per credit
+#: class, the bulk priorities, and the memory side's figures that size the limits
+#: a contract does not give.
+CREDIT_KEYS = (*CREDIT_CLASS_NAMES, "bulk_priorities", "memory_round_trip_ns", "memory_request_bytes")
 FABRIC_OPTIONAL = {"tenants", "queue_depth", "max_request_bytes", "tag_bits", "starvation_limit_us",
-                   "epoch_ms", "fcfs_bypass"}
+                   "epoch_ms", "fcfs_bypass", *CREDIT_KEYS}
 TENANT_REQUIRED = {"id", "name", "guaranteed_gbps", "burst_gbps", "burst_duration_ms",
                    "priority", "latency_slo_us"}
 TENANT_OPTIONAL = {"weight", "hbm_quota_mb", "cxl_quota_mb", "page_color"}
@@ -58,11 +64,29 @@ class CompiledContract:
     clock_mhz: Fraction
     channel_gbps: Fraction
     admission_limit: Fraction
+    #: The keys of :data:`CREDIT_KEYS` the contract gives (the rest took their defaults).
+    credit_keys: frozenset = frozenset()
 
     @property
     def bytes_per_cycle(self) -> Fraction:
         """Bytes one channel's memory side drains per cycle (spec §8)."""
         return self.channel_gbps * 1000 / self.clock_mhz
+
+    @property
+    def gives_credits(self) -> bool:
+        """Whether the contract sets the credit limits: a limit, or the memory
+        side's round trip they are sized from (spec §12)."""
+        return bool(self.credit_keys & {*CREDIT_CLASS_NAMES, "memory_round_trip_ns"})
+
+    @property
+    def gives_bulk_priorities(self) -> bool:
+        return "bulk_priorities" in self.credit_keys
+
+    @property
+    def config_without_credits(self) -> FabricConfig:
+        """The contract with the ``CREDITS`` limits 0: what a memory side that
+        returns no credits programs (a replay, spec §8)."""
+        return replace(self.config, credits=(0,) * len(CREDIT_CLASS_NAMES))
 
     def tenant_by_id(self, tenant_id: int) -> TenantContract | None:
         return next((t for t in self.tenants if t.id == tenant_id), None)
@@ -141,6 +165,7 @@ def _parse_fabric(doc: dict, source: str) -> dict:
     if not isinstance(fcfs, bool):
         raise ContractError(f"[fabric].fcfs_bypass must be true or false, not {fcfs!r}")
     out["fcfs_bypass"] = fcfs
+    out.update(_parse_credit_keys(fabric))
     sizes = {}
     for key, pkey in (("channels", "channels"), ("tenants", "tenants"),
                       ("queue_depth", "queue_depth"), ("max_request_bytes", "max_request_bytes"),
@@ -152,6 +177,70 @@ def _parse_fabric(doc: dict, source: str) -> dict:
     except ValueError as e:
         raise ContractError(f"[fabric]: {e}") from None
     return out
+
+
+def _integer_in(value, where: str, lo: int, hi: int, meaning: str) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or not lo <= value <= hi:
+        raise ContractError(f"{where} must be an integer in {lo}..{hi} ({meaning}), not {value!r}")
+    return value
+
+
+def _parse_credit_keys(fabric: dict) -> dict:
+    """The ``CREDITS`` keys of ``[fabric]`` (spec §12), checked; sized later."""
+    limits = {name: _integer_in(fabric[name], f"[fabric].{name}", 0, (1 << CREDIT_BITS) - 1,
+                                "grants of the class in flight per channel, 0 = no check")
+              for name in CREDIT_CLASS_NAMES if name in fabric}
+    bulk = fabric.get("bulk_priorities", [])
+    if (not isinstance(bulk, list) or len(set(map(repr, bulk))) != len(bulk)
+            or any(isinstance(p, bool) or not isinstance(p, int) or not 0 <= p < BULK_PRIO_BITS
+                   for p in bulk)):
+        raise ContractError(f"[fabric].bulk_priorities must be a list of distinct priorities in "
+                            f"0..{BULK_PRIO_BITS - 1} (guaranteed grants at these priorities take the "
+                            f"burst class's credits), not {bulk!r}")
+    round_trip = None
+    if "memory_round_trip_ns" in fabric:
+        round_trip = _number(fabric["memory_round_trip_ns"], "[fabric].memory_round_trip_ns", strict=True)
+    elif "memory_request_bytes" in fabric:
+        raise ContractError("[fabric].memory_request_bytes sizes the credit limits by Little's law "
+                            "and needs [fabric].memory_round_trip_ns")
+    return {"credit_limits": limits, "bulk_priorities": bulk, "memory_round_trip_ns": round_trip,
+            "credit_keys": frozenset(k for k in CREDIT_KEYS if k in fabric)}
+
+
+def _credit_registers(fab: dict, tenants: list[TenantContract], params: FabricParams,
+                      raw_fabric: dict) -> tuple[tuple[int, ...], int]:
+    """``CREDITS``: the limits (urgent, guaranteed, burst) and ``bulk_prio`` (spec §12)."""
+    bulk = fab["bulk_priorities"]
+    bulk_prio = sum(1 << p for p in bulk)
+    limits = dict(fab["credit_limits"])
+    round_trip = fab["memory_round_trip_ns"]
+    if round_trip is None:
+        return tuple(limits.get(name, 0) for name in CREDIT_CLASS_NAMES), bulk_prio
+    where = "[fabric].memory_request_bytes"
+    size = _integer_in(raw_fabric.get("memory_request_bytes", params.max_request_bytes), where,
+                       1, params.max_request_bytes, "bytes of a grant that takes one credit")
+    cycles = round_trip * fab["clock_mhz"] / 1000
+    channel = fab["channel_gbps"] * 1000 / fab["clock_mhz"]
+    bpc = lambda gbps: gbps / params.channels * 1000 / fab["clock_mhz"]  # noqa: E731
+    latency_bound = sum((bpc(t.burst_gbps) for t in tenants if t.priority not in bulk), Fraction(0))
+    # Little's law (spec §6.6): a class carrying b bytes per cycle in grants of
+    # `size` bytes that each hold a credit for `cycles` needs ceil(b * cycles / size).
+    rates = {"credit_guaranteed": min(channel, latency_bound), "credit_burst": channel}
+    for name, b in rates.items():
+        if name in limits:
+            continue
+        need = max(1, math.ceil(b * cycles / size))
+        if need >= 1 << CREDIT_BITS:
+            raise ContractError(
+                f"[fabric].memory_round_trip_ns is unrepresentable: Little's law sizes {name} at "
+                f"ceil({float(b):.4g} B/cycle x {float(cycles):.4g} cycles / {size} B) = {need} grants "
+                f"in flight, but the {CREDIT_BITS}-bit limit allows 0..{(1 << CREDIT_BITS) - 1}; give "
+                f"{name} explicitly or a larger memory_request_bytes")
+        limits[name] = need
+    # Urgent grants rescue heads older than starve_limit; the contract bounds
+    # their rate nowhere, so one in flight per contracted tenant.
+    limits.setdefault("credit_urgent", min(len(tenants), (1 << CREDIT_BITS) - 1))
+    return tuple(limits[name] for name in CREDIT_CLASS_NAMES), bulk_prio
 
 
 def _parse_tenant(raw, index: int, params: FabricParams) -> TenantContract:
@@ -243,17 +332,19 @@ def compile_contract(doc: dict, source: str = "contract") -> CompiledContract:
     for t in tenants:
         regs[t.id] = _tenant_registers(t, fab, params, weight_sum)
 
+    credits, bulk_prio = _credit_registers(fab, tenants, params, doc["fabric"])
     compiled = CompiledContract(
         params=params,
         config=FabricConfig(
             regs,
             fcfs_bypass=int(fab["fcfs_bypass"]),
+            credits=credits, bulk_prio=bulk_prio,
             starve_limit=_register(math.ceil(fab["starvation_limit_us"] * fab["clock_mhz"]),
                                    STARVE_LIMIT_BITS, "[fabric].starvation_limit_us", "the limit"),
             epoch_cycles=_register(math.ceil(fab["epoch_ms"] * 1000 * fab["clock_mhz"]),
                                    EPOCH_CYCLES_BITS, "[fabric].epoch_ms", "the epoch")),
         tenants=tenants, clock_mhz=fab["clock_mhz"], channel_gbps=fab["channel_gbps"],
-        admission_limit=fab["admission_limit"])
+        admission_limit=fab["admission_limit"], credit_keys=fab["credit_keys"])
     check_admission(compiled)
     return compiled
 

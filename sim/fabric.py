@@ -112,7 +112,7 @@ class FabricPolicy(Policy):
         if len(tenants) != self.compiled.params.tenants:
             raise ValueError(f"Contract has {self.compiled.params.tenants} tenants, "
                              f"the system {len(tenants)}")
-        self.model = ChannelModel(self.compiled.params, self.compiled.config)
+        self.model = ChannelModel(self.compiled.params, self._config())
         self.in_fabric = {}       # request id -> transaction accepted by the fabric
         self.next_edge = 0        # memory cycle of the next fabric clock edge
         self.grants = [0] * len(tenants)
@@ -123,7 +123,12 @@ class FabricPolicy(Policy):
         arbiter's dynamic state (buckets, tags, queues) carries over."""
         self.doc = doc
         self.compiled = compile_contract(doc)
-        self.model.config = replace(self.compiled.config)
+        self.model.config = self._config()
+
+    def _config(self):
+        """The arbiter's registers: the contract's, with the ``CREDITS`` limits 0,
+        for this memory side returns no credits."""
+        return self.compiled.config_without_credits
 
     # -- the front end ----------------------------------------------------------
     def front_end(self, now):
@@ -229,22 +234,15 @@ class QosKnobs:
         burst classes (reads and writes of a class share them).  Size each
         class by Little's law: entries >= rate (accesses per cycle) x the
         time an access stays queued; the arbiter's credit limits are these
-        entries / 4 (one credit per 128-byte grant).  None (the default)
-        is (16, 192, 128) when some tenant's priority is in
-        ``bulk_priorities`` and (16, 128, 128) otherwise: a guaranteed class
-        of latency-bound tenants only gains from more of a decode step in
-        flight at once (setup A, half a prefill period, seeds 1-3: decode
-        p99 733 -> 683 ns, 256 entries 686 ns), one shared with throughput
-        tenants lets more of their reads in ahead of the decodes (setup B,
-        seeds 1-2: 1125 -> 1161 ns).  Without bulk tenants the burst class
-        carries only overruns and best effort: 128 entries keep setup B's
-        p99 (1120 -> 1125 ns) and give its prefills 36.7 -> 38.8 GB/s, and
-        take the isolation study's error from 1.2 % to 0.9 % (over a third of
-        its horizon).  With bulk tenants it carries the prefill: at 96 entries
-        halved decode steps (and 'two prefills', whose half-period runs then
-        held only the first) kept only 88 % of their FR-FCFS bandwidth, at 128
-        over 90 %; without ``yield_burst`` those 128 burst reads queued ahead of
-        every decode step cost setup A's p99 (683 ns at 96, 727 at 128).
+        entries / 4 (one credit per 128-byte grant).  A contract that gives
+        credit limits (spec §12) overrides this for the classes it limits.
+        None (the default) is (16, 192, 128) when some tenant's priority is
+        in ``bulk_priorities`` and (16, 128, 128) otherwise: a guaranteed
+        class of latency-bound tenants gains from more of a decode step in
+        flight at once, one shared with throughput tenants lets more of
+        their reads in ahead of the decodes; with bulk tenants the burst
+        class carries the prefill and must hold enough of its reads for its
+        bandwidth (reports/experiments.md measures these choices).
     row_hit_caps : tuple of 3 ints
         Row hits that may bypass an older request of their class.
     write_high, write_low : int
@@ -254,21 +252,17 @@ class QosKnobs:
         ``write_low`` queued writes make a drain due
         (:class:`~sim.controller.WatermarkDrain`; None: watermarks only).
         A slow writer's writes then leave in batches of what one interval
-        brings instead of waiting for ``write_high``.  ``make experiments``
-        (reports/experiments.md): the isolation study's worst 10 us share
-        error over its four seeds is 0.9 % (1.3 % without the interval), and
-        setup A at half a period keeps 678 ns and 37.4 GB/s (685 ns and 37.5
-        GB/s without).  Probes of the isolation study at 900 and 1200
-        cycles gave 0.9-1.2 % and 1.1-1.3 %; smaller watermarks (16/4)
-        instead of an interval cost setup A's prefill 8 % and setup B's p99
-        1.27x.
+        brings instead of waiting for ``write_high``, which keeps its bytes
+        in the window they were granted in (the isolation study of
+        reports/experiments.md).
     guard_activations : bool
         Burst-class reads open rows only into an empty tFAW window while
         guaranteed or urgent reads wait in their pseudo-channel
         (:class:`~sim.controller.QosScheduler`).
     bulk_priorities : tuple of ints
         Priorities whose guaranteed grants use the burst class's credits and
-        entries (``CREDITS.bulk_prio``, spec §6.6): tenants with a rate
+        entries (``CREDITS.bulk_prio``, spec §6.6; a contract's
+        ``bulk_priorities`` overrides it): tenants with a rate
         guarantee but no latency target, such as prefills.  Their reads then
         queue with best-effort traffic, behind every protected read, and
         leave the guaranteed credits to latency-bound tenants.  Give such
@@ -279,8 +273,7 @@ class QosKnobs:
         None (the default) picks 2 when some tenant's priority is in
         ``bulk_priorities`` (the guaranteed class then carries only
         latency-bound reads) and 1 otherwise (guaranteed reads of
-        throughput tenants would hold their own writes back: setup B, half a
-        prefill period, seeds 1-2, prefill 36.7 -> 35.5 GB/s with 2).
+        throughput tenants would hold their own writes back).
     preempt_min_batch : int
         Writes a drain serves before protected reads may end it.
     preempt_max_hold : int
@@ -340,14 +333,18 @@ class QosKnobs:
 class FabricQosPolicy(FabricPolicy):
     """The fabric with per-class credits, in front of the QoS controller.
 
-    The controller reserves entries per class (:class:`QosKnobs`); each
-    grant's kind becomes the class and AxQOS of its accesses; the memory
-    side returns one credit of a class whenever four entries of that class
-    have been freed (one per class per fabric clock, the credit_return
-    port).  With the golden model's credit interface (``FabricConfig.credits``)
-    the arbiter itself keeps heads without credit out of the selection; an
-    older model is driven with the same counters held here, as ``ready``.
+    The controller reserves entries per class; each grant's credit class
+    becomes the class and its kind the AxQOS of its accesses; the memory side
+    returns one credit of a class whenever four entries of that class have
+    been freed (one per class per fabric clock, the credit_return port), and
+    the arbiter keeps heads without credit out of the selection.  The
+    ``CREDITS`` register comes from the contract when it gives credits (spec
+    §12: limits, bulk priorities), each limited class then reserving four
+    entries per credit; what it does not give comes from :class:`QosKnobs`.
     """
+
+    #: The golden model has the credit interface (kept for the experiments' report field).
+    model_credits = True
 
     def __init__(self, doc, *, knobs=None, name="Fabric-QoS", **kw):
         super().__init__(doc, name=name, **kw)
@@ -356,17 +353,38 @@ class FabricQosPolicy(FabricPolicy):
     def controller_args(self):
         k = self.knobs
         return dict(scheduler=QosScheduler(k.row_hit_caps, k.guard_activations),
-                    admission=ReservedEntries(k.class_entries(self.bulk_in_use)),
+                    admission=ReservedEntries(self.class_entries()),
                     drain=PreemptingDrain(k.write_high, k.write_low, preempt_below=self._preempt_below(),
                                           min_batch=k.preempt_min_batch, max_hold=k.preempt_max_hold,
                                           interval=k.drain_interval),
                     refresh_policy=QosRefresh(max_postponed=k.refresh_postpone))
 
     @property
+    def bulk_prio(self):
+        """``CREDITS.bulk_prio``: the contract's bulk priorities, or the knobs'."""
+        if self.compiled.gives_bulk_priorities:
+            return self.compiled.config.bulk_prio
+        return self.knobs.bulk_prio()
+
+    @property
+    def limits(self):
+        """``CREDITS``' limits (urgent, guaranteed, burst): the contract's, or the knobs'."""
+        if self.compiled.gives_credits:
+            return self.compiled.config.credits
+        return self.knobs.credits(self.bulk_in_use)
+
+    def class_entries(self):
+        """Controller entries per class: four per credit of a class the contract
+        limits, the knobs' entries for the others."""
+        knob = self.knobs.class_entries(self.bulk_in_use)
+        if not self.compiled.gives_credits:
+            return knob
+        return tuple(limit * TRANSACTION_ACCESSES or e for limit, e in zip(self.limits, knob))
+
+    @property
     def bulk_in_use(self):
         """Whether some enabled tenant's priority is one of the bulk priorities."""
-        bulk = set(self.knobs.bulk_priorities)
-        return any(t.priority in bulk for t in self.compiled.config.tenants if t.enable)
+        return any(self.bulk_prio >> t.priority & 1 for t in self.compiled.config.tenants if t.enable)
 
     @property
     def yields_burst(self):
@@ -378,49 +396,28 @@ class FabricQosPolicy(FabricPolicy):
             return self.knobs.preempt_below
         return 2 if self.bulk_in_use else 1
 
+    def _config(self):
+        return replace(self.compiled.config, credits=self.limits, bulk_prio=self.bulk_prio)
+
     def prepare(self, tenants, system):
         super().prepare(tenants, system)
-        self.limits = self.knobs.credits(self.bulk_in_use)
-        self.model_credits = "credits" in getattr(type(self.compiled.config), "__dataclass_fields__", {})
-        self.bulk_prio = self.knobs.bulk_prio()
-        if self.model_credits:
-            self.model.config = replace(self.model.config, credits=self.limits, bulk_prio=self.bulk_prio)
-        self.inflight = [0, 0, 0]      # credits in use (sim-side mirror)
         self.class_grants = [0, 0, 0]
         if self.yields_burst:
             self.credit_return = YieldingCreditReturn(TRANSACTION_ACCESSES, max_hold=self.knobs.yield_max_hold)
         else:
             self.credit_return = CreditReturn(TRANSACTION_ACCESSES)
 
-    def reconfigure(self, doc):
-        super().reconfigure(doc)
-        if self.model_credits:
-            self.model.config = replace(self.model.config, credits=self.limits, bulk_prio=self.bulk_prio)
-
     def _class(self, grant):
-        return grant_class(grant.kind, self.model.config.tenants[grant.tenant].priority, self.bulk_prio)
+        return grant_class(grant.kind, self.model.config.tenants[grant.tenant].priority,
+                           self.model.config.bulk_prio)
 
     def _ready(self, held):
-        k = self._class(held)
-        room = self.system.channel.has_room(TRANSACTION_ACCESSES, False, k)
-        if self.model_credits:
-            return room  # the arbiter only selected it because class k had credit
-        return room and self.inflight[k] <= self.limits[k]
+        # The arbiter selected the grant only if its class had credit (spec §6.6).
+        return self.system.channel.has_room(TRANSACTION_ACCESSES, False, self._class(held))
 
     def _step(self, now, fabric_now, request, ready):
         ret = self.credit_return.step(self.system.channel, now)
-        for k, bit in enumerate(ret):
-            self.inflight[k] -= bit
-        model = self.model
-        held = model.grant
-        if self.model_credits:
-            result = model.step(fabric_now, request, ready, credit_return=tuple(ret))
-        else:
-            result = model.step(fabric_now, request, ready)
-        selected = model.grant
-        if selected is not None and selected is not held:
-            self.inflight[self._class(selected)] += 1
-        return result
+        return self.model.step(fabric_now, request, ready, credit_return=tuple(ret))
 
     def _mark(self, txn, grant):
         k = self._class(grant)

@@ -282,7 +282,7 @@ def check_vcd(vcd, compiled, trace=None) -> list[str]:
         got, rows = grant_log_from_vcd(vcd, params, trace_rows, samples=samples)
     except VcdError as e:
         return out + [f"{Path(vcd)}: {e}"]
-    want = replay_model(params, compiled.config, rows, compiled.bytes_per_cycle).log
+    want = replay_model(params, compiled.config_without_credits, rows, compiled.bytes_per_cycle).log
     by_id = {r.id: r for r in got}
     for w in want:
         g = by_id.get(w.id)

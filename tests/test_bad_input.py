@@ -148,3 +148,27 @@ def test_register_values_are_checked(field, value, error, message):
 def test_fabric_register_values_are_checked(field, value, error, message):
     with pytest.raises(error, match=message):
         FabricConfig([TenantConfig()], **{field: value})
+
+
+@pytest.mark.parametrize("fabric, message", [
+    ({"credit_urgent": 256}, r"\[fabric\]\.credit_urgent must be an integer in 0\.\.255 \(.*\), not 256"),
+    ({"credit_guaranteed": -1}, r"\[fabric\]\.credit_guaranteed must be an integer in 0\.\.255 .*not -1"),
+    ({"credit_burst": 2.0}, r"\[fabric\]\.credit_burst must be an integer in 0\.\.255 .*not 2\.0"),
+    ({"credit_burst": True}, r"\[fabric\]\.credit_burst must be an integer in 0\.\.255 .*not True"),
+    ({"bulk_priorities": [4]}, r"\[fabric\]\.bulk_priorities must be a list of distinct priorities in 0\.\.3"),
+    ({"bulk_priorities": [1, 1]}, r"\[fabric\]\.bulk_priorities must be .* not \[1, 1\]"),
+    ({"bulk_priorities": 2}, r"\[fabric\]\.bulk_priorities must be a list .* not 2"),
+    ({"memory_round_trip_ns": 0}, r"\[fabric\]\.memory_round_trip_ns must be > 0, not 0"),
+    ({"memory_request_bytes": 128}, r"\[fabric\]\.memory_request_bytes .* needs \[fabric\]\.memory_round_trip_ns"),
+    ({"memory_round_trip_ns": 100, "memory_request_bytes": 8192},
+     r"\[fabric\]\.memory_request_bytes must be an integer in 1\.\.4096 .*not 8192"),
+    # 400 B/cycle x 1000 cycles / 4096 B = 97.7 fits; / 128 B = 3125 does not.
+    ({"memory_round_trip_ns": 1000, "memory_request_bytes": 128},
+     r"\[fabric\]\.memory_round_trip_ns is unrepresentable: .*credit_burst.* = 3125 .*allows 0\.\.255"),
+])
+def test_credit_key_errors_name_file_key_and_range(tmp_path, fabric, message):
+    path = tmp_path / "c.toml"
+    path.write_text(_toml(contract(fabric)))
+    with pytest.raises(ContractError, match=message) as info:
+        load_contract(path)
+    assert str(info.value).startswith(f"{path}: "), f"no file name in: {info.value}"

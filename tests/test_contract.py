@@ -145,3 +145,114 @@ def test_narrow_tags_reject_heavy_weights():
         compile_contract(d)
     d["fabric"]["tag_bits"] = 20
     compile_contract(d)
+
+
+# ---- CREDITS (spec §6.6, §12) ----------------------------------------------------------------
+
+def _two_tenants(**fabric):
+    """decode-a (priority 1, peak 400 GB/s = 50 B/cycle per channel) and a
+    prefill at priority 2; B = 400 B/cycle per channel at 1 GHz."""
+    d = doc()
+    d["tenant"].append({"id": 1, "name": "prefill", "guaranteed_gbps": 400, "burst_gbps": 3200,
+                        "burst_duration_ms": 0.5, "priority": 2, "latency_slo_us": 1000})
+    d["fabric"].update(fabric)
+    return d
+
+
+def test_contract_without_credit_keys_compiles_credits_off():
+    c = compile_contract(_two_tenants())
+    assert (c.config.credits, c.config.bulk_prio) == ((0, 0, 0), 0)
+    assert not c.gives_credits and not c.gives_bulk_priorities
+
+
+def test_credit_limits_and_bulk_priorities_as_written():
+    c = compile_contract(_two_tenants(credit_urgent=3, credit_guaranteed=0, credit_burst=255,
+                                      bulk_priorities=[3, 2]))
+    assert (c.config.credits, c.config.bulk_prio) == ((3, 0, 255), 0b1100)
+    assert c.gives_credits and c.gives_bulk_priorities
+    # Bulk priorities alone set the mask, not the limits.
+    c = compile_contract(_two_tenants(bulk_priorities=[0]))
+    assert (c.config.credits, c.config.bulk_prio, c.gives_credits) == ((0, 0, 0), 1, False)
+
+
+def test_credit_limits_sized_by_littles_law():
+    # L = 100 ns = 100 cycles at 1 GHz, s = 256 B. Guaranteed class: decode-a alone
+    # (the prefill's priority 2 is bulk) at its 50 B/cycle peak: 50 * 100 / 256 =
+    # 19.5 -> 20. Burst: the channel, 400 * 100 / 256 = 156.25 -> 157. Urgent: one
+    # per contracted tenant, 2.
+    c = compile_contract(_two_tenants(memory_round_trip_ns=100, memory_request_bytes=256,
+                                      bulk_priorities=[2]))
+    assert c.config.credits == (2, 20, 157)
+    # Without bulk priorities the prefill is latency-bound too: 50 + 400 B/cycle,
+    # capped at the channel's 400, the same as the burst class.
+    assert compile_contract(_two_tenants(memory_round_trip_ns=100, memory_request_bytes=256)
+                            ).config.credits == (2, 157, 157)
+    # A limit the contract gives wins over its Little's-law default; the rest stay sized.
+    c = compile_contract(_two_tenants(memory_round_trip_ns=100, memory_request_bytes=256,
+                                      bulk_priorities=[2], credit_burst=64))
+    assert c.config.credits == (2, 20, 64)
+    # s defaults to max_request_bytes (4096): 5000 / 4096 -> 2, 40000 / 4096 -> 10.
+    c = compile_contract(_two_tenants(memory_round_trip_ns=100, bulk_priorities=[2]))
+    assert c.config.credits == (2, 2, 10)
+    # Every tenant bulk: the guaranteed class carries nothing, yet it is checked (1).
+    c = compile_contract(_two_tenants(memory_round_trip_ns=100, bulk_priorities=[1, 2]))
+    assert c.config.credits[1] == 1
+
+
+def test_credit_sizing_follows_the_clock():
+    # 100 ns at 250 MHz is 25 cycles; B = 400 GB/s / 250 MHz = 1600 B/cycle:
+    # burst 1600 * 25 / 4096 = 9.77 -> 10 (the same bytes in flight as at 1 GHz).
+    d = _two_tenants(memory_round_trip_ns=100, bulk_priorities=[2])
+    d["fabric"]["clock_mhz"] = 250
+    assert compile_contract(d).config.credits[2] == 10
+
+
+def test_replays_program_no_credits():
+    c = compile_contract(_two_tenants(credit_urgent=1, credit_guaranteed=2, credit_burst=3,
+                                      bulk_priorities=[2]))
+    off = c.config_without_credits
+    assert (off.credits, off.bulk_prio) == ((0, 0, 0), 0b0100)
+    assert off.tenants == c.config.tenants and off.starve_limit == c.config.starve_limit
+
+
+def _write(tmp_path, d):
+    lines = ["[fabric]"] + [f"{k} = {v!r}" for k, v in d["fabric"].items()]
+    for t in d["tenant"]:
+        lines.append("[[tenant]]")
+        lines += [f"{k} = " + (f'"{v}"' if isinstance(v, str) else repr(v)) for k, v in t.items()]
+    path = tmp_path / "c.toml"
+    path.write_text("\n".join(lines) + "\n")
+    return path
+
+
+def test_compile_emits_the_credits_register(tmp_path, capsys):
+    from kvfabric.cli import main
+    path = _write(tmp_path, _two_tenants(credit_urgent=3, credit_guaranteed=17, credit_burst=200,
+                                         bulk_priorities=[2]))
+    assert main(["compile", "--config", str(path)]) == 0
+    # Spec §9: CREDITS [7:0] urgent, [15:8] guaranteed, [23:16] burst, [27:24] bulk_prio.
+    word = 3 | 17 << 8 | 200 << 16 | 0b0100 << 24
+    assert f"CREDITS=0x{word:08X}" in capsys.readouterr().out
+    assert main(["compile", "--config", str(path), "--writes"]) == 0
+    writes = [line.split() for line in capsys.readouterr().out.splitlines()]
+    assert ["0x001C", f"0x{word:08X}", "CREDITS"] in writes
+    # Every tenant of the 8 is programmed (uncontracted ones disabled), the last
+    # write tenant 7's COMMIT at 0x100 + 7 * 0x20 + 0x18.
+    names = [w[2] for w in writes]
+    assert writes[-1][:2] == ["0x01F8", "0x00000001"] and names.count("COMMIT") == 8
+
+
+def test_replay_of_a_contract_with_credits_is_the_replay_without(tmp_path, capsys):
+    """Spec §8's memory side returns no credits: the CLI replays with limits 0
+    (limits of 1 with no returns would stop each class after one grant)."""
+    from kvfabric.cli import main
+    trace = tmp_path / "t.csv"
+    trace.write_text("cycle,channel,tenant,bytes\n" +
+                     "".join(f"{i},{i % 8},{i % 2},256\n" for i in range(64)))
+    logs = []
+    for name, fabric in (("off", {}), ("on", dict(credit_urgent=1, credit_guaranteed=1, credit_burst=1))):
+        path = _write(tmp_path, _two_tenants(**fabric))
+        out = tmp_path / f"{name}.csv"
+        assert main(["replay", "--config", str(path), "--trace", str(trace), "--out", str(out)]) == 0
+        logs.append(out.read_text())
+    assert logs[0] == logs[1] and logs[0].count("\n") == 65

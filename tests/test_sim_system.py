@@ -234,11 +234,36 @@ def test_grant_kinds_map_onto_classes_and_axqos_as_iface_defines():
     assert (grant_axqos(urgent, 2), grant_axqos(spec.BURST, 0), grant_axqos(spec.FCFS, 0)) == (15, 4, 0)
 
 
+class _CountingQosPolicy(FabricQosPolicy):
+    """Fabric-QoS with the memory side's own count of credits in use: +1 per
+    grant selected into the grant register (by its class, spec §6.6), -1 per
+    credit returned."""
+
+    def prepare(self, tenants, system):
+        super().prepare(tenants, system)
+        self.inflight = [0, 0, 0]
+        give_back = self.credit_return.step
+
+        def counted(channel, now):
+            ret = give_back(channel, now)
+            for k, bit in enumerate(ret):
+                self.inflight[k] -= bit
+            return ret
+        self.credit_return.step = counted
+
+    def _step(self, now, fabric_now, request, ready):
+        held = self.model.grant
+        result = super()._step(now, fabric_now, request, ready)
+        if self.model.grant is not None and self.model.grant is not held:
+            self.inflight[self._class(self.model.grant)] += 1
+        return result
+
+
 def test_fabric_qos_never_overfills_a_class_and_returns_every_credit(seed):
     knobs = QosKnobs(entries=(8, 16, 24))
     prio = _contract([_tenant(0, priority=2, guaranteed_gbps=10),
                       _tenant(1, priority=1, guaranteed_gbps=4, burst_duration_ms=1)])
-    policy = FabricQosPolicy(prio, knobs=knobs)
+    policy = _CountingQosPolicy(prio, knobs=knobs)
     tenants = [GreedyTenant(0, window=300, pattern="stream", write_share=4),
                DecodeTenant(1, seed=seed, step_bytes=4096, think=2000)]
     system = System(tenants, policy)
@@ -257,7 +282,7 @@ def test_fabric_qos_never_overfills_a_class_and_returns_every_credit(seed):
     assert peak[1] > 0 and peak[2] == knobs.entries[2], "both classes used, burst filled up"
     assert sum(policy.class_grants) == sum(policy.grants)
     # The golden model enforces the credits (iface.md) and counts exactly as the memory side does.
-    assert policy.model_credits and tuple(policy.model.config.credits) == knobs.credits()
+    assert tuple(policy.model.config.credits) == (2, 4, 6)  # the knobs' entries / 4
     assert list(policy.model.inflight) == policy.inflight
     # Tenant 0's priority 2 is a bulk priority (QosKnobs' default): its
     # guaranteed grants use burst credits and entries, none the guaranteed class.
@@ -266,10 +291,39 @@ def test_fabric_qos_never_overfills_a_class_and_returns_every_credit(seed):
     assert policy.class_grants[1] <= policy.grants[1] - policy.burst_grants[1]
     # Credits in use never exceed the limits and account for every queued entry.
     for k in range(3):
-        assert 0 <= policy.inflight[k] <= knobs.credits()[k] + 1
+        assert 0 <= policy.inflight[k] <= (2, 4, 6)[k]
         assert ch.class_queued[k] <= 4 * policy.inflight[k]
     # Nothing lost: upstream, in the arbiter, or granted exactly once.
     assert system._seq == system.waiting + len(policy.in_fabric) + sum(policy.grants)
+
+
+def test_fabric_qos_takes_credits_from_the_contract_when_it_gives_them(seed):
+    """Spec §12: the contract's CREDITS (limits, bulk priorities) program the
+    arbiter and size the controller's classes (four 32-byte entries per
+    128-byte credit); a class the contract leaves at 0 is unchecked and keeps
+    the knobs' entries; without credit keys the knobs decide."""
+    tenants = [_tenant(0, priority=2, guaranteed_gbps=10), _tenant(1, priority=1, guaranteed_gbps=4)]
+    knobs = QosKnobs(entries=(8, 16, 24))
+    plain = FabricQosPolicy(_contract(tenants), knobs=knobs)
+    assert (plain.limits, plain.bulk_prio, plain.class_entries()) == ((2, 4, 6), 0b1100, (8, 16, 24))
+    doc = _contract(tenants)
+    doc["fabric"].update(credit_urgent=1, credit_guaranteed=0, credit_burst=3, bulk_priorities=[])
+    policy = FabricQosPolicy(doc, knobs=knobs)
+    # Priority 2 is no longer bulk: the contract's empty list wins over the knobs' (2, 3).
+    assert (policy.limits, policy.bulk_prio, policy.bulk_in_use) == ((1, 0, 3), 0, False)
+    assert policy.class_entries() == (4, 16, 12)
+    system = System([GreedyTenant(0, window=300, pattern="stream", write_share=4),
+                     DecodeTenant(1, seed=seed, step_bytes=4096, think=2000)], policy)
+    system.run(10_000)
+    assert (policy.model.config.credits, policy.model.config.bulk_prio) == ((1, 0, 3), 0)
+    assert sum(policy.grants) > 0 and policy.model.inflight[0] <= 1 and policy.model.inflight[2] <= 3
+    # The prefill's guaranteed grants now take the guaranteed class (1), not burst.
+    assert policy.class_grants[1] > 0
+    # The plain fabric's memory side returns no credits: its arbiter runs without limits.
+    fabric = FabricPolicy(doc)
+    System([GreedyTenant(0, window=64, pattern="stream")] + [GreedyTenant(1, window=16, pattern="stream")],
+           fabric).run(5_000)
+    assert fabric.model.config.credits == (0, 0, 0) and sum(fabric.grants) > 0
 
 
 def test_fabric_qos_serves_decode_before_a_backlogged_prefill(seed):
