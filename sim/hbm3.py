@@ -185,7 +185,7 @@ class Timing:
 
 
 # Refresh figures come in time units and are converted here; the rest are
-# the datasheet's own clock counts (HBM3.md).  tREFIpb is tREFI / 32 banks.
+# the datasheet's own clock counts (docs/system-model.md lists each with its source).  tREFIpb is tREFI / 32 banks.
 HBM3_6400 = Timing(
     tck_ps=625,
     burst=2,

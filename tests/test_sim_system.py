@@ -226,7 +226,7 @@ def test_fabric_reconfigure_lowers_a_burst_cap():
 
 
 # -- fabric-qos: grant kinds as controller classes, per-class credits ------------------
-def test_grant_kinds_map_onto_classes_and_axqos_as_iface_defines():
+def test_grant_kinds_map_onto_classes_and_axqos_as_spec_6_6_defines():
     from kvfabric import spec
     urgent = getattr(spec, "URGENT", 3)
     assert [grant_class(k) for k in (urgent, spec.GUARANTEED, spec.BURST, spec.FCFS)] == [0, 1, 2, 2]
@@ -281,7 +281,7 @@ def test_fabric_qos_never_overfills_a_class_and_returns_every_credit(seed):
     assert all(p <= e for p, e in zip(peak, knobs.entries)), (peak, knobs.entries)
     assert peak[1] > 0 and peak[2] == knobs.entries[2], "both classes used, burst filled up"
     assert sum(policy.class_grants) == sum(policy.grants)
-    # The golden model enforces the credits (iface.md) and counts exactly as the memory side does.
+    # The golden model enforces the credits (spec §6.6) and counts exactly as the memory side does.
     assert tuple(policy.model.config.credits) == (2, 4, 6)  # the knobs' entries / 4
     assert list(policy.model.inflight) == policy.inflight
     # Tenant 0's priority 2 is a bulk priority (QosKnobs' default): its

