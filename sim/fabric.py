@@ -213,7 +213,7 @@ def grant_class(kind, priority=0, bulk_prio=0):
 
 
 def grant_axqos(kind, priority):
-    """AxQOS of a grant (iface.md): urgent 15, guaranteed 11 - priority, burst 4, fcfs 0."""
+    """AxQOS of a grant (spec §6.6's mapping): urgent 15, guaranteed 11 - priority, burst 4, fcfs 0."""
     if kind == _URGENT_KIND:
         return 15
     if kind == _spec.GUARANTEED:

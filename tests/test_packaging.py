@@ -162,10 +162,9 @@ def _resolves(name, path, tracked):
     return Path(name).name in {Path(t).name for t in tracked}
 
 
-# Citations found by the test below whose files are being rewritten by another change
-# (issue #28: sim/fabric.py's docstrings). Strict: the test fails when one is fixed and
-# still listed here, so the list can only shrink.
-_PENDING = {"sim/fabric.py: iface.md"}
+# Citations found by the test below whose files are being rewritten by another change.
+# Strict: the test fails when one is fixed and still listed here, so the list can only shrink.
+_PENDING = set()
 
 
 def test_no_file_cites_a_document_outside_the_repository():
