@@ -22,8 +22,10 @@ import sys
 from kvfabric import system as _system
 from kvfabric.engines import ENGINES, replay
 from kvfabric.model.contract import ContractError, load_contract, register_table
+from kvfabric.model.regfile import FABRIC, config_values, config_writes
 from kvfabric.model.replay import ReplayError, summarize
 from kvfabric.model.trace import TraceError, read_trace, write_log
+from kvfabric.regmap import REGMAP
 from kvfabric.spec import CREDIT_CLASS_NAMES, FabricParams
 from kvfabric.tables import SUMMARY_COLUMNS, format_table
 
@@ -37,9 +39,8 @@ def cmd_demo(args) -> int:
 
 def _credits_line(compiled) -> str:
     """The ``CREDITS`` word, its fields and where they came from (spec §12)."""
-    from kvfabric.tb.axil import CREDITS, config_writes
     cfg = compiled.config
-    word = dict(config_writes(cfg))[CREDITS]
+    word = FABRIC.register("CREDITS").word(config_values(cfg))
     fields = " ".join(f"{name}={v}" for name, v in zip(CREDIT_CLASS_NAMES, cfg.credits))
     if "memory_round_trip_ns" in compiled.credit_keys:
         why = "limits the contract does not give sized by Little's law from memory_round_trip_ns"
@@ -53,8 +54,6 @@ def _credits_line(compiled) -> str:
 def cmd_compile(args) -> int:
     compiled = load_contract(args.config)
     if args.writes:
-        from kvfabric.regmap import REGMAP
-        from kvfabric.tb.axil import config_writes
         writes = [{"address": a, "data": d, "register": REGMAP.decode(a, compiled.params)[2].name}
                   for a, d in config_writes(compiled.config)]
         if args.json:

@@ -2,13 +2,17 @@
 
 Parameters and their derived constants (spec §1), the fixed widths of the
 formats and configuration registers (§3, §5, §9) and the grant kinds (§2).
-Pure Python with no imports beyond the standard library, so that the golden
-model (``kvfabric.model``), the RTL (``kvfabric.hw``), the testbench
+Pure Python with no imports beyond the standard library and the register map
+(:mod:`kvfabric.regmap`, itself plain data), so that the golden model
+(``kvfabric.model``), the RTL (``kvfabric.hw``), the testbench
 (``kvfabric.tb``) and the tests read the same numbers without depending on
-one another.
+one another. The configuration registers' widths are read from the register
+description (``hw/kvfabric.rdl``), so they have one source.
 """
 
 from dataclasses import dataclass
+
+from kvfabric.regmap import REGMAP as _REGMAP
 
 __all__ = [
     "FabricParams", "check_params", "CREDIT_URGENT", "CREDIT_GUARANTEED", "CREDIT_BURST",
@@ -30,10 +34,19 @@ CREDIT_URGENT, CREDIT_GUARANTEED, CREDIT_BURST = 0, 1, 2
 CREDIT_CLASSES = 3
 #: The field names of the ``CREDITS`` register, in class order (spec §9).
 CREDIT_CLASS_NAMES = ("credit_urgent", "credit_guaranteed", "credit_burst")
+
+
+def _width(register, field, block="FABRIC"):
+    """Width of a field in the register description (spec §9)."""
+    return _REGMAP.block(block).register(register).field(field).width
+
+
 #: Width of one credit limit and of one ``inflight`` counter (spec §6.6, §9).
-CREDIT_BITS = 8
+CREDIT_BITS = _width("CREDITS", CREDIT_CLASS_NAMES[0])
+assert all(_width("CREDITS", name) == CREDIT_BITS for name in CREDIT_CLASS_NAMES), \
+    "the credit classes' limits must be equally wide (one inflight counter width)"
 #: Width of ``CREDITS.bulk_prio``: one bit per priority (spec §6.6, §9).
-BULK_PRIO_BITS = 4
+BULK_PRIO_BITS = _width("CREDITS", "bulk_prio")
 
 _CREDIT_CLASS_OF_KIND = {URGENT: CREDIT_URGENT, GUARANTEED: CREDIT_GUARANTEED,
                          BURST: CREDIT_BURST, FCFS: None}
@@ -57,20 +70,14 @@ def credit_class(kind, priority=0, bulk_prio=0):
     return k
 
 
-#: Widths of the per-tenant configuration registers (spec §3, §5, §9).
-TENANT_FIELD_BITS = {
-    "rate": 16,
-    "capacity": 28,
-    "peak_rate": 16,
-    "inv_weight": 16,
-    "priority": 2,
-    "enable": 1,
-    "slo_cycles": 24,
-}
+#: Widths of the per-tenant configuration registers (spec §3, §5, §9): every
+#: field of the description's staged registers (rate .. slo_cycles).
+TENANT_FIELD_BITS = {f.name: f.width for r in _REGMAP.block("TENANT").registers if r.staged
+                     for f in r.fields}
 #: Width of the fabric's ``STARVE_LIMIT`` register (spec §9).
-STARVE_LIMIT_BITS = 23
+STARVE_LIMIT_BITS = _width("STARVE_LIMIT", "starve_limit")
 #: Width of the fabric's ``EPOCH_CYCLES`` register (spec §9).
-EPOCH_CYCLES_BITS = 32
+EPOCH_CYCLES_BITS = _width("EPOCH_CYCLES", "epoch_cycles")
 
 
 def _check_int(name, value, lo, hi, *, pow2=False):

@@ -1,12 +1,7 @@
 """Register map (spec §9) and configuration / telemetry helpers on cocotbext-axi's
-``AxiLiteMaster``, plus :class:`RegisterMirror`, the model of what a register write
-does to the active configuration and what a read returns.
-
-Addresses and fields come from the register description
-(:data:`kvfabric.regmap.REGMAP`, compiled from ``kvfabric/hw/kvfabric.rdl``); the
-behaviour (staging and COMMIT, byte strobes, single pulses, snapshots) is applied
-here from the description's properties, so the mirror is written from the spec,
-not from the RTL's decode. The Amaranth tests (tests/support/) share this mirror.
+``AxiLiteMaster``. What a register write does and what a read returns is the
+golden model's register file (:class:`kvfabric.model.regfile.RegisterFile`),
+which the scoreboards, the Amaranth tests (tests/support/) and this module share.
 
 :class:`AxiStress` puts seeded idle cycles (AW, W, AR) and backpressure (B, R) on
 every channel of that master, through cocotbext-axi's pause hooks, and counts and
@@ -17,24 +12,22 @@ from __future__ import annotations
 
 import random
 from collections.abc import Iterator, Mapping
-from dataclasses import fields as dataclass_fields, replace
 
+from kvfabric.model.regfile import (COMMIT, DROPPED, FABRIC, TEL, TENANT, config_writes, credits_values,
+                                    tenant_words)
 from kvfabric.model.registers import FabricConfig, TenantConfig
 from kvfabric.regmap import REGMAP
-from kvfabric.spec import CREDIT_CLASS_NAMES
 
 __all__ = [
     "FABRIC", "TENANT", "TEL", "DROPPED",
     "ID", "VERSION", "PARAMS", "CTRL", "EPOCH_CYCLES", "STARVE_LIMIT", "EPOCH_COUNT", "CREDITS",
-    "credits_word", "word_address",
+    "credits_word",
     "ID_VALUE", "VERSION_VALUE", "MARK_ADDR", "MARK_DATA", "MARK_GAP",
-    "tenant_reg", "tel_reg", "dropped_reg", "tenant_words", "params_word",
-    "RegisterMirror", "config_values", "config_writes", "program", "commit_tenant", "take_snapshot",
+    "tenant_reg", "tel_reg", "dropped_reg", "params_word",
+    "program", "commit_tenant", "take_snapshot",
     "read_telemetry",
     "write_strobed", "AXIL_CHANNELS", "PAUSE_PATTERNS", "pause_pattern", "AxiStress",
 ]
-
-FABRIC, TENANT, TEL, DROPPED = (REGMAP.block(name) for name in ("FABRIC", "TENANT", "TEL", "DROPPED"))
 
 ID, VERSION, PARAMS, CTRL, EPOCH_CYCLES, STARVE_LIMIT, EPOCH_COUNT, CREDITS = (
     FABRIC.address(name) for name in ("ID", "VERSION", "PARAMS", "CTRL", "EPOCH_CYCLES",
@@ -51,9 +44,6 @@ MARK_DATA = 0x54524143  # "TRAC"
 MARK_GAP = 2
 assert REGMAP.decode(MARK_ADDR) is None, "the trace marker must be an unmapped address"
 
-_COMMIT = next(r for r in TENANT.registers if r.commit)
-_STAGED = tuple(r for r in TENANT.registers if r.staged)
-
 
 def tenant_reg(i: int, name: str) -> int:
     """Address of tenant ``i``'s register ``name`` (``RATE`` .. ``COMMIT``)."""
@@ -69,120 +59,15 @@ def dropped_reg(c: int) -> int:
     return DROPPED.address("DROPPED", c)
 
 
-def tenant_words(cfg: TenantConfig) -> dict:
-    """Register name -> the word that programs ``cfg`` (every staged register)."""
-    return {reg.name: reg.word(vars(cfg)) for reg in _STAGED}
-
-
 def params_word(params) -> int:
     reg = FABRIC.register("PARAMS")
     return reg.word({f.name: getattr(params, f.name) for f in reg.fields if f.param})
 
 
-def word_address(addr: int) -> int:
-    """The register an AXI address selects (spec §9): the 32-bit word containing it."""
-    return addr & ~3
-
-
-def _bytemask(strb: int) -> int:
-    return sum(0xFF << (8 * b) for b in range(4) if strb >> b & 1)
-
-
 def credits_word(credits, bulk_prio=0) -> int:
     """The ``CREDITS`` word of the limits (urgent, guaranteed, burst) and the
-    ``bulk_prio`` mask, laid out by the description's fields (spec §6.6, §9)."""
-    fields = {f.name: f for f in FABRIC.register("CREDITS").fields}
-    return (sum(value << fields[name].lsb for name, value in zip(CREDIT_CLASS_NAMES, credits))
-            | bulk_prio << fields["bulk_prio"].lsb)
-
-
-class RegisterMirror:
-    """What spec §9 says a register write does, applied to a :class:`FabricConfig`.
-
-    ``write(addr, data, strb)`` is called for the cycle t in which the write
-    takes effect, the cycle after its handshake (spec §9); the caller applies
-    :attr:`config` to the model from cycle t+1 and passes the returned
-    snapshot request (a ``CTRL`` write with bit 1) to the model's step of
-    cycle t, whose snapshot then happens in cycle t+1 (spec §10).
-
-    Every writable fabric field is held in :attr:`fabric`; those that
-    :class:`FabricConfig` has (and ``credits``, the tuple of the ``CREDITS``
-    fields, once the model has it) are copied into :attr:`config`.
-    """
-
-    def __init__(self, params):
-        self.params = params
-        self.config = FabricConfig.reset(params.tenants)
-        self.staged = [TenantConfig() for _ in range(params.tenants)]
-        self.fabric = {f.name: f.reset or 0 for r in FABRIC.registers for f in r.fields
-                       if f.writable and not f.pulse}
-        self.changed = False
-
-    def _fabric_config(self, cfg: FabricConfig) -> FabricConfig:
-        names = {f.name for f in dataclass_fields(FabricConfig)}
-        values = {k: v for k, v in self.fabric.items() if k in names}
-        if "credits" in names:
-            values["credits"] = tuple(self.fabric[name] for name in CREDIT_CLASS_NAMES)
-        return replace(cfg, **values)
-
-    def write(self, addr: int, data: int, strb: int = 0xF) -> bool:
-        """Apply one write (``addr`` selects the word containing it, ``strb`` its
-        bytes); return True if it requests a snapshot."""
-        cfg, snap = self.config, False
-        found = REGMAP.decode(word_address(addr), self.params)
-        if found is not None:
-            block, i, reg = found
-            mask = _bytemask(strb)
-            if reg.commit:
-                self.config = cfg.with_tenant(i, **vars(self.staged[i]))
-            elif reg.staged:
-                word = (reg.word(vars(self.staged[i])) & ~mask) | (data & mask)
-                self.staged[i] = replace(self.staged[i], **{f.name: f.get(word) for f in reg.fields})
-            elif block is FABRIC and any(f.writable for f in reg.fields):
-                word = (reg.word(self.fabric) & ~mask) | (data & mask)
-                for f in reg.fields:
-                    if f.pulse:
-                        snap = snap or f.get(word) != 0
-                    elif f.writable:
-                        self.fabric[f.name] = f.get(word)
-                self.config = self._fabric_config(cfg)
-        self.changed = self.config != cfg
-        return snap
-
-    def read(self, addr: int, telemetry=None) -> int | None:
-        """Expected read value of the word containing ``addr``: 0 for unmapped addresses; configuration registers from the
-        mirror; telemetry registers from ``telemetry`` (a :class:`kvfabric.model.telemetry.Telemetry`),
-        or None without one."""
-        p = self.params
-        found = REGMAP.decode(word_address(addr), p)
-        if found is None:
-            return 0
-        block, i, reg = found
-        if reg.snapshot or any(f.counter for f in reg.fields):
-            if telemetry is None:
-                return None
-            values = self._telemetry_values(telemetry, block, i)
-        elif block is TENANT:
-            values = vars(self.config.tenants[i])
-        else:
-            values = {}
-            for f in reg.fields:
-                values[f.name] = (getattr(p, f.name) if f.param else
-                                  f.reset if f.hw == "na" else self.fabric.get(f.name, 0))
-        word = 0
-        for f in reg.fields:
-            if f.readable:
-                word |= (values[f.name] >> f.value_lsb & ((1 << f.width) - 1)) << f.lsb
-        return word
-
-    @staticmethod
-    def _telemetry_values(telemetry, block, i) -> dict:
-        snapshot = telemetry.snapshot
-        if block is TEL:
-            return vars(snapshot.tenants[i])
-        if block is DROPPED:
-            return {"dropped": snapshot.dropped[i]}
-        return {"epoch_count": telemetry.epoch_count}
+    ``bulk_prio`` mask, for a write of ``CREDITS`` alone (spec §6.6, §9)."""
+    return FABRIC.register("CREDITS").word(credits_values(credits, bulk_prio))
 
 
 # --- helpers on an AxiLiteMaster ------------------------------------------------------
@@ -191,7 +76,7 @@ async def commit_tenant(axil, i: int, t: TenantConfig) -> None:
     """Stage all of tenant i's registers, then COMMIT them at once."""
     for name, word in tenant_words(t).items():
         await axil.write_dword(tenant_reg(i, name), word)
-    await axil.write_dword(tenant_reg(i, _COMMIT.name), 1)
+    await axil.write_dword(tenant_reg(i, COMMIT.name), 1)
 
 
 async def write_strobed(axil, addr: int, data: int, strb: int) -> int:
@@ -208,54 +93,6 @@ async def write_strobed(axil, addr: int, data: int, strb: int) -> int:
     await wi.w_channel.send(AxiLiteWTransaction(wdata=data, wstrb=strb))
     b = await wi.b_channel.recv()
     return int(b.bresp)
-
-
-def config_values(config: FabricConfig) -> dict:
-    """Register field name -> value for every fabric-wide field ``config`` holds
-    (:class:`FabricConfig`'s attributes by name, ``credits`` as the ``CREDITS``
-    fields of :data:`kvfabric.spec.CREDIT_CLASS_NAMES`); the inverse of what
-    :class:`RegisterMirror` copies into its configuration."""
-    values = {}
-    for f in dataclass_fields(config):
-        if f.name == "credits":
-            values.update(zip(CREDIT_CLASS_NAMES, config.credits))
-        elif f.name != "tenants":
-            values[f.name] = int(getattr(config, f.name))
-    return values
-
-
-def config_writes(config: FabricConfig) -> list[tuple[int, int]]:
-    """``(address, data)`` of the writes that program all of ``config``: every
-    fabric register with a writable field (address order, from the register
-    description; pulse fields such as ``CTRL.snapshot`` written 0), then each
-    tenant's staged registers and its ``COMMIT``.
-
-    The only place a configuration becomes register writes: :func:`program`
-    (cocotb), the trace-driven stimulus (tb/trace_stimulus.py) and the
-    Amaranth fabric bench use it, so no path can leave a field out.  A
-    writable field of the description that the configuration does not hold
-    is an error here rather than a register silently left at its reset value;
-    a configuration attribute that no register holds is one too."""
-    values = config_values(config)
-    fabric_fields = {f.name for r in FABRIC.registers for f in r.fields if f.writable and not f.pulse}
-    unheld = sorted(set(values) - fabric_fields)
-    if unheld:
-        raise ValueError(f"FabricConfig field(s) {', '.join(unheld)} have no writable register "
-                         f"field in the register description (kvfabric/hw/kvfabric.rdl)")
-    out = []
-    for reg in FABRIC.registers:
-        if not any(f.writable for f in reg.fields):
-            continue
-        missing = [f.name for f in reg.fields if f.writable and not f.pulse and f.name not in values]
-        if missing:
-            raise ValueError(f"register {reg.name}: field(s) {', '.join(missing)} have no value in "
-                             f"FabricConfig; config_writes cannot program them")
-        out.append((FABRIC.address(reg.name), reg.word(values)))
-    for i, t in enumerate(config.tenants):
-        for name, word in tenant_words(t).items():
-            out.append((tenant_reg(i, name), word))
-        out.append((tenant_reg(i, _COMMIT.name), 1))
-    return out
 
 
 async def program(axil, config: FabricConfig) -> None:

@@ -36,7 +36,7 @@ from kvfabric.model.fabric import FabricModel
 
 from kvfabric import spec
 
-from .axil import RegisterMirror
+from kvfabric.model.regfile import RegisterFile
 from .monitor import Sample
 
 __all__ = ["Mismatch", "Scoreboard"]
@@ -70,7 +70,7 @@ class Scoreboard:
     def reset(self) -> None:
         """The DUT was reset: the model restarts from the reset state."""
         self.model = FabricModel(self.params)
-        self.mirror = RegisterMirror(self.params)
+        self.mirror = RegisterFile(self.params)
         self.cycle = 0
         self.outstanding: list[dict] = [dict() for _ in range(self.params.channels)]
         self._aw = None

@@ -28,7 +28,7 @@ from dataclasses import dataclass
 from kvfabric.model.channel import NO_CREDIT_RETURN, ChannelModel, Request
 from kvfabric.model.registers import FabricConfig
 
-from .axil import RegisterMirror
+from kvfabric.model.regfile import RegisterFile
 from .trace_format import END, MEMORY, MODE, REQ, RESET, SEED, WAIT, WRITE, ZERO, draw, read_stimulus
 
 __all__ = ["StimulusError", "ModelRun", "model_log", "model_log_parallel"]
@@ -57,7 +57,7 @@ class ModelRun:
 def _split(events, params):
     """Global timeline (resets, modes, memory, zero, configuration changes), the
     requests of each channel, the expected write log, the seed and the end."""
-    mirror = RegisterMirror(params)
+    mirror = RegisterFile(params)
     glob, writes = [], []
     per_channel = [[] for _ in range(params.channels)]
     seed = 0
@@ -74,7 +74,7 @@ def _split(events, params):
             if mirror.changed:
                 glob.append((e.cycle + 2, k, _CFG, mirror.config))
         elif op == RESET:
-            mirror = RegisterMirror(params)
+            mirror = RegisterFile(params)
             glob.append((e.cycle, k, RESET, e.a))
         elif op in (MODE, MEMORY, ZERO):
             glob.append((e.cycle, k, op, e))

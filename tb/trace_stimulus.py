@@ -11,7 +11,7 @@ a global cycle.  The random choices are those of the cocotb soak: the same
 enables, SLOs, starvation limit, epoch), its request sizes and 2 % invalid
 requests, FCFS phases, idle insertion, extra backpressure, credit returns,
 plus resets in the middle of traffic.  Configurations become register writes
-through :func:`kvfabric.tb.axil.config_writes`, as in every cocotb test.
+through :func:`kvfabric.model.regfile.config_writes`, as in every cocotb test.
 """
 
 from __future__ import annotations
@@ -19,9 +19,9 @@ from __future__ import annotations
 import random
 from fractions import Fraction
 
+from kvfabric.model.regfile import config_writes
 from kvfabric.model.registers import FabricConfig, TenantConfig
 
-from . import axil as regs
 from .trace_format import END, MEMORY, MODE, PROB_ONE, REQ, RESET, SEED, WRITE, ZERO, Event
 
 __all__ = ["WRITE_GAP", "program_events", "soak_stimulus", "replay_stimulus", "random_trace"]
@@ -32,9 +32,9 @@ WRITE_GAP = 4
 
 
 def program_events(ev: list, t: int, config: FabricConfig) -> int:
-    """Append the writes of :func:`kvfabric.tb.axil.config_writes` (``config``) to
+    """Append the writes of :func:`kvfabric.model.regfile.config_writes` (``config``) to
     ``ev`` from cycle ``t``, :data:`WRITE_GAP` apart; returns the cycle after."""
-    for addr, data in regs.config_writes(config):
+    for addr, data in config_writes(config):
         ev.append(Event(WRITE, t, addr, data, 0xF))
         t += WRITE_GAP
     return t

@@ -16,7 +16,8 @@ from kvfabric.model.channel import Request
 from kvfabric.model.fabric import FabricModel
 from kvfabric.model.registers import FabricConfig, TenantConfig
 from kvfabric.spec import FabricParams
-from kvfabric.tb.axil import config_writes, credits_word
+from kvfabric.model.regfile import config_writes
+from kvfabric.tb.axil import credits_word
 
 from support.axil_manager import AxilManager, run_sim, seeded
 from support.registers import (CREDITS, CTRL, EPOCH_COUNT, EPOCH_CYCLES, ID, PARAMS, STAGED, STARVE_LIMIT,

@@ -15,7 +15,7 @@ from kvfabric.hw.config import PENDING, params_word, register_file_registers
 from kvfabric.hw.telemetry import telemetry_registers
 from kvfabric.regmap import REGMAP
 from kvfabric.regmap_table import REGISTER_MAP
-from kvfabric.spec import (EPOCH_CYCLES_BITS, STARVE_LIMIT_BITS, TENANT_FIELD_BITS,
+from kvfabric.spec import (BULK_PRIO_BITS, CREDIT_BITS, EPOCH_CYCLES_BITS, STARVE_LIMIT_BITS, TENANT_FIELD_BITS,
                            FabricParams)
 
 
@@ -39,13 +39,17 @@ def test_description_error_names_file_and_line(tmp_path, capfd):
     assert f"{bad}:2:" in capfd.readouterr().err
 
 
-def test_spec_widths_are_the_descriptions():
-    tenant = REGMAP.block("TENANT")
-    widths = {f.name: f.width for r in tenant.registers if r.staged for f in r.fields}
-    assert widths == TENANT_FIELD_BITS
-    fabric = REGMAP.block("FABRIC")
-    assert fabric.register("STARVE_LIMIT").field("starve_limit").width == STARVE_LIMIT_BITS
-    assert fabric.register("EPOCH_CYCLES").field("epoch_cycles").width == EPOCH_CYCLES_BITS
+def test_register_widths_are_the_spec_formats():
+    """kvfabric.spec reads the widths from the description; they must be the
+    formats spec §3 and §5 define: UQ13.3 rates, UQ25.3 capacity, UQ8.8
+    inverse weight, priorities 0..3, 24-bit SLO and timestamps, and §6.6's
+    8-bit credit counters with one bulk bit per priority."""
+    assert TENANT_FIELD_BITS == {"rate": 13 + 3, "capacity": 25 + 3, "peak_rate": 13 + 3,
+                                 "inv_weight": 8 + 8, "priority": 2, "enable": 1, "slo_cycles": 24}
+    assert (STARVE_LIMIT_BITS, EPOCH_CYCLES_BITS) == (23, 32)
+    assert (CREDIT_BITS, BULK_PRIO_BITS) == (8, 4)
+    p = FabricParams()
+    assert (p.rate_bits, p.capacity_bits, p.level_bits, p.slo_bits, p.ts_bits) == (16, 28, 28, 24, 24)
 
 
 def test_every_register_is_decoded_once():
@@ -108,21 +112,49 @@ def test_regs_exports_header_ipxact_and_docs(tmp_path, capsys):
     assert "kvfabric.h" in capsys.readouterr().out
 
 
-def test_mirror_knows_credits():
+def test_register_file_knows_credits():
     # CREDITS (issue #14): RW, reset 0, [7:0] urgent,
-    # [15:8] guaranteed, [23:16] burst; bytes whose strobe is 0 keep their value.
-    from dataclasses import fields
-
-    from kvfabric.model.registers import FabricConfig
-    from kvfabric.tb.axil import CREDITS, RegisterMirror
-    mirror = RegisterMirror(FabricParams(tenants=2, channels=1))
+    # [15:8] guaranteed, [23:16] burst, [27:24] bulk_prio; bytes whose strobe is 0 keep their value.
+    from kvfabric.model.regfile import RegisterFile
+    from kvfabric.tb.axil import CREDITS
+    mirror = RegisterFile(FabricParams(tenants=2, channels=1))
     assert mirror.read(CREDITS) == 0
     assert mirror.write(CREDITS, 0xAA03_0201, strb=0b0011) is False
     assert mirror.read(CREDITS) == 0x0201
     mirror.write(CREDITS, 0x0007_0000, strb=0b0100)
-    assert mirror.read(CREDITS) == 0x07_0201  # bits [31:24] are not a field
-    if "credits" in {f.name for f in fields(FabricConfig)}:  # once the model has them (#14)
-        assert mirror.config.credits == (1, 2, 7)
+    assert mirror.read(CREDITS) == 0x07_0201
+    assert (mirror.config.credits, mirror.config.bulk_prio) == ((1, 2, 7), 0)
+    mirror.write(CREDITS, 0xF500_0000, strb=0b1000)
+    assert mirror.read(CREDITS) == 0x0507_0201  # bits [31:28] are not a field
+    assert mirror.config.bulk_prio == 0b0101
+
+
+def test_register_file_stages_commits_and_reads_back():
+    """Spec §9 on the model alone: a staged write changes nothing a read or the
+    arbiter sees until the tenant's COMMIT, which copies every staged value at
+    once; bytes whose strobe is 0 keep the staged value; an address selects its
+    word; tenants >= N and unmapped addresses read 0 and ignore writes."""
+    from kvfabric.model.regfile import RegisterFile
+    from kvfabric.tb.axil import STARVE_LIMIT, tenant_reg
+    rf = RegisterFile(FabricParams(tenants=2, channels=1))
+    rate, prio = tenant_reg(1, "RATE"), tenant_reg(1, "PRIO_EN")
+    rf.write(rate, 0x1234)
+    rf.write(rate + 1, 0xAB00, strb=0b0010)  # byte 1 of the same word: 0x12 -> 0xAB
+    rf.write(prio, 1 << 8 | 3)
+    assert rf.read(rate) == 0 and rf.config.tenants[1].rate == 0 and not rf.changed
+    rf.write(tenant_reg(1, "COMMIT"), 0, strb=0)  # any write commits, whatever its strobes
+    assert rf.changed and (rf.config.tenants[1].rate, rf.config.tenants[1].priority,
+                           rf.config.tenants[1].enable) == (0xAB34, 3, 1)
+    assert rf.read(rate + 2) == 0xAB34 and rf.read(prio) == 0x103
+    assert rf.config.tenants[0].rate == 0  # the other tenant is untouched
+    # Fabric registers are not staged: active from the write on; fields mask the word.
+    rf.write(STARVE_LIMIT, 0xFFFF_FFFF)
+    assert rf.config.starve_limit == (1 << 23) - 1 and rf.read(STARVE_LIMIT) == (1 << 23) - 1
+    before = rf.config
+    rf.write(tenant_reg(2, "RATE"), 7)  # tenant 2 of N = 2: not implemented
+    rf.write(tenant_reg(2, "COMMIT"), 1)
+    rf.write(0x0FFC, 5)
+    assert rf.config == before and rf.read(tenant_reg(2, "RATE")) == 0 and rf.read(0x0FFC) == 0
 
 
 # --- one program() for every path (issue #24) -----------------------------------------
@@ -165,13 +197,14 @@ def test_config_writes_program_every_field(seed):
     import asyncio
     import random
 
-    from kvfabric.tb.axil import CREDITS, RegisterMirror, config_writes, program
+    from kvfabric.model.regfile import RegisterFile, config_writes
+    from kvfabric.tb.axil import CREDITS, program
     params = FabricParams(tenants=4, channels=2)
     cfg = _every_field_set(params, random.Random(seed))
     writes = config_writes(cfg)
 
     def mirrored(ws):
-        mirror = RegisterMirror(params)
+        mirror = RegisterFile(params)
         for addr, data in ws:
             mirror.write(addr, data)
         return mirror.config
@@ -202,16 +235,16 @@ def test_config_writes_refuse_an_unprogrammable_field(monkeypatch):
 
     import pytest
 
+    from kvfabric.model import regfile
     from kvfabric.model.registers import FabricConfig, TenantConfig
-    from kvfabric.tb import axil
 
     @dataclass
     class Wider(FabricConfig):
         drain_limit: int = 3
     with pytest.raises(ValueError, match="drain_limit have no writable register field"):
-        axil.config_writes(Wider([TenantConfig()]))
-    real = axil.config_values
-    monkeypatch.setattr(axil, "config_values",
+        regfile.config_writes(Wider([TenantConfig()]))
+    real = regfile.config_values
+    monkeypatch.setattr(regfile, "config_values",
                         lambda c: {k: v for k, v in real(c).items() if k != "bulk_prio"})
     with pytest.raises(ValueError, match="register CREDITS: field.s. bulk_prio have no value"):
-        axil.config_writes(FabricConfig([TenantConfig()]))
+        regfile.config_writes(FabricConfig([TenantConfig()]))

@@ -1,13 +1,15 @@
-"""The register mirror of the tests: :class:`kvfabric.tb.axil.RegisterMirror` (the one
-mirror, built from the register description), and the address lists and random
-configurations the block tests draw from."""
+"""The register mirror of the tests: :class:`kvfabric.model.regfile.RegisterFile` (the
+golden model's register file, built from the register description, which the
+testbench shares), and the address lists and random configurations the block tests
+draw from."""
 
 from kvfabric.hw.config import PENDING
+from kvfabric.model.regfile import RegisterFile, tenant_words
 from kvfabric.model.registers import TenantConfig
 from kvfabric.regmap import REGMAP
 from kvfabric.tb.axil import (CREDITS, CTRL, DROPPED, EPOCH_COUNT, EPOCH_CYCLES, FABRIC, ID,
                               ID_VALUE, PARAMS, STARVE_LIMIT, TEL, TENANT, VERSION, VERSION_VALUE,
-                              RegisterMirror, dropped_reg, tel_reg, tenant_reg, tenant_words)
+                              dropped_reg, tel_reg, tenant_reg)
 
 __all__ = [
     "CREDITS", "CTRL", "DROPPED", "EPOCH_COUNT", "EPOCH_CYCLES", "FABRIC", "ID", "ID_VALUE",
@@ -17,7 +19,7 @@ __all__ = [
     "random_tenant",
 ]
 
-Mirror = RegisterMirror
+Mirror = RegisterFile
 
 #: The tenant block's staged registers, in address order (``COMMIT`` is not one).
 STAGED = [r.name for r in TENANT.registers if r.staged]
@@ -41,7 +43,7 @@ def telemetry_addresses(params):
 
 def telemetry_read(params, addr, telemetry):
     """Expected read data of a telemetry register (spec §9) from a model; 0 if not one."""
-    return RegisterMirror(params).read(addr, telemetry) if addr in telemetry_addresses(params) else 0
+    return RegisterFile(params).read(addr, telemetry) if addr in telemetry_addresses(params) else 0
 
 
 def random_tenant(rng, params):
