@@ -130,9 +130,9 @@ class QosScheduler(FrFcfsScheduler):
     empty tFAW window (no activation in the last tFAW cycles): it never
     takes a slot the protected reads could use, and it still progresses
     while they wait on bank timing.  Writes are never held back (a write
-    drain must be able to finish).  Setup A, seeds 1-3, half a prefill
-    period: decode p99 932 -> 819 ns (mean), the prefill 37.3 -> 36.3 GB/s
-    (an outright ban on burst activations: 873 ns at 34.9 GB/s).
+    drain must be able to finish).  A guard rather than an outright ban on
+    burst activations: a ban would also idle the burst class while the
+    protected reads wait on bank timing, which costs the prefill bandwidth.
 
     Parameters
     ----------
