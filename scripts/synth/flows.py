@@ -3,8 +3,11 @@
 :func:`run_target` picks the netlist a target synthesises (generating a
 fabric of fewer channels when the target asks for one), runs the target's
 flow and returns its report entry: :func:`run_pnr` (Yosys, then nextpnr once
-per seed, reporting the median seed), :func:`run_generic` (technology-
-independent gates and their depth) or :func:`run_breakdown` (cells per module).
+per seed, reporting the median seed), :func:`run_estimate` (Yosys and
+nextpnr's packer: area, and the delay model's paths), :func:`run_area` (the
+same area for several channel counts and the line through them),
+:func:`run_generic` (technology-independent gates and their depth) or
+:func:`run_breakdown` (cells per module).
 What differs between FPGA families comes from :mod:`.families`.
 """
 
@@ -19,17 +22,19 @@ import time
 
 from .. import netlist_paths
 from ..yosys_util import MARK_REGISTERS, Netlist, design_params, name_pattern
-from .families import BREAKDOWN_COLUMNS, GENERIC_ADDERS, GENERIC_FF_CELLS, GENERIC_GATES, TARGETS
+from .families import (AREA_TARGET_PER_CHANNEL, BREAKDOWN_COLUMNS, GENERIC_ADDERS,
+                       GENERIC_FF_CELLS, GENERIC_GATES, GENERIC_MAPPINGS, TARGETS)
 from .harness import make_renamer, top_ports, write_harness
 from .parsers import (cell_counts, count_cells, critical_path, fmax_from_report, over_capacity,
                       parse_ltp, utilisation_from_log, with_percent, yosys_cells)
 from .progress import Progress
 from .report import one_cell
-from .tools import (ROOT, ToolError, ToolTimeout, command_line, log, rel, run_nextpnr,
+from .tools import (ROOT, ToolError, ToolTimeout, command_line, log, rel, run_nextpnr, run_tool,
                     run_yosys_script, tool_path, tool_versions)
 
-__all__ = ["run_target", "run_pnr", "run_generic", "run_breakdown", "median_seed",
-           "file_sha256", "subset_verilog"]
+__all__ = ["run_target", "run_pnr", "run_estimate", "run_area", "run_generic", "run_breakdown",
+           "synthesise", "pack_only", "lut_equivalents", "fit_line", "generic_abc", "median_seed", "file_sha256",
+           "subset_verilog"]
 
 
 def file_sha256(path):
@@ -65,28 +70,33 @@ def subset_verilog(target, opts, channels):
 def run_target(target, opts):
     """One target's report entry (raises :class:`ToolError` or ``ValueError`` on failure)."""
     spec = TARGETS[target]
-    verilog = opts.verilog
-    tenants, channels = opts.tenants, opts.channels
-    if spec.channels is not None:
-        if spec.channels == 1 and opts.verilog_1ch:
-            verilog = opts.verilog_1ch
-        elif not opts.verilog_given:
-            verilog = subset_verilog(target, opts, spec.channels)
-    if not (ROOT / rel(verilog)).exists():
-        raise ToolError(f"{verilog} does not exist: run `make verilog` first")
-    verilog = rel(verilog)
-    verilog_sha256 = file_sha256(verilog)
-    tenants, channels, source = design_params(ROOT / verilog, tenants, channels)
     workdir = f"{rel(opts.build_dir)}/{target}"
-    log(target, f"{verilog} (top {opts.top}; {tenants} tenants x {channels} channels; "
-                f"{source})")
     started = time.monotonic()
-    flow = {"pnr": run_pnr, "generic": run_generic, "breakdown": run_breakdown}[spec.flow]
-    entry = flow(target, opts, verilog, workdir)
-    return {"target": target, "verilog": verilog, "verilog_sha256": verilog_sha256, "top": opts.top,
-            "design": {"tenants": tenants, "channels": channels, "source": source},
-            "revision": opts.revision,
-            **entry, "tools": tool_versions(*spec.tools),
+    if spec.flow == "area":
+        # Several netlists, each named in its point of the line.
+        entry = run_area(target, opts, workdir)
+        common = {"revision": opts.revision}
+    else:
+        verilog = opts.verilog
+        tenants, channels = opts.tenants, opts.channels
+        if spec.channels is not None:
+            if spec.channels == 1 and opts.verilog_1ch:
+                verilog = opts.verilog_1ch
+            elif not opts.verilog_given:
+                verilog = subset_verilog(target, opts, spec.channels)
+        if not (ROOT / rel(verilog)).exists():
+            raise ToolError(f"{verilog} does not exist: run `make verilog` first")
+        verilog = rel(verilog)
+        tenants, channels, source = design_params(ROOT / verilog, tenants, channels)
+        log(target, f"{verilog} (top {opts.top}; {tenants} tenants x {channels} channels; "
+                    f"{source})")
+        common = {"verilog": verilog, "verilog_sha256": file_sha256(verilog), "top": opts.top,
+                  "design": {"tenants": tenants, "channels": channels, "source": source},
+                  "revision": opts.revision}
+        flow = {"pnr": run_pnr, "estimate": run_estimate, "generic": run_generic,
+                "breakdown": run_breakdown}[spec.flow]
+        entry = flow(target, opts, verilog, workdir)
+    return {"target": target, **common, **entry, "tools": tool_versions(*spec.tools),
             "wall_s": round(time.monotonic() - started, 1),
             "date": datetime.datetime.now().isoformat(timespec="seconds"),
             "workdir": workdir}
@@ -107,9 +117,19 @@ def _prepare(target, verilog, top, clock, harness, workdir):
     return reads, synth_top, info
 
 
-def run_pnr(target, opts, verilog, workdir):
-    """An FPGA family: synthesis, place and route once per seed, report."""
+def synthesise(target, opts, verilog, workdir):
+    """The family's synthesis of ``verilog`` in its harness, once per netlist
+    and run: a second target of the same run on the same bytes (``ecp5_area``'s
+    one- and four-channel points, ``ecp5_1ch``, ``ecp5_4ch``) reads the first
+    one's netlist.  Returns ``netlist`` (path), ``top`` (the synthesised top),
+    ``cells`` (Yosys's counts), ``harness``, ``command``, ``seconds`` (0 when
+    reused) and ``workdir`` (where the netlist is)."""
     family = TARGETS[target].family
+    key = (family.name, file_sha256(verilog), opts.top, opts.clock, opts.harness)
+    memo = opts.synth_memo
+    if key in memo:
+        log(target, f"{verilog}: reusing the synthesis in {memo[key]['workdir']} (same bytes)")
+        return {**memo[key], "seconds": 0.0}
     progress = Progress(target)
     reads, synth_top, harness = _prepare(target, verilog, opts.top, opts.clock, opts.harness,
                                          workdir)
@@ -119,11 +139,136 @@ def run_pnr(target, opts, verilog, workdir):
         f"{family.synth_command} -top {synth_top} -json {netlist}",
         f"tee -q -o {workdir}/stat.json stat -json",
     ], workdir, progress)
-    cells = yosys_cells(f"{workdir}/stat.json")
+    memo[key] = {"netlist": netlist, "top": synth_top, "harness": harness,
+                 "cells": yosys_cells(f"{workdir}/stat.json"), "command": command_line(yargs),
+                 "workdir": workdir}
+    return {**memo[key], "seconds": ysec}
+
+
+def lut_equivalents(cells, family):
+    """Yosys's cells weighed as ``family.lut_equivalents`` says (ECP5: LUT4 +
+    2 x CCU2C + 2 x DPR16X4): the logic area before packing."""
+    return sum(n * family.lut_equivalents.get(t, 0) for t, n in cells.items())
+
+
+def pack_only(target, opts, netlist, workdir):
+    """nextpnr's packer alone (``--pack-only``: no placement, a few seconds):
+    the utilisation table, whose ``family.logic_resource`` row is the logic
+    area as nextpnr counts it.  Returns ``(utilisation, command, seconds)``."""
+    family = TARGETS[target].family
+    args = [tool_path(family.pnr_tool), *family.device(opts).pnr_args, "--json", netlist,
+            "--pack-only"]
+    log_path = f"{workdir}/nextpnr_pack.log"
+    log(target, f"packing: {command_line(args)}")
+    seconds = run_tool(args, log_path, label=f"{family.pnr_tool} --pack-only")
+    util = utilisation_from_log(log_path)
+    if family.logic_resource not in util:
+        raise ToolError(f"no {family.logic_resource} row in nextpnr's utilisation table "
+                        f"({log_path})")
+    return util, command_line(args), seconds
+
+
+def run_estimate(target, opts, verilog, workdir):
+    """A design too big to place: synthesis and packing (area against the
+    device) and the delay model's worst register-to-register paths."""
+    family = TARGETS[target].family
+    syn = synthesise(target, opts, verilog, workdir)
+    util, pack_cmd, pack_sec = pack_only(target, opts, syn["netlist"], workdir)
+    over = over_capacity(util)
+    cells = syn["cells"]
+    entry = {"device": family.device(opts).description, "target_mhz": family.target_mhz(opts),
+             **cell_counts(cells, family.cells), "yosys_cells": cells,
+             "lut_equivalents": lut_equivalents(cells, family), "harness": syn["harness"],
+             "utilisation": with_percent(util), "commands": [syn["command"], pack_cmd],
+             "runtime_s": {"yosys": round(syn["seconds"], 1), "pack": round(pack_sec, 1)}}
+    if over:
+        entry.update(status="does_not_fit", message=_over_message(over) + " after packing")
+    else:
+        entry.update(status="ok", message="fits after packing; not placed")
+    if family.path_model is not None:
+        started = time.monotonic()
+        paths, info = netlist_paths.rank_paths(Netlist(syn["netlist"], syn["top"]),
+                                               family.path_model, top_n=opts.top_paths,
+                                               rename=make_renamer(syn["harness"]))
+        entry["top_paths"] = paths
+        entry["top_paths_model"] = info
+        if info["worst"]:
+            entry["predicted_fmax_mhz"] = round(1000.0 / info["worst"], 1)
+        entry["runtime_s"]["paths"] = round(time.monotonic() - started, 1)
+    return entry
+
+
+def fit_line(points):
+    """The least-squares line through ``[(x, y), ...]``: ``(slope, intercept,
+    largest |residual|)``; needs two distinct ``x``."""
+    n = len(points)
+    mx = sum(x for x, _ in points) / n
+    my = sum(y for _, y in points) / n
+    sxx = sum((x - mx) ** 2 for x, _ in points)
+    if not sxx:
+        raise ValueError("a line needs at least two distinct channel counts")
+    slope = sum((x - mx) * (y - my) for x, y in points) / sxx
+    intercept = my - slope * mx
+    return slope, intercept, max(abs(y - (intercept + slope * x)) for x, y in points)
+
+
+def run_area(target, opts, workdir):
+    """Logic area of the fabric with 1, 2 and 4 channels (``area_channels``),
+    each generated with ``kvfabric verilog --channels N``, synthesised in the
+    harness and packed by nextpnr (no placement), and the least-squares line
+    through the points: the area per added channel and the fixed part."""
+    spec = TARGETS[target]
+    family = spec.family
+    resource = family.logic_resource
+    points, commands, seconds = [], [], {"yosys": 0.0, "pack": 0.0}
+    for n in spec.area_channels:
+        verilog = subset_verilog(target, opts, n)
+        syn = synthesise(target, opts, verilog, f"{workdir}/{n}ch")
+        util, pack_cmd, pack_sec = pack_only(target, opts, syn["netlist"], f"{workdir}/{n}ch")
+        cells = syn["cells"]
+        points.append({"channels": n, "verilog": verilog, "verilog_sha256": file_sha256(verilog),
+                       resource: util[resource]["used"],
+                       "lut_equivalents": lut_equivalents(cells, family),
+                       **cell_counts(cells, family.cells),
+                       "harness_ffs": (syn["harness"] or {}).get("ffs", 0),
+                       "yosys_cells": cells})
+        commands += [f"python -m kvfabric.cli verilog --channels {n} --out {verilog}",
+                     syn["command"], pack_cmd]
+        seconds["yosys"] += syn["seconds"]
+        seconds["pack"] += pack_sec
+        log(target, f"{n} channel(s): {util[resource]['used']} {resource}")
+    slope, fixed, residual = fit_line([(p["channels"], p[resource]) for p in points])
+    slope_eq, fixed_eq, _ = fit_line([(p["channels"], p["lut_equivalents"]) for p in points])
+    tenants, _, _ = design_params(ROOT / points[0]["verilog"])
+    return {"device": f"{family.device(opts).description}: {resource} after packing, "
+                      "no placement",
+            "status": "ok", "design": {"tenants": tenants, "channels": list(spec.area_channels)},
+            "resource": resource, "points": points,
+            "per_channel": round(slope, 1), "fixed": round(fixed, 1),
+            "max_residual": round(residual, 1),
+            "lut_equivalents_per_channel": round(slope_eq, 1),
+            "lut_equivalents_fixed": round(fixed_eq, 1),
+            "target_per_channel": AREA_TARGET_PER_CHANNEL,
+            "meets_target": slope <= AREA_TARGET_PER_CHANNEL,
+            "commands": commands,
+            "runtime_s": {k: round(v, 1) for k, v in seconds.items()}}
+
+
+def _over_message(over):
+    return ", ".join(f"{k} {v['used']}/{v['available']} ({100 * v['used'] // v['available']}%)"
+                     for k, v in over.items())
+
+
+def run_pnr(target, opts, verilog, workdir):
+    """An FPGA family: synthesis, place and route once per seed, report."""
+    family = TARGETS[target].family
+    syn = synthesise(target, opts, verilog, workdir)
+    netlist, synth_top, harness, cells = syn["netlist"], syn["top"], syn["harness"], syn["cells"]
+    ysec = syn["seconds"]
     freq = family.target_mhz(opts)
     device = family.device(opts)
     entry = {"device": device.description, "target_mhz": freq, **cell_counts(cells, family.cells),
-             "yosys_cells": cells, "harness": harness, "commands": [command_line(yargs)]}
+             "yosys_cells": cells, "harness": harness, "commands": [syn["command"]]}
     runs = {}
     for seed in opts.seeds:
         # One seed keeps the plain file names; several get one report and log each.
@@ -202,9 +347,7 @@ def _pnr_once(target, opts, tool, args, seed, workdir, sfx):
         if not over:
             raise
         return {"status": "does_not_fit", "command": command, "utilisation": with_percent(util),
-                "message": ", ".join(f"{k} {v['used']}/{v['available']} "
-                                     f"({100 * v['used'] // v['available']}%)"
-                                     for k, v in over.items())}
+                "message": _over_message(over)}
     with open(ROOT / report_path) as f:
         report = json.load(f)
     return {"status": "ok", "command": command, "seconds": seconds, "report": report,
@@ -253,6 +396,17 @@ def generic_adder_map(adders):
     return "" if adders == "default" else f" -extra-map +/choices/{adders}.v"
 
 
+def generic_abc(mapping):
+    """The ``abc`` command of the generic target for ``mapping``
+    (:data:`GENERIC_MAPPINGS`): ``area`` is Yosys's default ABC script,
+    ``delay`` an ABC script that balances the logic for depth before mapping."""
+    if mapping not in GENERIC_MAPPINGS:
+        raise ValueError(f"generic mapping must be one of {', '.join(GENERIC_MAPPINGS)}, "
+                         f"not {mapping!r}")
+    script = GENERIC_MAPPINGS[mapping]
+    return f"abc -g {GENERIC_GATES}" + (f" -script +{script.replace(' ', ',')}" if script else "")
+
+
 def run_generic(target, opts, verilog, workdir):
     """Generic gates: logic depth with ``ltp -noff`` and per-endpoint ranking."""
     progress = Progress(target)
@@ -262,7 +416,7 @@ def run_generic(target, opts, verilog, workdir):
         f"read_verilog {verilog}",
         f"hierarchy -check -top {opts.top}", "proc", "flatten", *MARK_REGISTERS,
         f"synth -flatten -top {opts.top} -noabc{generic_adder_map(opts.generic_adders)}",
-        f"abc -g {GENERIC_GATES}",
+        generic_abc(opts.generic_mapping),
         "opt_clean",
         f"tee -q -o {workdir}/stat.json stat -json",
         f"tee -q -o {workdir}/ltp.txt ltp -noff",
@@ -274,9 +428,12 @@ def run_generic(target, opts, verilog, workdir):
                                            top_n=opts.top_paths)
     ffs = count_cells(cells, *GENERIC_FF_CELLS)
     return {
-        "device": f"generic gates ({GENERIC_GATES}, NOT), {opts.generic_adders} adders",
+        "device": f"generic gates ({GENERIC_GATES}, NOT), {opts.generic_adders} adders, "
+                  f"{opts.generic_mapping} mapping",
         "status": "ok",
         "adders": opts.generic_adders,
+        "mapping": opts.generic_mapping,
+        "abc": generic_abc(opts.generic_mapping),
         "logic_depth": depth,
         "logic_depth_path": {"start": ltp_names[0], "end": ltp_names[-1]} if ltp_names else None,
         "logic_depth_reg_to_reg": info["worst"],
