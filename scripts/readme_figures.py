@@ -85,13 +85,21 @@ def _synth_rows(synth: dict) -> list:
     for key, t in synth["targets"].items():
         design = t.get("design", {})
         n, c = design.get("tenants", "?"), design.get("channels", "?")
+        if isinstance(c, list):  # the area line: several builds
+            c = ", ".join(map(str, c))
         shape = f"{n} tenants × {c} channel{'' if c == 1 else 's'}"
-        what = f"{t['device'].split(' (')[0].split(',')[0]}, {shape}"
-        if t.get("status") == "does_not_fit":
+        what = f"{t['device'].split(' (')[0].split(',')[0].split(':')[0]}, {shape}"
+        if t.get("per_channel") is not None:
+            figure = (f"{t['per_channel']:,.0f} {t['resource']} per added channel, "
+                      f"{t['fixed']:,.0f} fixed (least squares; target ≤ {t['target_per_channel']:,} "
+                      f"per channel: {'met' if t['meets_target'] else 'not met'})")
+        elif t.get("status") == "does_not_fit":
             figure = f"does not fit: {t['message']}"
         elif key == "generic":
             figure = (f"{t['logic_depth_reg_to_reg']:g} gate levels register to register, "
                       f"{t['gates'] / 1000:,.0f} k two-input gates")
+            if t.get("mapping"):
+                figure += f" ({t['adders']} adders, {t['mapping']} mapping)"
         else:
             util = t.get("utilisation", {})
             cell = next((name for name in ("TRELLIS_COMB", "ICESTORM_LC") if name in util), None)
@@ -108,6 +116,9 @@ def _synth_rows(synth: dict) -> list:
                 if unrouted:
                     how += f", seed {','.join(unrouted)} not routed in time, counted as slowest"
                 figure += f"; {fmax:g} MHz routed ({how}; target {t['target_mhz']:g})"
+        if t.get("predicted_fmax_mhz") is not None:
+            figure += (f"; predicted worst path {t['top_paths_model']['worst']:g} ns "
+                       "(delay model, not placed)")
         seeds = f" --seeds {','.join(map(str, t['seeds']))}" if t.get("seeds") else ""
         cmd = f"`python -m kvfabric.scripts.synth --targets {key}{seeds}` → `reports/synth.md`"
         out.append((what, figure, cmd, _rev(t)))

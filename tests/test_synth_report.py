@@ -399,3 +399,16 @@ def test_default_run_time_is_kept_across_partial_runs(tmp_path):
     assert "62 min 05 s" in md_path.read_text()
     assert main(["--report-only", "--json", str(json_path), "--md", str(md_path)]) == 0
     assert "62 min 05 s" in md_path.read_text()
+
+
+def test_readme_rows_for_the_area_line_and_the_estimate():
+    from kvfabric.scripts import readme_figures
+    rows = readme_figures._synth_rows({"targets": {"ecp5": {**ESTIMATE, "revision": "0123456789ab"},
+                                                   "ecp5_area": {**AREA, "revision": "0123456789ab"}}})
+    (est, area) = rows
+    assert est[0] == "LFE5U-85F, 8 tenants × 8 channels"
+    assert est[1].startswith("does not fit: TRELLIS_COMB 93000/83640 (111%) after packing")
+    assert est[1].endswith("; predicted worst path 18 ns (delay model, not placed)")
+    assert area[0] == "LFE5U-85F, 8 tenants × 1, 2, 4 channels"
+    assert area[1] == ("11,000 TRELLIS_COMB per added channel, 5,000 fixed (least squares; "
+                       "target ≤ 10,000 per channel: not met)")

@@ -16,7 +16,7 @@ from pathlib import Path
 from .families import DEFAULT_TARGETS, FAMILIES, GENERIC_ADDERS, GENERIC_MAPPINGS, TARGETS
 from .flows import run_target
 from .report import format_markdown, load_default_run, load_results, write_reports
-from .tools import ToolError, fmt_elapsed, log, source_revision
+from .tools import DEFAULT_BUILD_DIR, ToolError, fmt_elapsed, log, source_revision
 
 __all__ = ["DESCRIPTION", "seed_list", "build_parser", "parse_options", "main"]
 
@@ -74,6 +74,10 @@ def build_parser():
     parser.add_argument("--pnr-arg", dest="pnr_args", action="append", default=[], metavar="ARG",
                         help="extra nextpnr argument, repeatable (e.g. --pnr-arg=--placer-heap-beta "
                              "--pnr-arg=0.6)")
+    parser.add_argument("--pnr-jobs", type=int, default=min(2, os.cpu_count() or 1), metavar="N",
+                        help="place and route up to N seeds at once, each nextpnr on one core "
+                             "(default: %(default)s, this machine's cores up to 2; 1 on a "
+                             "machine others share)")
     parser.add_argument("--pnr-timeout", type=float, default=90,
                         help="minutes after which nextpnr is stopped and the run reported as "
                              "route_timeout with the post-placement Fmax estimate; 0 for no "
@@ -82,7 +86,7 @@ def build_parser():
                         help="endpoints to list in the path ranking (default: %(default)s)")
     parser.add_argument("--revision", help="RTL revision to record (default: git HEAD, with "
                         "+dirty when hw/ differs from it)")
-    parser.add_argument("--build-dir", default="build/synth",
+    parser.add_argument("--build-dir", default=DEFAULT_BUILD_DIR,
                         help="scratch directory, one subdirectory per target (default: %(default)s)")
     parser.add_argument("--json", default="reports/synth.json", help="default: %(default)s")
     parser.add_argument("--md", default="reports/synth.md", help="default: %(default)s")

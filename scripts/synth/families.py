@@ -40,7 +40,9 @@ class Family:
     each report column to the cell type prefixes Yosys's ``stat`` counts for
     it, in the order the report lists them.  ``path_model`` is the
     :mod:`kvfabric.scripts.netlist_paths` delay model that ranks the mapped
-    netlist's paths (``None``: no ranking for this family).  ``logic_resource``
+    netlist's paths (``None``: no ranking for this family).  ``pnr_args`` are
+    the family's own place-and-route options (before ``--pnr-arg``'s, which
+    can override them).  ``logic_resource``
     is the row of nextpnr's utilisation table that measures logic area after
     packing (ECP5 ``TRELLIS_COMB``: a LUT4, one half of a CCU2C or of a
     DPR16X4, plus the feed-through LUTs packing adds), and ``lut_equivalents``
@@ -58,6 +60,7 @@ class Family:
     path_model: netlist_paths.DelayModel | None = None
     logic_resource: str = ""
     lut_equivalents: Mapping[str, int] = field(default_factory=dict)
+    pnr_args: tuple[str, ...] = ()
 
     def device(self, opts) -> Device:
         """The device the command line chose (or the family's only one)."""

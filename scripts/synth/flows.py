@@ -13,6 +13,7 @@ What differs between FPGA families comes from :mod:`.families`.
 
 from __future__ import annotations
 
+import concurrent.futures
 import datetime
 import hashlib
 import json
@@ -29,7 +30,7 @@ from .parsers import (cell_counts, count_cells, critical_path, fmax_from_report,
                       parse_ltp, utilisation_from_log, with_percent, yosys_cells)
 from .progress import Progress
 from .report import one_cell
-from .tools import (ROOT, ToolError, ToolTimeout, command_line, log, rel, run_nextpnr, run_tool,
+from .tools import (DEFAULT_BUILD_DIR, ROOT, ToolError, ToolTimeout, command_line, log, rel, run_nextpnr, run_tool,
                     run_yosys_script, tool_path, tool_versions)
 
 __all__ = ["run_target", "run_pnr", "run_estimate", "run_area", "run_generic", "run_breakdown",
@@ -55,8 +56,10 @@ def median_seed(fmax_by_seed):
 
 def subset_verilog(target, opts, channels):
     """``build/kvfabric_<channels>ch.v``, generated once per run with
-    ``kvfabric verilog --channels <channels>``."""
-    out = f"build/kvfabric_{channels}ch.v"
+    ``kvfabric verilog --channels <channels>``; a run with another
+    ``--build-dir`` (a scratch run) keeps it there instead."""
+    out = (f"build/kvfabric_{channels}ch.v" if rel(opts.build_dir) == DEFAULT_BUILD_DIR
+           else f"{rel(opts.build_dir)}/kvfabric_{channels}ch.v")
     if channels not in opts.generated_subsets:
         args = [sys.executable, "-m", "kvfabric.cli", "verilog", "--channels", str(channels), "--out", out]
         log(target, f"generating the {channels}-channel netlist: {command_line(args)}")
@@ -269,13 +272,10 @@ def run_pnr(target, opts, verilog, workdir):
     device = family.device(opts)
     entry = {"device": device.description, "target_mhz": freq, **cell_counts(cells, family.cells),
              "yosys_cells": cells, "harness": harness, "commands": [syn["command"]]}
-    runs = {}
-    for seed in opts.seeds:
-        # One seed keeps the plain file names; several get one report and log each.
-        sfx = f"_seed{seed}" if len(opts.seeds) > 1 else ""
-        run = _pnr_once(target, opts, family.pnr_tool,
-                        [*device.pnr_args, "--freq", str(freq), "--json", netlist],
-                        seed, workdir, sfx)
+    runs = _pnr_seeds(target, opts, family.pnr_tool,
+                      [*device.pnr_args, "--freq", str(freq), "--json", netlist, *family.pnr_args],
+                      workdir)
+    for seed, run in runs.items():
         entry["commands"].append(run["command"])
         if run["status"] == "does_not_fit":
             # Packing, before any seed matters: one run says it.
@@ -283,7 +283,6 @@ def run_pnr(target, opts, verilog, workdir):
                          utilisation=run["utilisation"], runtime_s={"yosys": round(ysec, 1)})
             log(target, f"does not fit: {entry['message']}")
             return entry
-        runs[seed] = run
     routed = {seed: r for seed, r in runs.items() if r["status"] == "ok"}
     entry["seeds"] = list(opts.seeds)
     entry["runtime_s"] = {"yosys": round(ysec, 1),
@@ -319,8 +318,31 @@ def run_pnr(target, opts, verilog, workdir):
     return entry
 
 
+def _pnr_seeds(target, opts, tool, args, workdir):
+    """nextpnr once per seed, ``--pnr-jobs`` at a time: ``{seed: run}`` in the
+    seeds' order.  One at a time, a design that does not fit stops after the
+    first packing; in parallel, every seed packs it (seconds) and stops."""
+    def once(seed):
+        # One seed keeps the plain file names; several get one report and log each.
+        sfx = f"_seed{seed}" if len(opts.seeds) > 1 else ""
+        return _pnr_once(target, opts, tool, args, seed, workdir, sfx)
+
+    jobs = max(1, min(opts.pnr_jobs, len(opts.seeds)))
+    if jobs == 1:
+        runs = {}
+        for seed in opts.seeds:
+            runs[seed] = once(seed)
+            if runs[seed]["status"] == "does_not_fit":
+                break
+        return runs
+    log(target, f"seeds {','.join(map(str, opts.seeds))}, {jobs} at a time")
+    with concurrent.futures.ThreadPoolExecutor(jobs) as pool:
+        return dict(zip(opts.seeds, pool.map(once, opts.seeds)))
+
+
 def _pnr_once(target, opts, tool, args, seed, workdir, sfx):
     """One nextpnr run: ``status`` ok, does_not_fit or route_timeout, with its numbers."""
+    target = f"{target} seed {seed}" if sfx else target  # the progress lines' label
     progress = Progress(target)
     report_path = f"{workdir}/report{sfx}.json"
     log_path = f"{workdir}/nextpnr{sfx}.log"

@@ -24,12 +24,14 @@ from importlib import metadata
 from pathlib import Path
 
 __all__ = [
-    "ROOT", "ToolError", "ToolTimeout", "rel", "tool_path", "run_tool", "tool_versions",
+    "ROOT", "DEFAULT_BUILD_DIR", "ToolError", "ToolTimeout", "rel", "tool_path", "run_tool", "tool_versions",
     "source_revision", "command_line", "log", "fmt_elapsed",
 ]
 
 #: The project root: the sandbox root of every YoWASP run.
 ROOT = Path(__file__).resolve().parents[2]
+#: ``--build-dir``'s default: one subdirectory per target.
+DEFAULT_BUILD_DIR = "build/synth"
 
 
 class ToolError(RuntimeError):
