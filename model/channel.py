@@ -4,6 +4,12 @@ Written for clarity first: every cycle reads the registers of cycle t, decides,
 and writes the registers of cycle t+1, in the order the spec describes. The
 RTL is compared against this class every cycle, so it follows the spec
 literally, modular comparisons included.
+
+One method per spec rule, named as in the RTL (:mod:`kvfabric.hw.channel`,
+:mod:`kvfabric.hw.keys`): ``_request_handshake`` (§4), ``select`` (§6.2),
+``_update_buckets`` (§6.3), ``_next_virtual_time`` and ``_update_tags``
+(§6.4), ``_count_credits`` (§6.6), ``_advance_queues`` (§4's queues and
+§6.2's grant register).
 """
 
 from __future__ import annotations
@@ -221,27 +227,14 @@ class ChannelModel:
 
         ``now`` is the fabric timestamp ``t mod 2^TS_BITS``; ``credit_return``
         is the channel's 3-bit ``credit_return`` input as (urgent, guaranteed,
-        burst) bits (spec §6.6).
+        burst) bits (spec §6.6). Every rule reads cycle-t state and the next
+        state is written at the end, one method per spec section.
         """
         if credit_return is not NO_CREDIT_RETURN:
             if len(credit_return) != CREDIT_CLASSES or any(b not in (0, 1) for b in credit_return):
                 raise ValueError(f"credit_return must be {CREDIT_CLASSES} bits (urgent, guaranteed, "
                                  f"burst), each 0 or 1, not {credit_return!r}")
-        p = self.params
-        n = p.tenants
-        tenants = self.config.tenants
-        tag_mask = (1 << p.tag_bits) - 1
-
-        # Port handshakes in cycle t.
-        accepted = dropped = False
-        if req is not None:
-            if self.is_invalid(req.tenant, req.bytes):
-                accepted = dropped = True
-            else:
-                occ = len(self.fifo[req.tenant])
-                if self.ingress is not None and self.ingress[0] == req.tenant:
-                    occ += 1
-                accepted = occ < p.queue_depth
+        accepted, dropped = self._request_handshake(req)
         transferred = self.grant if (self.grant is not None and grant_ready) else None
         load = self.grant is None or grant_ready
         choice = self.select(now) if load else None
@@ -250,76 +243,121 @@ class ChannelModel:
         fabric_grant = choice is not None and kind != FCFS
         head = self.fifo[winner][0] if choice is not None else None
 
-        # Virtual time (spec §6.4) from cycle-t registers.
-        nonempty = [i for i in range(n) if self.fifo[i]]
+        next_vt = self._next_virtual_time(head if fabric_grant else None)
+        self._update_buckets(winner if fabric_grant else -1, kind, head)
+        self._update_tags(winner if fabric_grant else -1, head)
+        self._count_credits(choice, credit_return)
+        self.vt_prev, self.vt = self.vt, next_vt
+        self._advance_queues(now, req if accepted and not dropped else None, choice, load)
+        return StepResult(accepted, dropped, transferred)
+
+    def _request_handshake(self, req: Request | None) -> tuple[bool, bool]:
+        """Spec §4 in cycle t: ``(accepted, dropped)``. An invalid request is
+        accepted and dropped; a valid one waits while its queue is full."""
+        if req is None:
+            return False, False
+        if self.is_invalid(req.tenant, req.bytes):
+            return True, True
+        occ = len(self.fifo[req.tenant])
+        if self.ingress is not None and self.ingress[0] == req.tenant:
+            occ += 1
+        return occ < self.params.queue_depth, False
+
+    def _next_virtual_time(self, fabric_head: QueueEntry | None) -> int:
+        """Spec §6.4 from cycle-t registers: returns V at t+1 and writes
+        ``served`` and ``vmin``/``vmin_valid`` of t+1 (``fabric_head``: the
+        fabric-mode winner's head, or None)."""
+        p = self.params
+        tag_mask = (1 << p.tag_bits) - 1
         next_vt = (self.vt + self.served) & tag_mask
         if self.vmin_valid:
             next_vt = mod_max(next_vt, self.vmin, p.tag_bits)
+        nonempty = [i for i in range(p.tenants) if self.fifo[i]]
         if nonempty:
             vmin = self.tag[nonempty[0]]
             for i in nonempty[1:]:
                 vmin = mod_min(vmin, self.tag[i], p.tag_bits)
-            next_vmin, next_vmin_valid = vmin, 1
+            self.vmin, self.vmin_valid = vmin, 1
         else:
-            next_vmin, next_vmin_valid = 0, 0
-        next_served = ((head.bytes + (1 << p.tag_shift) - 1) >> p.tag_shift) if fabric_grant else 0
+            self.vmin, self.vmin_valid = 0, 0
+        # served(s) = ceil(s / TAG_UNIT), as served_units(), inlined (hot spot).
+        self.served = ((fabric_head.bytes + (1 << p.tag_shift) - 1) >> p.tag_shift
+                       if fabric_head is not None else 0)
+        return next_vt
 
-        # Buckets and tags (spec §6.3, §6.4). Locals and inlined min/max: this
-        # loop is the model's hot spot.
-        pcap = p.pcap
-        half = 1 << (p.tag_bits - 1)
-        vt = self.vt
-        lag_floor = (vt - p.lag_window) & tag_mask
-        ceiling = (vt + p.lag_window) & tag_mask
-        level, peak, tag, fifo = self.level, self.peak, self.tag, self.fifo
-        for i in range(n):
-            cfg = tenants[i]
-            if fabric_grant and i == winner:
-                debit = head.bytes << p.frac
-                if kind != BURST:  # guaranteed or urgent (spec §6.3)
+    def _update_buckets(self, winner: int, kind: int | None, head: QueueEntry | None) -> None:
+        """Spec §6.3: every bucket refills; a fabric-mode ``winner`` (-1: none)
+        is debited its head (guaranteed or urgent) or spends its committed
+        tokens (burst). Locals and inlined min: the model's hot spot."""
+        pcap = self.params.pcap
+        level, peak = self.level, self.peak
+        for i, cfg in enumerate(self.config.tenants):
+            if i == winner:
+                debit = head.bytes << self.params.frac
+                if kind != BURST:  # guaranteed or urgent
                     level[i] = min(level[i] - debit + cfg.rate, cfg.capacity)
                 else:
                     level[i] = min(cfg.rate, cfg.capacity)
                 peak[i] = min(peak[i] - debit + cfg.peak_rate, pcap)
-                tag[i] = (tag[i] + head.cost) & tag_mask
             else:
                 x = level[i] + cfg.rate
                 level[i] = x if x < cfg.capacity else cfg.capacity
                 x = peak[i] + cfg.peak_rate
                 peak[i] = x if x < pcap else pcap
-                floor = lag_floor if fifo[i] else vt
-                if ((tag[i] - floor) & tag_mask) >= half:  # tag_max(tag, floor)
-                    tag[i] = floor
-                if ((ceiling - tag[i]) & tag_mask) >= half:  # tag_min(tag, ceiling)
-                    tag[i] = ceiling
 
-        # Credit counters (spec §6.6): count the selected winner's class, then
-        # take a return unless nothing of that class is in flight.
-        won = (credit_class(kind, tenants[winner].priority, self.config.bulk_prio)
-               if choice is not None else None)
+    def _update_tags(self, winner: int, head: QueueEntry | None) -> None:
+        """Spec §6.4 with cycle-t V: a fabric-mode ``winner``'s start tag
+        becomes its finish tag; every other tag is raised to V (empty queue)
+        or ``V - LAG_WINDOW`` (backlogged), then capped at ``V + LAG_WINDOW``."""
+        p = self.params
+        tag_mask = (1 << p.tag_bits) - 1
+        half = 1 << (p.tag_bits - 1)
+        vt = self.vt
+        lag_floor = (vt - p.lag_window) & tag_mask
+        ceiling = (vt + p.lag_window) & tag_mask
+        tag, fifo = self.tag, self.fifo
+        for i in range(p.tenants):
+            if i == winner:
+                tag[i] = (tag[i] + head.cost) & tag_mask
+                continue
+            floor = lag_floor if fifo[i] else vt
+            if ((tag[i] - floor) & tag_mask) >= half:  # tag_max(tag, floor)
+                tag[i] = floor
+            if ((ceiling - tag[i]) & tag_mask) >= half:  # tag_min(tag, ceiling)
+                tag[i] = ceiling
+
+    def _count_credits(self, choice: tuple[int, int] | None, credit_return) -> None:
+        """Spec §6.6: count the selected winner's credit class, then take a
+        return unless nothing of that class is in flight."""
+        won = None
+        if choice is not None:
+            winner, kind = choice
+            won = credit_class(kind, self.config.tenants[winner].priority, self.config.bulk_prio)
         inflight = self.inflight
         for k in range(CREDIT_CLASSES):
             x = inflight[k] + (k == won)
             x = x if x < _INFLIGHT_MAX else _INFLIGHT_MAX
             inflight[k] = x - 1 if (credit_return[k] and x > 0) else x
 
-        self.vt_prev, self.vt, self.served = self.vt, next_vt, next_served
-        self.vmin, self.vmin_valid = next_vmin, next_vmin_valid
-
-        # Queues, ingress register, grant register.
+    def _advance_queues(self, now: int, admitted: Request | None, choice: tuple[int, int] | None,
+                        load: bool) -> None:
+        """Spec §4 and §6.2's register writes: the winner's queue pops, the
+        ingress register pushes into its queue and takes the ``admitted``
+        request (its cost at this cycle's ``inv_weight``), and on ``load`` the
+        grant register takes the winner (or empties)."""
+        head = None
         if choice is not None:
-            self.fifo[winner].popleft()
+            head = self.fifo[choice[0]].popleft()
         if self.ingress is not None:
             t_i, b_i, id_i, ts_i, cost = self.ingress
             self.fifo[t_i].append(QueueEntry(b_i, id_i, ts_i, cost))
-        # The cost uses the inv_weight of the acceptance cycle (spec §4).
-        self.ingress = ((req.tenant, req.bytes, req.id, now,
-                         request_cost(req.bytes, tenants[req.tenant].inv_weight, p))
-                        if accepted and not dropped else None)
+        self.ingress = ((admitted.tenant, admitted.bytes, admitted.id, now,
+                         request_cost(admitted.bytes, self.config.tenants[admitted.tenant].inv_weight,
+                                      self.params))
+                        if admitted is not None else None)
         if load:
-            self.grant = (Grant(winner, head.bytes, head.id, kind, head.ts)
+            self.grant = (Grant(choice[0], head.bytes, head.id, choice[1], head.ts)
                           if choice is not None else None)
-        return StepResult(accepted, dropped, transferred)
 
     def skip(self, cycles: int) -> None:
         """Advance ``cycles`` quiescent cycles at once (exact: only buckets refill)."""

@@ -95,7 +95,7 @@ MUTANTS = [
       ("return [o >= depth for o in self.occupancy()]", "return [o > depth for o in self.occupancy()]"),
       ("return self.occupancy()[tenant] < self.params.queue_depth",
        "return self.occupancy()[tenant] <= self.params.queue_depth"),
-      ("accepted = occ < p.queue_depth", "accepted = occ <= p.queue_depth"), listed=True),
+      ("return occ < self.params.queue_depth, False", "return occ <= self.params.queue_depth, False"), listed=True),
     M("committed_never_conforms", "the committed bucket never conforms",
       ("conform = peak_ok and self.level[i] >= need", "conform = peak_ok and False"), listed=True),
     M("committed_never_refills", "the committed bucket never refills",
@@ -154,21 +154,21 @@ MUTANTS = [
     M("cost_rounded_down", "cost rounds down instead of up",
       ("return (nbytes * inv_weight + (1 << shift) - 1) >> shift", "return (nbytes * inv_weight) >> shift")),
     M("served_rounded_down", "served(bytes) rounds down instead of up",
-      ("next_served = ((head.bytes + (1 << p.tag_shift) - 1) >> p.tag_shift) if fabric_grant else 0",
-       "next_served = (head.bytes >> p.tag_shift) if fabric_grant else 0")),
+      ("self.served = ((fabric_head.bytes + (1 << p.tag_shift) - 1) >> p.tag_shift",
+       "self.served = (fabric_head.bytes >> p.tag_shift")),
     M("vmin_over_empty_queues", "vmin taken over every tenant, idle ones included",
-      ("nonempty = [i for i in range(n) if self.fifo[i]]", "nonempty = list(range(n))")),
+      ("nonempty = [i for i in range(p.tenants) if self.fifo[i]]", "nonempty = list(range(p.tenants))")),
     M("idle_tenant_not_raised", "a newly backlogged tenant keeps its old tag (banks credit while idle)",
       ("floor = lag_floor if fifo[i] else vt", "floor = lag_floor")),
     M("backlogged_raised_to_v", "a backlogged tenant's tag is raised to V, not V - LAG_WINDOW",
       ("floor = lag_floor if fifo[i] else vt", "floor = vt")),
     M("no_tag_ceiling", "no upper clamp at V + LAG_WINDOW",
-      ("                if ((ceiling - tag[i]) & tag_mask) >= half:  # tag_min(tag, ceiling)\n"
-       "                    tag[i] = ceiling\n", "")),
+      ("            if ((ceiling - tag[i]) & tag_mask) >= half:  # tag_min(tag, ceiling)\n"
+       "                tag[i] = ceiling\n", "")),
     # ---- ingress ----
     M("ready_ignores_ingress", "acceptance ignores the request held in the ingress register",
-      ("                if self.ingress is not None and self.ingress[0] == req.tenant:\n"
-       "                    occ += 1\n", "")),
+      ("        if self.ingress is not None and self.ingress[0] == req.tenant:\n"
+       "            occ += 1\n", "")),
     M("oversize_request_valid", "a request above LMAX is not invalid",
       ("or nbytes == 0 or nbytes > p.max_request_bytes)", "or nbytes == 0)")),
 ]

@@ -67,7 +67,7 @@ IDLE_CLASS = 15
 
 
 def _class_less(cls_a, cls_b):
-    """Class a below class b, in LUTs (as hw/channel.py's _lt_logic), not a carry chain."""
+    """Class a below class b, in LUTs (as hw/keys.py's lt_logic), not a carry chain."""
     lt = C(0, 1)
     for k in range(CLASS_BITS):
         lt = (~cls_a[k] & cls_b[k]) | (~(cls_a[k] ^ cls_b[k]) & lt)

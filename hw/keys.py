@@ -1,0 +1,412 @@
+"""Per-tenant selection keys and next-state candidates of a channel (spec
+§6.2-§6.4, §6.6, timing structure §11).
+
+Each tenant's ``key_*`` registers hold its current head's selection key; in
+every cycle :func:`tenant_candidates` computes, from registers only, the
+tenant's next bucket levels and tag if it wins or not (§6.3, §6.4) and next
+cycle's key for both outcomes (the head kept or popped), so that
+:class:`kvfabric.hw.channel.ChannelArbiter`'s winner only chooses. One
+function per spec rule: :func:`bucket_update` (§6.3), :func:`tag_clamp`
+(§6.4), :func:`next_key` (§6.2), :func:`credit_class` (§6.6).
+"""
+
+from dataclasses import dataclass
+
+from amaranth.hdl import C, Cat, Mux, Signal
+
+from kvfabric.spec import BULK_PRIO_BITS, CREDIT_BURST, CREDIT_CLASSES, CREDIT_GUARANTEED, CREDIT_URGENT
+
+__all__ = ["ChannelTiming", "TenantCandidates", "tenant_candidates", "mod_lt", "shift_lag", "lt_logic",
+           "or_all"]
+
+
+def mod_lt(a, b, bits):
+    """``((a - b) mod 2^bits) >= 2^(bits-1)`` (spec §6.1) for unsigned ``a``, ``b``."""
+    # The low bits of the (signed) difference are the modular difference.
+    return (a - b)[bits - 1]
+
+
+@dataclass
+class ChannelTiming:
+    """Per-channel values every tenant's candidates read (spec §6.4, §11)."""
+
+    vt: Signal
+    vt_lo: Signal
+    vt_hi: Signal
+    fcfs: Signal
+    fcfs_next: Signal
+    starve_on_next: Signal
+    deadline_next: Signal
+
+
+@dataclass
+class TenantCandidates:
+    """One tenant's registered selection key and every next-state candidate.
+
+    Field names follow the RTL signal names (``key_*_<i>``, ``lvl_win_<i>``,
+    ...). ``key_next_keep``/``key_next_pop`` are the register inputs of the
+    ``key_*`` registers for the two outcomes of this cycle's selection.
+    """
+
+    head_valid: object
+    head: object
+    key_competes: Signal
+    key_class: Signal
+    key_order: Signal
+    key_conform: Signal
+    key_finish: Signal
+    key_credit: Signal
+    lvl_win: Signal
+    lvl_idle: Signal
+    pk_win: Signal
+    pk_idle: Signal
+    tag_idle: Signal
+    key_next_keep: tuple
+    key_next_pop: tuple
+
+
+def tenant_candidates(m, p, i, timing, *, cfg, q, level, peak, tag, burst_level, priority_next,
+                       bulk_prio_next):
+    """Tenant i's selection key registers and, from registers only, its next
+    state for both outcomes of the selection (spec §6.3-§6.4, §11): the
+    bucket levels and tag if it wins or not, and next cycle's key if its
+    head is kept or popped."""
+    T = p.tag_bits
+    W = max(T, p.ts_bits)
+    vt, vt_lo, vt_hi = timing.vt, timing.vt_lo, timing.vt_hi
+    fcfs, fcfs_next = timing.fcfs, timing.fcfs_next
+    starve_on_next, deadline_next = timing.starve_on_next, timing.deadline_next
+    head = q.r_data
+    k_comp = Signal(name=f"key_competes_{i}")
+    k_key = Signal(4, name=f"key_class_{i}", init=15)
+    k_order = Signal(W, name=f"key_order_{i}")
+    k_conf = Signal(name=f"key_conform_{i}")
+    k_credit = Signal(CREDIT_CLASSES, name=f"key_credit_{i}")
+    # Next cycle's priority is marked in next cycle's bulk_prio: the same for
+    # the kept and the popped head.
+    bulk_next = Signal(name=f"bulk_next_{i}")
+    m.d.comb += bulk_next.eq(or_all((priority_next == prio) & bulk_prio_next[prio]
+                                     for prio in range(BULK_PRIO_BITS)))
+    need = Signal(p.peak_bits, name=f"need_{i}")
+    # The head's finish tag, tag + cost, precomputed like the key.
+    s_fin = Signal(T, name=f"key_finish_{i}")
+    m.d.comb += need.eq(head.bytes << p.frac)
+
+    # Next-state candidates, all from registers, in parallel with selection.
+    buckets = bucket_update(m, p, i, cfg=cfg, level=level, peak=peak, need=need, conform=k_conf,
+                             burst_level=burst_level)
+    s_li, s_lw_g, s_pi, s_pw = buckets.level_sum, buckets.level_sum_debited, buckets.peak_sum, \
+        buckets.peak_sum_debited
+    cap = cfg.capacity
+    clamp = tag_clamp(m, p, i, tag=tag, vt=vt, vt_lo=vt_lo, vt_hi=vt_hi, backlogged=q.r_rdy)
+    below, above, ti, elig_ti = clamp.below, clamp.above, clamp.tag, clamp.eligible
+
+    # The key of the next cycle's head, for both outcomes of this
+    # cycle's selection. Bucket tests use min(a, cap) >= n <=> a >= n
+    # and cap >= n, so no comparison waits for a min().
+    keep_head = Signal.like(head, name=f"keep_head_{i}")
+    m.d.comb += keep_head.eq(Mux(q.r_rdy, head, q.w_data))
+    keep_need = Signal(p.peak_bits, name=f"keep_need_{i}")
+    m.d.comb += keep_need.eq(keep_head.bytes << p.frac)
+    # Finish tag of the kept head: the clamp's choice made after the
+    # additions (V + cost shifted by LAG_WINDOW for the bounds).
+    keep_fin = Signal(T, name=f"keep_finish_{i}")
+    v_cost = Signal(T, name=f"keep_vt_cost_{i}")
+    t_cost = Signal(T, name=f"keep_tag_cost_{i}")
+    m.d.comb += [
+        v_cost.eq(vt + keep_head.cost),
+        t_cost.eq(tag + keep_head.cost),
+        keep_fin.eq(Mux(below, Mux(q.r_rdy, shift_lag(v_cost, -1), v_cost),
+                        Mux(above, shift_lag(v_cost, 1), t_cost))),
+    ]
+    keep = next_key(
+        m, p, f"keep_{i}",
+        valid=q.r_rdy | q.w_en, head=keep_head,
+        level_ok=_ge(s_li, keep_need) & _ge(cap, keep_need),
+        peak_ok=_ge(s_pi, keep_need),
+        eligible=elig_ti, finish=keep_fin, deadline_next=deadline_next,
+        fcfs_next=fcfs_next, starve_on_next=starve_on_next,
+        priority_next=priority_next, bulk_next=bulk_next)
+
+    # After a pop: the committed bucket is debited only by a
+    # guaranteed fabric-mode grant (level + rate - need >= 0 then),
+    # spent by a burst one, the peak bucket debited by any fabric-mode
+    # grant (peak + peak_rate - need >= 0 then), nothing in FCFS mode.
+    pop_head = q.pop_data
+    pop_need = Signal(p.peak_bits, name=f"pop_need_{i}")
+    m.d.comb += pop_need.eq(pop_head.bytes << p.frac)
+    pop_cap_ok = _ge(cap, pop_need)
+    pop_level_ok = Mux(fcfs, _ge(s_li, pop_need) & pop_cap_ok,
+                       Mux(k_conf, _ge(s_lw_g, pop_need) & pop_cap_ok,
+                           _ge(burst_level, pop_need)))
+    pop_peak_ok = Mux(fcfs, _ge(s_pi, pop_need), _ge(s_pw, pop_need))
+    pop_tag = Signal(T, name=f"pop_tag_{i}")
+    pop_fin = Signal(T, name=f"pop_finish_{i}")
+    elig_fin = Signal(name=f"eligible_finish_{i}")
+    m.d.comb += elig_fin.eq(~mod_lt(vt, s_fin, T))
+    m.d.comb += [
+        pop_tag.eq(Mux(fcfs, ti, s_fin)),
+        pop_fin.eq(pop_tag + pop_head.cost),
+    ]
+    won = next_key(
+        m, p, f"pop_{i}",
+        valid=(q.level >= 2) | q.w_en, head=pop_head,
+        level_ok=pop_level_ok, peak_ok=pop_peak_ok,
+        eligible=Mux(fcfs, elig_ti, elig_fin), finish=pop_fin, deadline_next=deadline_next,
+        fcfs_next=fcfs_next, starve_on_next=starve_on_next,
+        priority_next=priority_next, bulk_next=bulk_next)
+
+    return TenantCandidates(
+        head_valid=q.r_rdy, head=head, key_competes=k_comp, key_class=k_key, key_order=k_order,
+        key_conform=k_conf, key_finish=s_fin, key_credit=k_credit, lvl_win=buckets.level_win,
+        lvl_idle=buckets.level_idle, pk_win=buckets.peak_win, pk_idle=buckets.peak_idle,
+        tag_idle=ti, key_next_keep=keep, key_next_pop=won)
+
+
+def bucket_update(m, p, i, *, cfg, level, peak, need, conform, burst_level):
+    """Spec §6.3 for tenant i, from registers only: the committed and peak
+    levels at t+1 if it wins (``win``) and if not (``idle``), and the sums
+    the next keys' bucket tests read (``need`` is the head's ``s << FRAC``,
+    ``conform`` its registered class, so a burst grant spends the committed
+    tokens, B_i = 0)."""
+    # level - need is only used when the head conforms (level >= need),
+    # peak - need only when it is burst_ok (peak >= need).
+    # Sum widths: the larger operand plus a carry (peak_rate is wider
+    # than the peak level when LMAX < 4096).
+    lsum_bits = max(p.level_bits, p.rate_bits) + 1
+    psum_bits = max(p.peak_bits, p.peak_rate_bits) + 1
+    s_lw_g = Signal(lsum_bits, name=f"lvl_sum_g_{i}")
+    s_li = Signal(lsum_bits, name=f"lvl_sum_i_{i}")
+    s_pw = Signal(psum_bits, name=f"pk_sum_w_{i}")
+    s_pi = Signal(psum_bits, name=f"pk_sum_i_{i}")
+    m.d.comb += [
+        s_li.eq(level + cfg.rate),
+        s_lw_g.eq(s_li - need),
+        s_pi.eq(peak + cfg.peak_rate),
+        s_pw.eq(s_pi - need),
+    ]
+    cap = cfg.capacity
+    lw = Signal(p.level_bits, name=f"lvl_win_{i}")
+    li = Signal(p.level_bits, name=f"lvl_idle_{i}")
+    pw = Signal(p.peak_bits, name=f"pk_win_{i}")
+    pi_ = Signal(p.peak_bits, name=f"pk_idle_{i}")
+    m.d.comb += [
+        li.eq(_min(s_li, cap)),
+        pw.eq(min_pow2(s_pw, p.pcap)),
+        pi_.eq(min_pow2(s_pi, p.pcap)),
+        # A burst grant spends the committed tokens (B_i = 0).
+        lw.eq(Mux(conform, _min(s_lw_g, cap), burst_level)),
+    ]
+    return BucketUpdate(level_sum=s_li, level_sum_debited=s_lw_g, peak_sum=s_pi, peak_sum_debited=s_pw,
+                         level_win=lw, level_idle=li, peak_win=pw, peak_idle=pi_)
+
+
+@dataclass
+class BucketUpdate:
+    """Tenant i's bucket candidates (spec §6.3): ``level + rate``, that less
+    the head (``debited``), the same for the peak bucket, and the capped next
+    levels if it wins or not."""
+
+    level_sum: Signal
+    level_sum_debited: Signal
+    peak_sum: Signal
+    peak_sum_debited: Signal
+    level_win: Signal
+    level_idle: Signal
+    peak_win: Signal
+    peak_idle: Signal
+
+
+def tag_clamp(m, p, i, *, tag, vt, vt_lo, vt_hi, backlogged):
+    """Spec §6.4's tag of a tenant that does not win: empty queue -> max(tag, V),
+    backlogged -> max(tag, V - LAG_WINDOW); then min(., V + LAG_WINDOW); and
+    whether that tag is eligible against V at t (spec §6.2)."""
+    T = p.tag_bits
+    # Written as parallel comparisons of tag with fixed bounds: a
+    # raised tag (the floor) never exceeds the ceiling, because the
+    # floor is V or V - LAG_WINDOW and the ceiling V + LAG_WINDOW,
+    # less than the half range above it. All three comparisons come
+    # from one subtraction (lag_position).
+    below = Signal(name=f"tag_below_floor_{i}")
+    above = Signal(name=f"tag_above_ceiling_{i}")
+    floor_ = Signal(T, name=f"tag_floor_{i}")
+    ti = Signal(T, name=f"tag_idle_{i}")
+    lt_vt, lt_vt_lo, gt_vt_hi, vt_lt = lag_position(m, tag, vt, T, f"tag_{i}")
+    m.d.comb += [
+        below.eq(Mux(backlogged, lt_vt_lo, lt_vt)),
+        above.eq(~below & gt_vt_hi),
+        floor_.eq(Mux(backlogged, vt_lo, vt)),
+        ti.eq(Mux(below, floor_, Mux(above, vt_hi, tag))),
+    ]
+    # Eligibility of the clamped tag against V at t (spec §6.2: V one cycle
+    # old at t+1): a floor (V or V - LAG_WINDOW) is at most V, the ceiling
+    # V + LAG_WINDOW is above it, and a tag in between is eligible unless
+    # tag_lt(V, tag), which the clamp's subtraction already gives.
+    elig_ti = Signal(name=f"eligible_tag_idle_{i}")
+    m.d.comb += elig_ti.eq(below | (~above & ~vt_lt))
+    return TagClamp(below=below, above=above, tag=ti, eligible=elig_ti)
+
+
+@dataclass
+class TagClamp:
+    """Tenant i's clamped tag (spec §6.4) and which bound acted."""
+
+    below: Signal
+    above: Signal
+    tag: Signal
+    eligible: Signal
+
+
+def next_key(m, p, sfx, *, valid, head, level_ok, peak_ok, eligible, finish, deadline_next,
+              fcfs_next, starve_on_next, priority_next, bulk_next):
+    """Selection key of a head in the next cycle (spec §6.2, evaluated one cycle early).
+
+    ``valid``: the tenant has a head next cycle; ``head``: that head;
+    ``level_ok``/``peak_ok``: next cycle's committed/peak level covers it;
+    ``eligible``: next cycle's start tag is at most this cycle's V (spec §6.2);
+    ``finish``: next cycle's start tag plus the head's cost;
+    ``deadline_next``: next cycle's ``now - starve_limit``. Returns the
+    register inputs ``(competes, key, order, conform, finish, credit)`` in
+    the order of the ``key_*`` registers; ``credit`` is the head's credit
+    class one-hot (spec §6.6: urgent; guaranteed, or burst when ``bulk_next``
+    says its priority is marked in ``bulk_prio``; burst), all clear in FCFS
+    mode.
+    """
+    T, W = p.tag_bits, max(p.tag_bits, p.ts_bits)
+    conf = Signal(name=f"conform_{sfx}")
+    old = Signal(name=f"old_{sfx}")
+    urg = Signal(name=f"urgent_{sfx}")
+    comp = Signal(name=f"competes_{sfx}")
+    key0 = Signal(name=f"key0_{sfx}")
+    key = Signal(4, name=f"key_{sfx}")
+    order = Signal(W, name=f"order_{sfx}")
+    m.d.comb += [
+        conf.eq(peak_ok & level_ok),
+        old.eq(~mod_lt(deadline_next, head.ts, p.ts_bits)),
+        urg.eq(conf & starve_on_next & old),
+        comp.eq(valid & (fcfs_next | peak_ok)),
+        # Class 0 (urgent, or every head in FCFS mode) orders by timestamp.
+        key0.eq(fcfs_next | urg),
+        # Timestamp or finish tag, shifted to a common width W so that the
+        # W-bit modular comparison equals the T- or TS_BITS-bit one (the low
+        # bits are zero on both sides); keys are only compared by order when
+        # equal, so both sides then hold the same kind (spec §11).
+        order.eq(Mux(key0, head.ts << (W - p.ts_bits), finish << (W - T))),
+    ]
+    # Selection key: class, eligibility and "competes" folded into one
+    # 4-bit number so that a pair compares one small key plus one order
+    # bit. 0 = urgent (or FCFS mode: oldest first), then 2*class +
+    # ineligible for classes 1..5 (2..11), 15 = does not compete.
+    with m.If(~comp):
+        m.d.comb += key.eq(15)
+    with m.Elif(key0):
+        m.d.comb += key.eq(0)
+    with m.Elif(conf):
+        m.d.comb += key.eq(Cat(~eligible, priority_next + 1))
+    with m.Else():
+        m.d.comb += key.eq(Cat(~eligible, C(5, 3)))
+    credit = credit_class(m, sfx, fcfs=fcfs_next, urgent=key0, conform=conf, bulk=bulk_next)
+    return comp, key, order, conf, finish, credit
+
+
+def credit_class(m, sfx, *, fcfs, urgent, conform, bulk):
+    """Spec §6.6's credit class of a competing head, one-hot (bit k = class
+    k): urgent for an urgent head; guaranteed for a conforming one unless its
+    priority is marked in ``bulk_prio`` (``bulk``); burst otherwise (a burst
+    head, or a bulk-marked guaranteed one); none in FCFS mode, where credits
+    are neither checked nor counted. The RTL's one place for the rule that
+    :func:`kvfabric.spec.credit_class` states for the model."""
+    credit = Signal(CREDIT_CLASSES, name=f"credit_{sfx}")
+    with m.If(fcfs):
+        m.d.comb += credit.eq(0)
+    with m.Elif(urgent):
+        m.d.comb += credit.eq(1 << CREDIT_URGENT)
+    with m.Elif(conform & ~bulk):
+        m.d.comb += credit.eq(1 << CREDIT_GUARANTEED)
+    with m.Else():
+        m.d.comb += credit.eq(1 << CREDIT_BURST)
+    return credit
+
+
+def shift_lag(x, sign):
+    """``(x ± LAG_WINDOW) mod 2^T`` with ``LAG_WINDOW = 2^(T-3)``: only the
+    top three bits change, so the low bits are wired through. Written so for
+    clarity: flattened ECP5 synthesis already trimmed the T-bit form (17 LUT4s
+    apart for one channel, issue #6)."""
+    low = len(x) - 3
+    return Cat(x[:low], (x[low:] + sign)[:3])
+
+
+def lag_position(m, tag, vt, bits, sfx):
+    """``tag_lt(tag, V)``, ``tag_lt(tag, V - W)``, ``tag_lt(V + W, tag)``
+    for ``W = LAG_WINDOW = 2^(bits-3)`` (spec §6.4's clamp bounds) and
+    ``tag_lt(V, tag)`` (eligibility, §6.2), from one subtraction.
+
+    With ``d = (tag - V) mod 2^bits``: ``tag_lt(tag, V)`` is d's top bit;
+    ``tag - (V - W) = d + W`` only adds to d's top three bits ``t``, so its
+    top bit is a function of ``t``; ``(V + W) - tag = W - d`` is ``-d`` with
+    ``W`` added, and the top three bits of ``-d`` are ``-t`` when d's low
+    bits are zero (``tag`` and ``V`` agree below bit ``bits - 3``) and
+    ``~t`` otherwise. The two small functions cost a LUT each instead of a
+    comparator each.
+    """
+    low = bits - 3
+    diff = Signal(bits, name=f"{sfx}_minus_vt")
+    top = Signal(3, name=f"{sfx}_minus_vt_top")
+    low_equal = Signal(name=f"{sfx}_low_equals_vt")
+    neg_top = Signal(3, name=f"{sfx}_vt_minus_top")
+    lt_v, lt_lo, gt_hi, v_lt = (Signal(name=f"{sfx}_{n}")
+                                for n in ("lt_vt", "lt_vt_lo", "gt_vt_hi", "vt_lt"))
+    m.d.comb += [
+        diff.eq(tag - vt),
+        top.eq(diff[low:]),
+        low_equal.eq(tag[:low] == vt[:low]),
+        neg_top.eq(Mux(low_equal, -top, ~top)),
+        lt_v.eq(diff[bits - 1]),
+        lt_lo.eq((top + 1)[2]),
+        gt_hi.eq((neg_top + 1)[2]),
+        # (V - tag) mod 2^bits = -d: its top bit is neg_top's.
+        v_lt.eq(neg_top[2]),
+    ]
+    return lt_v, lt_lo, gt_hi, v_lt
+
+
+def _ge(big, small):
+    """``big >= small`` for unsigned values where ``small`` is the narrower:
+    a carry chain over the low bits and an OR of ``big``'s high bits."""
+    k = len(small)
+    if len(big) <= k:
+        return big >= small
+    return (big[k:] != 0) | (big[:k] >= small)
+
+
+def lt_logic(a, b):
+    """``a < b`` for short unsigned values as plain logic.
+
+    Written bit by bit so that synthesis keeps it in LUTs: a ``<`` operator
+    becomes a carry chain, whose entry and exit routing cost more than the
+    two LUT levels of a 4-bit comparison.
+    """
+    lt = C(0, 1)
+    for k in range(len(a)):
+        lt = (~a[k] & b[k]) | (~(a[k] ^ b[k]) & lt)
+    return lt
+
+
+def _min(a, b):
+    return Mux(a < b, a, b)
+
+
+def min_pow2(a, limit):
+    """``min(a, limit)`` for a power-of-two ``limit`` (PCAP, spec §1): the
+    comparison is an OR of the high bits, not a carry chain."""
+    k = limit.bit_length() - 1
+    assert limit == 1 << k
+    return Mux(a[k:].any(), limit, a)
+
+
+def or_all(values):
+    acc = None
+    for v in values:
+        acc = v if acc is None else acc | v
+    return acc
