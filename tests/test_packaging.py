@@ -162,25 +162,17 @@ def _resolves(name, path, tracked):
     return Path(name).name in {Path(t).name for t in tracked}
 
 
-# Citations found by the test below whose files are being rewritten by another change.
-# Strict: the test fails when one is fixed and still listed here, so the list can only shrink.
-_PENDING = set()
-
-
 def test_no_file_cites_a_document_outside_the_repository():
     tracked = set(subprocess.run(["git", "ls-files"], cwd=ROOT, capture_output=True, text=True).stdout.split())
-    errors, pending = [], set()
+    errors = []
     for path in _tracked_text_files():
         if path == Path(__file__).resolve():
             continue  # the comment above names the notes it was written for
         for n, line in _prose(path, path.read_text(errors="replace")):
             for name in _CITED.findall(line):
-                if f"{path.relative_to(ROOT)}: {name}" in _PENDING:
-                    pending.add(f"{path.relative_to(ROOT)}: {name}")
-                elif not _resolves(name, path, tracked):
+                if not _resolves(name, path, tracked):
                     errors.append(f"{path.relative_to(ROOT)}:{n}: {name} is not a file of the repository")
     assert errors == []
-    assert pending == _PENDING, f"fixed, drop from _PENDING: {sorted(_PENDING - pending)}"
 
 
 def test_the_document_check_catches_the_citations_that_slipped_past(tmp_path):
