@@ -47,7 +47,7 @@ from amaranth.lib.wiring import In, Out
 from .axil import RegisterBusSignature
 from .readpipe import pipelined_read
 from .layouts import tenant_config_layout
-from kvfabric.regmap import ADDR_WIDTH, DATA_WIDTH, REGMAP
+from kvfabric.regmap import ADDR_WIDTH, DATA_WIDTH, REGMAP, params_word
 from kvfabric.spec import CREDIT_CLASS_NAMES, check_params
 
 
@@ -100,13 +100,6 @@ class FabricComponent(wiring.Component):
         :class:`hw.params.FabricParams`
         """
         return self._params
-
-
-def params_word(params):
-    """Value of the ``PARAMS`` register: each field the parameter of its name
-    ([7:0] N, [15:8] C, [23:16] D, [31:24] T)."""
-    reg = REGMAP.block("FABRIC").register("PARAMS")
-    return reg.word({f.name: getattr(params, f.name) for f in reg.fields if f.param})
 
 
 def _write_lanes(m, field, lsb, data, strb):

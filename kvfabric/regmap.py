@@ -19,7 +19,7 @@ from dataclasses import dataclass
 
 from kvfabric.regmap_table import REGISTER_MAP
 
-__all__ = ["Field", "Register", "Block", "RegisterMap", "REGMAP", "DATA_WIDTH", "ADDR_WIDTH"]
+__all__ = ["Field", "Register", "Block", "RegisterMap", "REGMAP", "DATA_WIDTH", "ADDR_WIDTH", "params_word"]
 
 #: AXI4-Lite data and address widths (spec §2).
 DATA_WIDTH = 32
@@ -187,3 +187,11 @@ def _load(data) -> RegisterMap:
 
 #: The register map of spec §9.
 REGMAP = _load(REGISTER_MAP)
+
+
+def params_word(params) -> int:
+    """Value of the ``PARAMS`` register: each field the parameter of its name
+    ([7:0] N, [15:8] C, [23:16] D, [31:24] T). The RTL's constant and the
+    testbench's expected read-back both come from here."""
+    reg = REGMAP.block("FABRIC").register("PARAMS")
+    return reg.word({f.name: getattr(params, f.name) for f in reg.fields if f.param})

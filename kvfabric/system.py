@@ -19,6 +19,7 @@ import tomllib
 from fractions import Fraction
 
 from kvfabric.model.contract import ContractError, compile_contract
+from kvfabric.model.replay import percentile
 from kvfabric.tables import format_table
 
 __all__ = ["POLICIES", "run_system", "cmd_system"]
@@ -28,14 +29,6 @@ POLICIES = ("fcfs", "frfcfs", "throttle", "partition", "fabric", "fabric-qos")
 #: A latency-bound (decode) tenant's measured demand may be this much of its
 #: guarantee before ``kvfabric system`` warns that the contract leaves it no headroom.
 HEADROOM = Fraction(4, 5)
-
-
-def _percentile(sorted_values, q):
-    """Nearest-rank percentile (the value below which a fraction q of samples lie)."""
-    if not sorted_values:
-        return None
-    k = max(0, -(-len(sorted_values) * q // 1) - 1)
-    return sorted_values[int(k)]
 
 
 def qos_knobs_for(read_queue, bulk_in_use):
@@ -136,8 +129,8 @@ def run_system(contract_path, workload_path, policy_name):
             lat = sorted(lat for _, lat in t.steps)
             row["steps"] = len(lat)
             if lat:
-                row["p50_ns"] = round(float(_percentile(lat, Fraction(1, 2)) * ns), 1)
-                row["p99_ns"] = round(float(_percentile(lat, Fraction(99, 100)) * ns), 1)
+                row["p50_ns"] = round(float(percentile(lat, 50) * ns), 1)
+                row["p99_ns"] = round(float(percentile(lat, 99) * ns), 1)
         elif spec.kind == "prefill":
             row["jobs"] = len(t.jobs)
         rows.append(row)

@@ -16,16 +16,17 @@ from .fabric import FabricModel
 from .trace import LogRow, TraceRow
 
 
-def percentile(ordered: list[int], p: int) -> float | None:
-    """The ``p``-th percentile of sorted values by the inverted CDF (a value that occurs).
-
-    The smallest value with at least ``p`` % of the values at or below it, in
-    integer arithmetic; ``None`` for no values.
+def percentile(ordered: list, p):
+    """The ``p``-th percentile (``p`` in percent, an int or a Fraction) of sorted
+    values by the inverted CDF, i.e. nearest rank: the smallest value with at
+    least ``p`` % of the values at or below it, in exact arithmetic; ``None``
+    for no values. The one percentile of the replay summary and ``kvfabric
+    system``.
     """
     if not ordered:
         return None
     rank = max(1, -(-p * len(ordered) // 100))  # ceil(p * n / 100), at least the first
-    return float(ordered[rank - 1])
+    return ordered[int(rank) - 1]
 
 
 class ReplayError(RuntimeError):
@@ -301,8 +302,8 @@ def summarize(log: list[LogRow], compiled) -> list[dict]:
             "gbps": gbps,
             "guaranteed_gbps": float(contract.guaranteed_gbps) if contract else None,
             "burst_grants": sum(1 for r in mine if r.kind == "burst"),
-            "wait_p50": percentile(waits, 50),
-            "wait_p99": percentile(waits, 99),
+            "wait_p50": None if not waits else float(percentile(waits, 50)),
+            "wait_p99": None if not waits else float(percentile(waits, 99)),
             "wait_max": waits[-1] if waits else None,
         })
     return out

@@ -16,7 +16,7 @@ from collections.abc import Iterator, Mapping
 from kvfabric.model.regfile import (COMMIT, DROPPED, FABRIC, TEL, TENANT, config_writes, credits_values,
                                     tenant_words)
 from kvfabric.model.registers import FabricConfig, TenantConfig
-from kvfabric.regmap import REGMAP
+from kvfabric.regmap import REGMAP, params_word
 
 __all__ = [
     "FABRIC", "TENANT", "TEL", "DROPPED",
@@ -57,11 +57,6 @@ def tel_reg(i: int, name: str) -> int:
 
 def dropped_reg(c: int) -> int:
     return DROPPED.address("DROPPED", c)
-
-
-def params_word(params) -> int:
-    reg = FABRIC.register("PARAMS")
-    return reg.word({f.name: getattr(params, f.name) for f in reg.fields if f.param})
 
 
 def credits_word(credits, bulk_prio=0) -> int:
