@@ -1,15 +1,15 @@
 """Stimulus of the trace-driven co-simulation: the random soak, and a replay trace.
 
-Why a generator of its own: the cocotb soak (``random_long`` in
+Why a sequence of its own: the cocotb soak (``random_long`` in
 tb/tests/cosim_tests.py) decides when a phase ends by watching the fabric
 drain, which needs the model or the RTL in the loop.  Here the whole stimulus
 is written before any simulator starts, so phases have fixed lengths (the
 fabric is often still busy when the next configuration is programmed, which
 the cocotb soak only does in ``reprogram_under_traffic``) and every event has
-a global cycle.  The random choices are those of the cocotb soak: the same
-:func:`random_config` (rates, capacities, peak rates, weights, priorities,
-enables, SLOs, starvation limit, epoch), its request sizes and 2 % invalid
-requests, FCFS phases, idle insertion, extra backpressure, credit returns,
+a global cycle.  The random choices are the library's (:mod:`kvfabric.tb.stimulus`),
+the ones the cocotb soak draws from: :func:`~kvfabric.tb.stimulus.random_config`,
+:func:`~kvfabric.tb.stimulus.random_requests` (sizes and 2 % invalid
+requests), FCFS phases, idle insertion, extra backpressure, credit returns,
 plus resets in the middle of traffic.  Configurations become register writes
 through :func:`kvfabric.model.regfile.config_writes`, as in every cocotb test.
 """
@@ -20,11 +20,13 @@ import random
 from fractions import Fraction
 
 from kvfabric.model.regfile import config_writes
-from kvfabric.model.registers import FabricConfig, TenantConfig
+from kvfabric.model.registers import FabricConfig
+
+from .stimulus import drainable_config, random_config, random_requests
 
 from .trace_format import END, MEMORY, MODE, PROB_ONE, REQ, RESET, SEED, WRITE, ZERO, Event
 
-__all__ = ["WRITE_GAP", "program_events", "soak_stimulus", "replay_stimulus", "random_trace"]
+__all__ = ["WRITE_GAP", "program_events", "soak_stimulus", "replay_stimulus"]
 
 #: Cycles between two register writes of a stimulus: the register file takes
 #: AW and W in one cycle and answers on B the next (spec §9); four leave room.
@@ -44,25 +46,14 @@ def _prob(p: float) -> int:
     return round(p * PROB_ONE)
 
 
-def _drainable(params, rng) -> FabricConfig:
-    """Every tenant enabled with a generous peak rate, no credit limits, no FCFS:
-    whatever is left of the traffic drains (the soak's last phase)."""
-    return FabricConfig([TenantConfig(rate=64, capacity=params.pcap, peak_rate=8 * params.max_request_bytes,
-                                      inv_weight=rng.choice([256, 512, 1024]), priority=rng.randrange(4),
-                                      enable=1, slo_cycles=400) for _ in range(params.tenants)],
-                        starve_limit=300)
-
-
 def soak_stimulus(params, seed: int, cycles: int, *, bytes_per_cycle: int = 64,
                   tail: int = 60_000, max_span: int = 20_000) -> list[Event]:
     """``cycles`` cycles of random phases (the cocotb soak's choices, see the module
     docstring) of at most ``max_span`` cycles of traffic each, the last ``tail``
     cycles a drainable configuration without new traffic, so every request that
     a reset did not flush is granted."""
-    from .tests.cosim_tests import random_config, random_size  # the cocotb soak's own choices
     rng = random.Random(seed)
     p = params
-    n, lmax = p.tenants, p.max_request_bytes
     seed64 = rng.getrandbits(64)
     ev = [Event(SEED, 0, seed64 & 0xFFFFFFFF, seed64 >> 32), Event(MEMORY, 0, bytes_per_cycle, 1)]
     reqs: list[Event] = []
@@ -84,20 +75,8 @@ def soak_stimulus(params, seed: int, cycles: int, *, bytes_per_cycle: int = 64,
         # Per channel one request every 16..128 cycles on average: from about 1.5x
         # the memory side's bandwidth (B = 64, mean request ~1.5 kB) down to 0.2x.
         count = span * p.channels // rng.choice([16, 32, 64, 128])
-        for _ in range(count):
-            cyc = t + rng.randrange(span)
-            ch = rng.randrange(p.channels)
-            tenant = rng.randrange(n)
-            nbytes = random_size(p, rng)
-            if rng.random() < 0.02:
-                kind = rng.randrange(3)
-                if kind == 0 and n < 16:
-                    tenant = rng.randrange(n, 16)
-                elif kind == 1:
-                    nbytes = 0
-                else:
-                    nbytes = rng.randrange(lmax + 1, 1 << p.bytes_bits)
-            reqs.append(Event(REQ, cyc, ch, tenant, nbytes, 0))
+        reqs += [Event(REQ, cyc, ch, tenant, nbytes, 0)
+                 for cyc, ch, tenant, nbytes in random_requests(p, rng, count, start=t, span=span)]
         if rng.random() < 0.2:
             # Reset in the middle of the traffic; traffic after it is dropped by
             # the generator (the drivers flush at reset anyway).
@@ -111,7 +90,7 @@ def soak_stimulus(params, seed: int, cycles: int, *, bytes_per_cycle: int = 64,
             t += span + rng.randrange(span // 2 + 1)
         ev.extend(reqs)
         reqs = []
-    t = program_events(ev, max(t, last_phase), _drainable(p, rng))
+    t = program_events(ev, max(t, last_phase), drainable_config(p, rng))
     ev.append(Event(MODE, t, 0, 0, 0, 0))
     end = max(cycles, t + 1)
     ev.append(Event(END, end))
@@ -159,53 +138,3 @@ def replay_stimulus(params, config: FabricConfig, rows, bytes_per_cycle, *, back
         ev.append(Event(REQ, start + r.cycle, r.channel, r.tenant, r.bytes, r.id & id_mask))
         last = max(last, r.cycle)
     return ev, start
-
-
-def random_trace(params, rng: random.Random, requests: int, *, deep: int = 0,
-                 deep_tenant: int | None = None, gaps: int = 2) -> list:
-    """A random replay trace (``model.trace.TraceRow``, ids = row indices) of about
-    ``requests`` requests, for the differential check of the engines (issue #24):
-
-    * ``deep`` requests of one (channel, tenant) in one cycle (tenant
-      ``deep_tenant``, default a random one);
-    * bursts: up to 16 requests in one cycle on every channel;
-    * sizes 1 (minimum), LMAX (maximum), random, and 2 % invalid requests (a tag
-      of N..15, size 0, size above LMAX);
-    * ``gaps`` idle gaps of 2-3 x 2^tag_bits cycles, longer than the tag range
-      and the lag window (spec §6.5), between stretches of traffic.
-    """
-    from kvfabric.model.trace import TraceRow
-    from .tests.cosim_tests import random_size  # the cocotb tests' own size mix
-    p = params
-    n, lmax = p.tenants, p.max_request_bytes
-    events = []
-    if deep:
-        t, c = rng.randrange(64), rng.randrange(p.channels)
-        i = rng.randrange(n) if deep_tenant is None else deep_tenant
-        events += [(t, c, i, rng.choice([1, 64, lmax]))] * deep
-    stretches = gaps + 1
-    t = 0
-    per = max(1, requests // stretches)
-    for s in range(stretches):
-        span = max(50, per * rng.choice([2, 8, 32]) // p.channels)
-        k = 0
-        while k < per:
-            cyc = t + rng.randrange(span)
-            burst = rng.randint(2, 16) if rng.random() < 0.05 else 1
-            for c in (range(p.channels) if burst > 1 else [rng.randrange(p.channels)]):
-                for _ in range(burst):
-                    tenant = rng.randrange(n)
-                    nbytes = rng.choice([1, lmax, random_size(p, rng)])
-                    if rng.random() < 0.02:
-                        kind = rng.randrange(3)
-                        if kind == 0 and n < 16:
-                            tenant = rng.randrange(n, 16)
-                        else:
-                            nbytes = 0 if kind == 1 else rng.randrange(lmax + 1, 1 << p.bytes_bits)
-                    events.append((cyc, c, tenant, nbytes))
-                    k += 1
-        t += span
-        if s < gaps:
-            t += rng.randint(2 << p.tag_bits, 3 << p.tag_bits)
-    events.sort(key=lambda e: e[0])  # stable: a burst keeps its order
-    return [TraceRow(k, *e) for k, e in enumerate(events)]

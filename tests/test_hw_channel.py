@@ -17,6 +17,7 @@ from kvfabric.hw.channel import ChannelArbiter
 from kvfabric.spec import FabricParams
 from kvfabric.model.channel import ChannelModel, Request
 from kvfabric.model.registers import FabricConfig, TenantConfig
+from kvfabric.tb import stimulus
 
 
 def _seed(default):
@@ -53,42 +54,23 @@ class Traffic:
 
 
 def random_tenant(rng, params, traffic):
-    lmax = params.max_request_bytes
-    rate = rng.choice([0, rng.randrange(1, 64), rng.randrange(1, 1 << 16)])
-    peak_rate = rng.choice([0, rng.randrange(1, 256), rng.randrange(1, 1 << 16), 0xFFFF])
-    capacity = rng.choice([0, rng.randrange(0, (lmax << 4)), rng.randrange(0, 1 << 28)])
-    if traffic.full_buckets:
-        # Every head conforms: only priority, urgency and tags decide.
-        rate = peak_rate = 0xFFFF
-        capacity = (1 << 28) - 1
-    return TenantConfig(
-        rate=rate,
-        capacity=capacity,
-        peak_rate=peak_rate,
-        inv_weight=rng.choice([256, rng.randrange(0, traffic.max_inv_weight + 1)]),
-        priority=rng.randrange(4),
-        enable=int(rng.random() < 0.9),
-        slo_cycles=rng.randrange(1 << 24),
-    )
+    return stimulus.random_tenant(params, rng, drainable=False, enable=0.9,
+                                  max_inv_weight=traffic.max_inv_weight, full_buckets=traffic.full_buckets)
 
 
 def random_credits(rng, traffic):
-    return tuple(rng.choice(traffic.credits) for _ in range(3))
+    return stimulus.random_credits(rng, traffic.credits)
 
 
 def random_bulk_prio(rng, traffic):
     """A ``CREDITS.bulk_prio`` mask, only where limits are drawn at all."""
-    return rng.randrange(16) if any(traffic.credits) else 0
+    return stimulus.random_bulk_prio(rng) if any(traffic.credits) else 0
 
 
 def random_config(rng, params, traffic, fcfs=0):
-    return FabricConfig(
-        tenants=[random_tenant(rng, params, traffic) for _ in range(params.tenants)],
-        fcfs_bypass=fcfs,
-        starve_limit=rng.choice(traffic.starve),
-        credits=random_credits(rng, traffic),
-        bulk_prio=random_bulk_prio(rng, traffic),
-    )
+    return stimulus.random_config(params, rng, fcfs=fcfs, credits=traffic.credits, drainable=False,
+                                  starve=traffic.starve, epoch=(0,), enable=0.9,
+                                  max_inv_weight=traffic.max_inv_weight, full_buckets=traffic.full_buckets)
 
 
 def random_request(rng, params, traffic, full):

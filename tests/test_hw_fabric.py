@@ -17,6 +17,7 @@ from kvfabric.model.fabric import FabricModel
 from kvfabric.model.registers import FabricConfig, TenantConfig
 from kvfabric.spec import FabricParams
 from kvfabric.model.regfile import config_writes
+from kvfabric.tb import stimulus
 from kvfabric.tb.axil import credits_word
 
 from support.axil_manager import AxilManager, run_sim, seeded
@@ -136,8 +137,8 @@ FABRICS = {
 
 
 def random_credits(rng):
-    """CREDITS limits (urgent, guaranteed, burst): mostly small, some off."""
-    return tuple(rng.choice([0, 1, 2, 3, 255]) for _ in range(3))
+    """CREDITS limits (urgent, guaranteed, burst): mostly small, some off, some at the maximum."""
+    return stimulus.random_credits(rng, (0, 1, 2, 3, 255))
 
 
 @pytest.mark.parametrize("name", FABRICS)

@@ -8,6 +8,7 @@ without credit was selected and that the model's counters agree.
 """
 
 import random
+from dataclasses import replace
 
 import pytest
 
@@ -16,6 +17,7 @@ from kvfabric.spec import (BURST, CREDIT_BITS, FCFS, GUARANTEED, KIND_NAMES, URG
 from kvfabric.model.channel import ChannelModel, QueueEntry, Request
 from kvfabric.model.fabric import FabricModel
 from kvfabric.model.registers import FabricConfig, TenantConfig
+from kvfabric.tb.stimulus import random_config
 
 P = FabricParams(tenants=4, channels=1, queue_depth=4)
 FULL = dict(rate=8 * 64, capacity=1 << 20, peak_rate=8 * 64, inv_weight=256, enable=1)
@@ -60,15 +62,6 @@ def test_credits_register_needs_three_limits():
     assert FabricConfig([TenantConfig()], credits=[255, 0, 7]).credits == (255, 0, 7)
     assert FabricConfig.reset(2).credits == (0, 0, 0)
     assert CREDIT_BITS == 8
-
-
-def random_config(rng, n, credits, **kw):
-    tenants = [TenantConfig(rate=rng.choice([0, 8, 64, 8 * 64]),
-                            capacity=rng.choice([0, P.pcap, 4 * P.pcap]),
-                            peak_rate=rng.choice([0, 16, 8 * 256, 65535]),
-                            inv_weight=rng.choice([256, 512, 4096]),
-                            priority=rng.randrange(4), enable=1) for _ in range(n)]
-    return FabricConfig(tenants, starve_limit=rng.choice([0, 0, 20, 60]), credits=credits, **kw)
 
 
 class CreditOracle:
@@ -119,7 +112,8 @@ def test_no_class_wins_without_credit(seed):
     for trial in range(12):
         credits = tuple(rng.choice([0, 1, 2, 3, 8]) for _ in range(3))
         bulk_prio = rng.choice([0, 0, 0b0100, 0b1100, 0b0011])
-        ch = ChannelModel(P, random_config(rng, P.tenants, credits, bulk_prio=bulk_prio))
+        ch = ChannelModel(P, replace(random_config(P, rng, enable=1, starve=(0, 0, 20, 60), epoch=(0,)), credits=credits,
+                                    bulk_prio=bulk_prio))
         for t, before, selected, k, _ in drive(ch, rng, 600, p_return=rng.choice([0.05, 0.3, 0.9])):
             if selected is not None:
                 assert before[k], (trial, t, KIND_NAMES[selected], credits, bulk_prio)
@@ -138,7 +132,7 @@ def test_zero_limits_change_nothing(seed):
     channel stepped without the credit input (the behaviour before credits)."""
     rng = random.Random(seed)
     for trial in range(6):
-        cfg = random_config(rng, P.tenants, (0, 0, 0), fcfs_bypass=int(trial == 5))
+        cfg = random_config(P, rng, enable=1, starve=(0, 0, 20, 60), epoch=(0,), fcfs=int(trial == 5))
         a, b = ChannelModel(P, cfg), ChannelModel(P, cfg)
         run = random.Random(rng.random())
         for t in range(800):

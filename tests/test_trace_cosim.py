@@ -184,9 +184,8 @@ def _differential(seed, request, *, requests, deep, gaps):
     from fractions import Fraction
 
     from kvfabric.tb.runner import node_dir
-    from kvfabric.tb.tests.cosim_tests import random_config, random_credits
+    from kvfabric.tb.stimulus import random_config, random_credits, random_trace
     from kvfabric.tb.trace_check import differential_check
-    from kvfabric.tb.trace_stimulus import random_trace
 
     rng = random.Random(seed)
     config = _within_wrap_bound(DIFF, random_config(DIFF, rng, fcfs=int(rng.random() < 0.2)))

@@ -26,7 +26,8 @@ from kvfabric.regmap import REGMAP
 from kvfabric.tb import axil as regs
 from kvfabric.tb.axil import AXIL_CHANNELS, AxiStress
 from kvfabric.tb.env import TB, seed_from_env
-from kvfabric.tb.tests.cosim_tests import _params, random_config, random_traffic
+from kvfabric.tb.stimulus import random_config
+from kvfabric.tb.tests.cosim_tests import _params, random_traffic
 
 #: The pause patterns, one scenario each (``none`` is the control; ``mixed`` draws one per channel).
 STRESS = ("none", "random", "bursts", "periodic", "heavy", "mixed")

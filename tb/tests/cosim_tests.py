@@ -27,6 +27,7 @@ from kvfabric.model.scenario import essay_trace
 from kvfabric.tb.design import params_from_json
 from kvfabric.examples import example_path
 from kvfabric.tb.env import TB, seed_from_env
+from kvfabric.tb.stimulus import random_config, random_credits, random_requests, random_size
 from kvfabric.tb.axil import CREDITS, credits_word
 from kvfabric.spec import URGENT
 
@@ -40,61 +41,11 @@ def _cycles(default: int) -> int:
     return int(os.environ.get("KVF_CYCLES", default))
 
 
-def random_credits(rng: random.Random) -> tuple[int, int, int]:
-    """``CREDITS`` limits (urgent, guaranteed, burst), mostly small; 0 = no check."""
-    return tuple(rng.choice([0, 1, 1, 2, 3, 8]) for _ in range(3))
-
-
-def random_config(p, rng: random.Random, *, fcfs: int = 0, credits: bool = False) -> FabricConfig:
-    """A random but drainable configuration: every enabled tenant has a peak rate
-    of at least 8 B/cycle, so every valid request is eventually served (with
-    ``credits``, as long as the memory side returns credits)."""
-    tenants = []
-    for i in range(p.tenants):
-        rate = rng.choice([0, 4, 16, 64, 256, 1024])
-        tenants.append(TenantConfig(
-            rate=rate,
-            capacity=min(rng.choice([p.pcap, 2 * p.pcap, 16 * p.pcap, rate * 64 + p.pcap]),
-                         (1 << 28) - 1),
-            peak_rate=max(rate, rng.choice([256, 1024, 4096, 8 * p.max_request_bytes])),
-            inv_weight=rng.choice([256, 512, 768, 1024, 4096, 256 * p.tenants, 65535]),
-            priority=rng.randrange(4),
-            enable=int(i == 0 or rng.random() < 0.85),
-            slo_cycles=rng.choice([0, 8, 40, 400, (1 << 24) - 1])))
-    return FabricConfig(tenants, fcfs_bypass=fcfs,
-                        starve_limit=rng.choice([0, 0, 64, 300, 2000]),
-                        epoch_cycles=rng.choice([0, 0, 97, 500]),
-                        credits=random_credits(rng) if credits else (0, 0, 0),
-                        bulk_prio=rng.randrange(16) if credits else 0)
-
-
-def random_size(p, rng: random.Random) -> int:
-    lmax = p.max_request_bytes
-    return rng.choice([32, 64, 256, lmax, lmax, rng.randrange(1, lmax + 1), rng.randrange(1, 65)])
-
-
 def random_traffic(tb: TB, rng: random.Random, count: int, *, start: int, span: int,
                    invalid: float = 0.02) -> None:
-    """``count`` requests spread over ``span`` cycles, random channel, tenant and size;
-    a fraction ``invalid`` has an invalid tenant tag or size."""
-    p = tb.params
-    reqs = []
-    for _ in range(count):
-        cyc = start + rng.randrange(span)
-        ch = rng.randrange(p.channels)
-        tenant = rng.randrange(p.tenants)
-        nbytes = random_size(p, rng)
-        if rng.random() < invalid:
-            kind = rng.randrange(3)
-            if kind == 0 and p.tenants < 16:
-                tenant = rng.randrange(p.tenants, 16)
-            elif kind == 1:
-                nbytes = 0
-            else:
-                nbytes = rng.randrange(p.max_request_bytes + 1, 1 << p.bytes_bits)
-        reqs.append((cyc, ch, tenant, nbytes))
-    reqs.sort(key=lambda r: r[0])
-    tb.add(reqs)
+    """Queue :func:`kvfabric.tb.stimulus.random_requests` on ``tb``'s drivers."""
+    tb.add(sorted(random_requests(tb.params, rng, count, start=start, span=span, invalid=invalid),
+                  key=lambda r: r[0]))
 
 
 def grant_records(tb: TB):

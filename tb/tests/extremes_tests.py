@@ -17,7 +17,8 @@ import cocotb
 
 from kvfabric.model.registers import FabricConfig, TenantConfig
 from kvfabric.tb.env import TB, seed_from_env
-from kvfabric.tb.tests.cosim_tests import _cycles, _params, random_config, random_traffic
+from kvfabric.tb.stimulus import random_config
+from kvfabric.tb.tests.cosim_tests import _cycles, _params, random_traffic
 
 
 @cocotb.test()

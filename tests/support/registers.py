@@ -5,8 +5,8 @@ draw from."""
 
 from kvfabric.hw.config import PENDING
 from kvfabric.model.regfile import RegisterFile, tenant_words
-from kvfabric.model.registers import TenantConfig
 from kvfabric.regmap import REGMAP
+from kvfabric.tb import stimulus
 from kvfabric.tb.axil import (CREDITS, CTRL, DROPPED, EPOCH_COUNT, EPOCH_CYCLES, FABRIC, ID,
                               ID_VALUE, PARAMS, STARVE_LIMIT, TEL, TENANT, VERSION, VERSION_VALUE,
                               dropped_reg, tel_reg, tenant_reg)
@@ -47,13 +47,5 @@ def telemetry_read(params, addr, telemetry):
 
 
 def random_tenant(rng, params):
-    lmax = params.max_request_bytes
-    return TenantConfig(
-        rate=rng.choice([0, rng.randrange(1, 64), rng.randrange(1 << 16)]),
-        capacity=rng.choice([0, rng.randrange(lmax << 4), rng.randrange(1 << 28)]),
-        peak_rate=rng.choice([0, rng.randrange(1, 256), 0xFFFF]),
-        inv_weight=rng.choice([256, rng.randrange(1 << 16)]),
-        priority=rng.randrange(4),
-        enable=int(rng.random() < 0.85),
-        slo_cycles=rng.choice([0, rng.randrange(1, 40), rng.randrange(1 << 24)]),
-    )
+    """Any tenant configuration the registers hold (the library's unit-test range)."""
+    return stimulus.random_tenant(params, rng, drainable=False)
