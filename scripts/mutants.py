@@ -229,8 +229,8 @@ SIM_MUTANTS = [
       ("if r.row == row and (hit is None or r.rank < hit.rank):", "if r is head and r.row == row:")),
     S("hit_cap_off_by_one", "cap + 1 hits may bypass", _C,
       ("return ch.bypassed[b] < self.row_hit_cap", "return ch.bypassed[b] <= self.row_hit_cap")),
-    S("bypass_never_counted", "bypassing hits are not counted (no cap)", _C,
-      ("                ch.bypassed[b] += 1\n", "")),
+    S("bypass_never_counted", "bypassing hits are not counted (no cap)", _D,
+      ("        if self.policy.bypasses(self, req):\n            self.bypassed[b] += 1\n", "")),
     S("qos_bypass_any_axqos", "a QoS hit may bypass a higher AxQOS", _C,
       ("return hit.axqos == head.axqos and ch.bypassed[b]", "return ch.bypassed[b]")),
     S("qos_one_cap", "every class gets the largest cap", _C,
@@ -314,7 +314,7 @@ def _sim_fingerprint() -> str:
     from kvfabric.sim.hbm3 import HBM3_6400, HBM3_GEOMETRY, ns_to_cycles
 
     setups = {
-        "frfcfs": dict(row_hit_cap=2, write_high=10, write_low=3),
+        "frfcfs": dict(scheduler=c.FrFcfsScheduler(2), drain=c.WatermarkDrain(10, 3)),
         "fcfs": dict(scheduler="fcfs"),
         "qos": dict(scheduler=c.QosScheduler((3, 5, 2)), admission=c.ReservedEntries((12, 24, 48)),
                     drain=c.PreemptingDrain(10, 3, preempt_below=2, min_batch=3, max_hold=60, force=12,

@@ -7,16 +7,19 @@ small objects passed in (the split follows Ramulator 2's ``IScheduler`` /
 
 scheduler
     per bank, which queued request it wants next (:meth:`candidate`) and the
-    rank by which the channel orders the banks' wishes; told about every
-    column command (:meth:`on_column`) for its row-hit bookkeeping; it may
-    hold a legal activation back (optional :meth:`may_activate`).
+    rank by which the channel orders the banks' wishes; asked at every
+    column command whether it bypasses an older request (:meth:`bypasses`;
+    the channel counts it for the row-hit cap); it may hold a legal
+    activation back (optional :meth:`may_activate`).
 admission
     which requests fit (:meth:`has_room`), entry accounting per class.
 credit return
     when the freed entries of a class go back to the arbiter as credits
     (spec §6.6's ``credit_return`` port; only behind a credit-based front end).
 write drain
-    per pseudo-channel, whether the data bus serves reads or writes.
+    per pseudo-channel, whether the data bus serves reads or writes
+    (:meth:`update` returns the ``(pc, write_mode)`` changes; the channel
+    applies them).
 refresh
     which bank of a pseudo-channel is refreshed next, and whether a due
     refresh may wait.
@@ -26,6 +29,9 @@ best effort, the arbiter's credit classes) and an AXI-style ``axqos``
 (0..15, higher is more urgent).  A QoS-aware front end encodes ``axqos``
 into the request's rank (:func:`qos_rank`), so "class first, then AxQOS,
 then age" is simply the lowest rank.
+
+Every policy reads the channel (the attributes :class:`~sim.dram.Channel`
+lists) and returns its decision; none writes channel state.
 """
 
 from dataclasses import dataclass
@@ -62,8 +68,8 @@ class FcfsScheduler:
         head = queue[0]
         return head, head.row == ch.open_row[b]
 
-    def on_column(self, ch, req):
-        pass
+    def bypasses(self, ch, req):
+        return False
 
 
 class FrFcfsScheduler:
@@ -84,7 +90,7 @@ class FrFcfsScheduler:
         self.row_hit_cap = row_hit_cap
 
     def candidate(self, ch, b):
-        write_mode = ch.write_mode[ch._pc_of[b]]
+        write_mode = ch.write_mode[ch.pc_of[b]]
         row = ch.open_row[b]
         head = None
         hit = None
@@ -103,13 +109,14 @@ class FrFcfsScheduler:
     def _may_bypass(self, ch, b, hit, head):
         return ch.bypassed[b] < self.row_hit_cap
 
-    def on_column(self, ch, req):
-        b = req.bank
+    def bypasses(self, ch, req):
+        """Whether serving ``req`` passes an older request of its bank and
+        direction (the channel then counts one bypass for the cap)."""
         is_write, rank = req.is_write, req.rank
-        for r in ch.bank_queue[b]:
+        for r in ch.bank_queue[req.bank]:
             if r.rank < rank and r.is_write == is_write:
-                ch.bypassed[b] += 1
-                break
+                return True
+        return False
 
 
 class QosScheduler(FrFcfsScheduler):
@@ -233,7 +240,7 @@ class NoDrain:
     """Reads and writes in one queue order (FCFS): the bus never batches."""
 
     def update(self, ch, now):
-        pass
+        return ()
 
 
 class WatermarkDrain:
@@ -269,22 +276,23 @@ class WatermarkDrain:
         self._left_at = {}        # pc -> cycle it last left write mode
 
     def update(self, ch, now):
+        """The ``(pc, write_mode)`` changes of this cycle (the channel applies
+        them, starting a new write batch on entry, and then clears ``stuck``)."""
+        changes = []
         for pc in range(len(ch.write_mode)):
             writes = ch.pc_writes[pc]
             reads = ch.pc_queued[pc] - writes
             mode = was = ch.write_mode[pc]
             stuck = ch.stuck[pc]
-            ch.stuck[pc] = False
             if mode:
                 if writes == 0 or (reads > 0 and (stuck or self._leave(ch, pc, writes))):
                     mode = False
                     self._left_at[pc] = now
             elif writes >= self.high or (writes > 0 and (reads == 0 or stuck)) or self._overdue(pc, writes, now):
                 mode = self._may_enter(ch, pc, writes, now)
-                if mode:
-                    ch.write_batch[pc] = 0
             if mode != was:
-                ch.set_write_mode(pc, mode)
+                changes.append((pc, mode))
+        return changes
 
     def _overdue(self, pc, writes, now):
         return (self.interval is not None and writes > self.low

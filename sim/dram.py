@@ -1,30 +1,18 @@
-"""Command-level model of one HBM3 channel and its command scheduler.
+"""Command-level model of one HBM3 channel: the mechanism of the controller.
 
 One :class:`Channel` holds the bank state of both pseudo-channels, the shared
 row- and column-command buses, and the controller's transaction queue.  Each
 call to :meth:`Channel.tick` may issue one column command (RD/WR) and one row
-command (ACT/PRE/REFpb), the most the shared buses carry in a clock, chosen
-by the command scheduler:
-
-``fcfs``
-    Requests to the same bank are served strictly in arrival order (no
-    row-hit bypassing); across banks the oldest ready command wins.  Reads
-    and writes are not separated.  This is the essay's "FCFS" baseline.
-``frfcfs``
-    First-ready FCFS (Rixner et al., ISCA 2000): a ready row hit beats an
-    older request that needs a precharge; the oldest ready command wins
-    among equals.  As in production controllers (and Ramulator's
-    FRFCFS_Cap) at most ``row_hit_cap`` hits may bypass an older request to
-    the same bank; without the cap a streaming tenant that keeps hitting an
-    open row starves another tenant's request to that bank for thousands
-    of cycles.  Writes are buffered and drained in batches between a
-    high and a low watermark, as real controllers do, so that bus
-    turnarounds (tRTW, tWTR) are paid per batch rather than per write.
+command (ACT/PRE/REFpb), the most the shared buses carry in a clock.  Which
+ones is decided by the policy objects of :mod:`sim.controller` (scheduler,
+admission, write drain, refresh, credit return: Ramulator 2's split of
+channel legality from ``IScheduler`` / ``IRefreshManager``), which read the
+channel and return decisions; only the channel writes its own state.
 
 Open-page policy: a row stays open until a request to another row of the
 same bank (or a refresh) closes it.  Refresh is per bank (REFpb): every
-``tREFIpb`` one bank of each pseudo-channel, round robin, is closed and
-refreshed for ``tRFCpb``.
+``tREFIpb`` one bank of each pseudo-channel is closed and refreshed for
+``tRFCpb``, in the order the refresh policy picks.
 
 Time is an integer cycle count.  The row-command bus is booked in half
 cycles because an activate occupies it for 1.5 clocks; a command is issued
@@ -35,8 +23,7 @@ JEDEC's).
 
 import heapq
 
-from .controller import (BURST_CLASS, FrFcfsScheduler, NoDrain, RoundRobinRefresh, SharedQueues,
-                         WatermarkDrain, make_scheduler)
+from .controller import BURST_CLASS, NoDrain, RoundRobinRefresh, SharedQueues, WatermarkDrain, make_scheduler
 from .hbm3 import HBM3_6400, HBM3_GEOMETRY
 
 __all__ = ["Request", "Channel", "HIT", "MISS", "CONFLICT", "NEVER"]
@@ -120,43 +107,39 @@ class Channel:
     Parameters
     ----------
     scheduler : {"fcfs", "frfcfs", "qos"} or scheduler object
+        A name takes the scheduler's defaults (:func:`~sim.controller.make_scheduler`).
     admission : admission object or None
         Which requests fit; default :class:`~sim.controller.SharedQueues`
-        of ``queue_capacity`` reads and ``write_capacity`` writes.
+        (its default read and write queues).
     drain : write-drain object or None
-        Default: watermarks ``write_high``/``write_low`` for schedulers that
-        batch writes, none for FCFS.
+        Default: :class:`~sim.controller.WatermarkDrain` at its default
+        watermarks for schedulers that batch writes, none for FCFS.
     refresh_policy : refresh object or None
         Default :class:`~sim.controller.RoundRobinRefresh`.
-    queue_capacity, write_capacity : int
-        Read-queue and write-queue entries (32-byte accesses), each shared
-        by both pseudo-channels.  Separate queues, as in production
-        controllers, keep buffered writes from taking the reads' entries.
     refresh : bool
         Model per-bank refresh.  Latency tests turn it off to see the bare
         timing set.
-    write_high, write_low : int
-        FR-FCFS write-drain watermarks, queued writes per pseudo-channel.
-    row_hit_cap : int
-        FR-FCFS: row hits that may bypass an older request to their bank.
     n_tenants : int
         Size of the per-tenant statistics arrays.
     log_commands : bool
         Keep ``(cycle, command, bank, row, row_bus_start_half)`` for every
         command (the last is None for column commands), for the independent
         timing checker in the tests.
+
+    What a policy may read: ``pc_of``, ``open_row``, ``bank_queue``,
+    ``bypassed``, ``write_mode``, ``write_batch``, ``stuck``, ``pc_queued``,
+    ``pc_writes``, ``pc_class_reads``, ``pc_class_writes``, ``class_queued``,
+    ``class_freed``, the timing and the bank timers.  It writes none of them
+    (tests/test_sim_sched.py checks the source).
     """
 
     def __init__(self, *, timing=HBM3_6400, geometry=HBM3_GEOMETRY, scheduler="frfcfs",
-                 admission=None, drain=None, refresh_policy=None,
-                 queue_capacity=128, write_capacity=64, refresh=True, write_high=28,
-                 write_low=4, row_hit_cap=16, n_tenants=8, log_commands=False):
-        if scheduler == "frfcfs":
-            scheduler = FrFcfsScheduler(row_hit_cap)
+                 admission=None, drain=None, refresh_policy=None, refresh=True, n_tenants=8,
+                 log_commands=False):
         self.policy = make_scheduler(scheduler)
-        self.admission = admission or SharedQueues(queue_capacity, write_capacity)
+        self.admission = admission or SharedQueues()
         if drain is None:
-            drain = WatermarkDrain(write_high, write_low) if self.policy.batches_writes else NoDrain()
+            drain = WatermarkDrain() if self.policy.batches_writes else NoDrain()
         self.drain = drain
         self.refresh_policy = refresh_policy or RoundRobinRefresh()
         self.timing = timing
@@ -170,7 +153,7 @@ class Channel:
         nb = g.banks
         nbg = nb // g.banks_per_group
         npc = g.pseudo_channels
-        self._pc_of = [g.split_bank_id(b)[0] for b in range(nb)]
+        self.pc_of = [g.split_bank_id(b)[0] for b in range(nb)]
         self._sid_of = [g.split_bank_id(b)[1] for b in range(nb)]
         self._bg_of = [g.bank_group_id(b) for b in range(nb)]
         # Bank state: open row (-1 closed) and earliest cycle of each command.
@@ -244,7 +227,7 @@ class Channel:
         self.occupancy += 1
         self.tenant_occupancy[req.tenant] += 1
         self.class_queued[req.qclass] += 1
-        pc = self._pc_of[req.bank]
+        pc = self.pc_of[req.bank]
         self.pc_queued[pc] += 1
         if req.is_write:
             self.pc_writes[pc] += 1
@@ -267,7 +250,7 @@ class Channel:
     # -- readiness ---------------------------------------------------------
     def _column_ready(self, req):
         b = req.bank
-        pc = self._pc_of[b]
+        pc = self.pc_of[b]
         if req.is_write:
             t = max(self.next_wr[b], self.bg_next_wr[self._bg_of[b]], self.pc_next_wr[pc])
         else:
@@ -277,12 +260,12 @@ class Channel:
         return t
 
     def _act_ready(self, b):
-        pc = self._pc_of[b]
+        pc = self.pc_of[b]
         return max(self.next_act[b], self.bg_next_act[self._bg_of[b]], self.pc_next_act[pc],
                    self.pc_faw[pc][0] + self.timing.tFAW, self._row_bus_cycle())
 
     def _pre_ready(self, b):
-        return max(self.next_pre[b], self.pc_next_pre[self._pc_of[b]], self._row_bus_cycle())
+        return max(self.next_pre[b], self.pc_next_pre[self.pc_of[b]], self._row_bus_cycle())
 
     def _row_bus_cycle(self):
         # A row command may start in the clock whose second half frees the bus.
@@ -292,10 +275,11 @@ class Channel:
     def _issue_column(self, req, now):
         tm = self.timing
         b = req.bank
-        pc = self._pc_of[b]
+        pc = self.pc_of[b]
         bg = self._bg_of[b]
         queue = self.bank_queue[b]
-        self.policy.on_column(self, req)
+        if self.policy.bypasses(self, req):
+            self.bypassed[b] += 1
         queue.remove(req)
         self._cand[b] = False
         if not self.bank_queue[b]:
@@ -347,7 +331,7 @@ class Channel:
 
     def _issue_act(self, b, req, now):
         tm = self.timing
-        pc = self._pc_of[b]
+        pc = self.pc_of[b]
         now = self._row_command_edge(now, tm.act_bus_half)
         self.open_row[b] = req.row
         self._cand[b] = False
@@ -378,7 +362,7 @@ class Channel:
         tm = self.timing
         now = self._row_command_edge(now, tm.pre_bus_half)
         self.next_act[b] = max(self.next_act[b], now + tm.tRP)
-        pc = self._pc_of[b]
+        pc = self.pc_of[b]
         self.pc_next_pre[pc] = now + tm.tPPD
         if cause is not None:
             self._conflict_pending[b] = True
@@ -395,7 +379,7 @@ class Channel:
         self.next_act[b] = now + tm.tRFCpb
         self.refresh_pending[b] = False
         self._cand[b] = False
-        pc = self._pc_of[b]
+        pc = self.pc_of[b]
         self.ref_bank[pc] = -1
         self._next_ref_due = min(self._next_ref_due, self.ref_due[pc])
         self._conflict_pending[b] = False
@@ -482,9 +466,13 @@ class Channel:
         if self.refresh and now >= self._next_ref_due:
             self._refresh_due(now)
         if self.batches_writes:
-            self.drain.update(self, now)
+            for pc, mode in self.drain.update(self, now):
+                self.set_write_mode(pc, mode)
+            stuck = self.stuck  # the drain has looked at it: start over
+            for pc in range(len(stuck)):
+                stuck[pc] = False
         open_row = self.open_row
-        pc_of, bg_of, sid_of = self._pc_of, self._bg_of, self._sid_of
+        pc_of, bg_of, sid_of = self.pc_of, self._bg_of, self._sid_of
         next_rd, next_wr, next_act, next_pre = self.next_rd, self.next_wr, self.next_act, self.next_pre
         bg_next_rd, bg_next_wr, bg_next_act = self.bg_next_rd, self.bg_next_wr, self.bg_next_act
         pc_last_sid, pc_last_col = self.pc_last_sid, self.pc_last_col
@@ -605,8 +593,11 @@ class Channel:
         return [b for b in self.ref_bank if b >= 0]
 
     def set_write_mode(self, pc, mode):
-        """Turn pseudo-channel ``pc``'s data bus to writes (True) or reads."""
+        """Turn pseudo-channel ``pc``'s data bus to writes (True) or reads; a
+        new write batch starts counting from 0."""
         self.write_mode[pc] = mode
+        if mode:
+            self.write_batch[pc] = 0
         per_pc = self.geometry.banks_per_pc
         self._cand[pc * per_pc:(pc + 1) * per_pc] = [False] * per_pc
 

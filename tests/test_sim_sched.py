@@ -721,7 +721,7 @@ def test_random_traffic_obeys_every_scheduling_rule(scheduler, seed):
     print(f"seed={seed}")
     cycles_ = 20_000
     if scheduler == "frfcfs":
-        system = _random_system(FrFcfsPolicy(), seed, dict(row_hit_cap=2, write_high=10, write_low=3))
+        system = _random_system(FrFcfsPolicy(), seed, dict(scheduler=FrFcfsScheduler(2), drain=WatermarkDrain(10, 3)))
         obs = RuleObserver(system.channel, scheduler="frfcfs", caps=2, drain=(10, 3, None))
     elif scheduler == "fcfs":
         system = _random_system(FcfsPolicy(), seed, {})
@@ -743,3 +743,46 @@ def test_random_traffic_obeys_every_scheduling_rule(scheduler, seed):
         assert c["bypass"] > 0 and c["entry"] > 5 and c["exit"] > 5
     if scheduler == "qos":
         assert c["guarded"] > 0 and c["released"] > 0 and c["preempted"] > 0
+
+
+def _channel_writes(path):
+    """(line, text) of every assignment whose target is rooted at ``ch`` (the
+    channel a policy is handed), and every read of a private ``ch._*``."""
+    import ast
+    from pathlib import Path
+    source = Path(path).read_text()
+    found = []
+
+    def rooted_at_ch(node):
+        while isinstance(node, (ast.Attribute, ast.Subscript)):
+            node = node.value
+        return isinstance(node, ast.Name) and node.id == "ch"
+
+    for node in ast.walk(ast.parse(source)):
+        targets = []
+        if isinstance(node, ast.Assign):
+            targets = node.targets
+        elif isinstance(node, (ast.AugAssign, ast.AnnAssign)):
+            targets = [node.target]
+        found += [(node.lineno, ast.unparse(t)) for t in targets
+                  if isinstance(t, (ast.Attribute, ast.Subscript)) and rooted_at_ch(t)]
+        if (isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) and node.value.id == "ch"
+                and node.attr.startswith("_")):
+            found.append((node.lineno, f"ch.{node.attr}"))
+    return found
+
+
+@pytest.mark.parametrize("module", ["controller", "policies", "fabric"])
+def test_policies_only_read_the_channel(module):
+    """Issue #28: policies read the channel and return decisions; only the
+    channel writes its state, and no policy reaches for its private parts."""
+    from pathlib import Path
+    path = Path(__file__).resolve().parents[1] / "sim" / f"{module}.py"
+    assert _channel_writes(path) == []
+
+
+def test_channel_write_check_catches_a_write(tmp_path):
+    """The source check above finds the patterns it exists for."""
+    bad = tmp_path / "bad.py"
+    bad.write_text("def on(ch, b):\n    ch.bypassed[b] += 1\n    ch.stuck[0] = False\n    x = ch._pc_of[b]\n")
+    assert [line for line, _ in _channel_writes(bad)] == [2, 3, 4]
