@@ -74,7 +74,7 @@ mutants: setup
 	$(PY) -m kvfabric.scripts.mutants --jobs $(JOBS) --target $(TARGET)
 
 experiments: setup
-	$(PY) -m kvfabric.sim.experiments $(EXPERIMENTS_ARGS)
+	$(PY) -m kvfabric.sim.studies.experiments $(EXPERIMENTS_ARGS)
 
 clean:
 	rm -rf build

@@ -53,7 +53,7 @@ def make_policy(name, contract_doc, workload):
     from kvfabric.sim.controller import SharedQueues
     from kvfabric.sim.fabric import FabricPolicy, FabricQosPolicy
     from kvfabric.sim.policies import FcfsPolicy, FrFcfsPolicy, StaticPartitionPolicy, ThrottlePolicy
-    from kvfabric.sim.scenarios import MEMORY_MHZ
+    from kvfabric.sim.hbm3 import MEMORY_MHZ
 
     if name == "fcfs":
         policy = FcfsPolicy()
@@ -85,7 +85,8 @@ def make_policy(name, contract_doc, workload):
 def run_system(contract_path, workload_path, policy_name):
     """Simulate; return the result dict the command prints and writes."""
     from kvfabric.sim.hbm3 import ns_to_cycles
-    from kvfabric.sim.scenarios import CHANNEL_GBPS, FABRIC_MHZ, MEMORY_MHZ
+    from kvfabric.sim.fabric import FABRIC_MHZ
+    from kvfabric.sim.hbm3 import CHANNEL_GBPS, MEMORY_MHZ
     from kvfabric.sim.system import CxlLink, System
     from kvfabric.sim.workload import build_tenants, load_workload, needs_cxl, one_channel_contract
 

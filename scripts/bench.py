@@ -125,9 +125,9 @@ def bench_cosim_trace(scale: float) -> list[dict]:
 
 def bench_system(labels=("FR-FCFS", "Fabric")) -> list[dict]:
     """The HBM3 command-level system model on the essay's setup A (``--quick`` scale)."""
-    from kvfabric.sim.experiments import build_run, plan  # the experiment runner's own construction
+    from kvfabric.sim.studies.experiments import build_run, plan  # the experiment runner's own construction
     from kvfabric.sim.hbm3 import HBM3_6400
-    from kvfabric.sim.scenarios import Scale
+    from kvfabric.sim.studies.scenarios import Scale
 
     out = []
     specs = {s["label"]: s for s in plan(quick=True) if s["group"] == "A"}

@@ -33,7 +33,12 @@ from .dram import NEVER
 from .policies import Policy
 from .system import TRANSACTION_ACCESSES
 
-__all__ = ["FabricPolicy", "FabricQosPolicy", "QosKnobs", "contract_doc", "grant_class", "grant_axqos"]
+__all__ = ["FabricPolicy", "FabricQosPolicy", "QosKnobs", "contract_doc", "grant_class", "grant_axqos",
+           "FABRIC_MHZ"]
+
+#: The arbiter clock the system model's front end assumes: one 128 B grant per
+#: fabric clock is the channel's 51.2 GB/s peak.
+FABRIC_MHZ = 400
 
 _URGENT_KIND = getattr(_spec, "URGENT", 3)
 

@@ -24,6 +24,8 @@ __all__ = [
     "cycles_to_ns",
     "peak_bytes_per_cycle",
     "bytes_per_cycle_to_gbps",
+    "MEMORY_MHZ",
+    "CHANNEL_GBPS",
 ]
 
 
@@ -224,3 +226,9 @@ def peak_bytes_per_cycle(timing=HBM3_6400, geometry=HBM3_GEOMETRY):
 def bytes_per_cycle_to_gbps(bytes_per_cycle, timing=HBM3_6400):
     """Bytes per memory cycle to GB/s (10^9 bytes per second)."""
     return Fraction(bytes_per_cycle) * timing.clock_hz / 10**9
+
+
+#: The model's clock (one memory cycle is tCK = 0.625 ns of HBM3-6400).
+MEMORY_MHZ = HBM3_6400.clock_hz // 10**6
+#: One channel's peak, both pseudo-channels busy (51.2 GB/s).
+CHANNEL_GBPS = bytes_per_cycle_to_gbps(peak_bytes_per_cycle())

@@ -112,3 +112,28 @@ def test_our_code_is_imported_through_the_kvfabric_root(folder):
                 errors.append(f"{path.relative_to(ROOT)}:{line} imports {module}; "
                               f"write kvfabric.{module}")
     assert errors == []
+
+
+def _imports_under(prefix, forbidden):
+    """Imports of ``forbidden`` (a package, by name prefix) by modules whose name starts with ``prefix``."""
+    errors = []
+    for name, path in MODULES:
+        if not name.startswith(prefix) or name.startswith(forbidden):
+            continue
+        for module, line in _imports(name, path):
+            if module and (module == forbidden or module.startswith(forbidden + ".")):
+                errors.append(f"{path.relative_to(ROOT)}:{line} imports {module}")
+    return errors
+
+
+def test_system_model_engine_never_imports_the_studies():
+    """Issue #28: the engine (channel, controller, policies, tenants, workloads)
+    and the essay's studies are two rooms; only the studies look into the engine."""
+    assert {name for name, _ in MODULES} >= {"kvfabric.sim.studies.experiments", "kvfabric.sim.dram"}
+    assert _imports_under("kvfabric.sim", "kvfabric.sim.studies") == []
+
+
+def test_user_commands_borrow_nothing_from_the_essays_setups():
+    """``kvfabric system`` runs a user's workload on the engine alone."""
+    assert _imports_under("kvfabric.system", "kvfabric.sim.studies") == []
+    assert _imports_under("kvfabric.cli", "kvfabric.sim.studies") == []

@@ -6,11 +6,11 @@ from fractions import Fraction
 import pytest
 
 from kvfabric.provenance import describe, revision
-from kvfabric.sim.experiments import build_run, plan, run_spec
+from kvfabric.sim.studies.experiments import build_run, plan, run_spec
 from kvfabric.sim.fabric import QosKnobs
-from kvfabric.sim.metrics import pooled
-from kvfabric.sim.report import derive, pooled_rows, seed_run_key, write_report
-from kvfabric.sim.scenarios import Scale, setup_a, setup_b
+from kvfabric.sim.studies.metrics import pooled
+from kvfabric.sim.studies.report import derive, pooled_rows, seed_run_key, write_report
+from kvfabric.sim.studies.scenarios import Scale, setup_a, setup_b
 
 
 def test_plan_has_unique_ids_and_every_kind():
@@ -102,7 +102,7 @@ def test_pooled_rows_judge_the_targets_over_every_seed():
 
 
 def test_isolation_variants_change_only_the_writes_the_knobs_or_the_seed():
-    from kvfabric.sim.studies import isolation
+    from kvfabric.sim.studies.focused import isolation
 
     plain, dry = isolation("Fabric-QoS", 1000), isolation("Fabric-QoS", 1000, writes=False)
     assert [t.write_share for t in plain.tenants] == [4, 0, 0, 0]
@@ -130,7 +130,7 @@ def test_isolation_variants_change_only_the_writes_the_knobs_or_the_seed():
 
 
 def test_isolation_target_is_judged_on_the_worst_default_seed():
-    from kvfabric.sim.report import isolation_judged
+    from kvfabric.sim.studies.report import isolation_judged
 
     def run(shares):
         # timeline rows: (window, bytes per tenant); the first and last windows are skipped

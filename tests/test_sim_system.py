@@ -13,7 +13,8 @@ from kvfabric.sim.hbm3 import HBM3_GEOMETRY as G
 from kvfabric.sim.hbm3 import ns_to_cycles
 from kvfabric.sim.mapping import AddressMap
 from kvfabric.sim.policies import FcfsPolicy, FrFcfsPolicy, StaticPartitionPolicy, ThrottlePolicy
-from kvfabric.sim.scenarios import CHANNEL_GBPS, FABRIC_MHZ
+from kvfabric.sim.fabric import FABRIC_MHZ
+from kvfabric.sim.hbm3 import CHANNEL_GBPS
 from kvfabric.sim.system import CxlLink, System
 from kvfabric.sim.tenants import DecodeTenant, GreedyTenant, PrefillTenant
 

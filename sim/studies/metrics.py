@@ -1,12 +1,12 @@
 """Derived metrics of one experiment run (percentiles, utilisation, shares, latency split).
 
-Pure functions of the raw result dicts of :mod:`sim.experiments`; the
+Pure functions of the raw result dicts of :mod:`sim.studies.experiments`; the
 claims table, the plots and the JSON all read their numbers from here.
 """
 
 import numpy as np
 
-from .hbm3 import HBM3_6400
+from ..hbm3 import HBM3_6400
 
 __all__ = ["NS_PER_CYCLE", "PEAK_BYTES_PER_CYCLE", "derive", "job_rates", "pooled", "pct", "us", "shares",
            "isolation_error", "get", "ratio", "SPLIT_PARTS"]

@@ -15,10 +15,10 @@ from fractions import Fraction
 
 from kvfabric.model.contract import ContractError, compile_contract
 
-from .dram import NEVER
-from .fabric import FabricPolicy, FabricQosPolicy, contract_doc
+from ..dram import NEVER
+from ..fabric import FabricPolicy, FabricQosPolicy, contract_doc
 from .scenarios import CHANNEL_GBPS, FABRIC_MHZ, MEMORY_MHZ, Essay, make_policy
-from .tenants import GreedyTenant, PrefillTenant
+from ..tenants import GreedyTenant, PrefillTenant
 
 __all__ = ["isolation", "idle_tenant", "admission", "PowerCap", "power_w"]
 

@@ -6,7 +6,7 @@ import numpy as np
 
 from .metrics import NS_PER_CYCLE, get, isolation_error, ratio
 from .scenarios import CHANNEL_GBPS, GB200, H100, H200, Essay
-from .studies import power_w
+from .focused import power_w
 
 __all__ = ["claims_section", "notes_section"]
 

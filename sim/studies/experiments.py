@@ -2,11 +2,11 @@
 
 Usage::
 
-    python -m kvfabric.sim.experiments [--quick] [--jobs N] [--out reports]
+    python -m kvfabric.sim.studies.experiments [--quick] [--jobs N] [--out reports]
 
 Runs the configurations in :func:`plan` on ``--jobs`` processes (a
 progress bar counts finished runs), then writes ``<out>/experiments.md`` and
-its PNG plots (:mod:`sim.report`).  The default run simulates one and a half
+its PNG plots (:mod:`sim.studies.report`).  The default run simulates one and a half
 prefill periods per configuration at time compression K = 25; ``--quick`` runs a
 short slice of each (a smoke test of the whole pipeline: its numbers are not
 for conclusions).
@@ -23,10 +23,11 @@ from fractions import Fraction
 from tqdm import tqdm
 
 from kvfabric.provenance import revision
-from .fabric import FabricPolicy, FabricQosPolicy, QosKnobs
-from .scenarios import CHANNEL_GBPS, H200, MEMORY_MHZ, SEEDS, Scale, make_policy, setup_a, setup_b
-from .studies import PowerCap, admission, idle_tenant, isolation, power_w
-from .system import System
+from ..fabric import FabricPolicy, FabricQosPolicy, QosKnobs
+from .scenarios import (CHANNEL_GBPS, H200, HEADROOM, MEMORY_MHZ, SEEDS, UNTUNED, Scale, make_policy,
+                        setup_a, setup_b)
+from .focused import PowerCap, admission, idle_tenant, isolation, power_w
+from ..system import System
 
 __all__ = ["plan", "run_spec", "main"]
 
@@ -38,19 +39,10 @@ TIMELINE_CYCLES = 16_000   # 10 us windows for bandwidth-over-time
 #: takes about a third of it), so the job bandwidth is still measured.
 MIN_PERIODS = Fraction(1, 2)
 
-#: A knob row: double decode steps with the decodes guaranteed 1.5x their mean
-#: demand; its decode-only and FR-FCFS baselines are double steps' (no contract).
-HEADROOM = ("double steps, decode guarantee x1.5", dict(step_scale=2, decode_headroom=Fraction(3, 2)))
-#: Workloads whose decode-only and FR-FCFS runs (which no contract changes) are another's.
-BASELINE_OF = {HEADROOM[0]: "double steps"}
 
 #: Run parameters that are :class:`~sim.fabric.QosKnobs` fields (Fabric-QoS runs only).
 QOS_KNOB_PARAMS = ("entries", "yield_burst", "write_high", "write_low", "drain_interval")
 
-#: Setup A variants the QoS controller was not tuned for (issue #14).
-UNTUNED = (("half steps", dict(step_scale=Fraction(1, 2))),
-           ("double steps", dict(step_scale=2)),
-           ("two prefills", dict(prefills=2)))
 
 
 def plan(quick=False, horizon=1):
@@ -282,7 +274,7 @@ def _cost(spec):
 
 
 def main(argv=None):
-    ap = argparse.ArgumentParser(prog="python -m kvfabric.sim.experiments", description=__doc__.split("\n")[0])
+    ap = argparse.ArgumentParser(prog="python -m kvfabric.sim.studies.experiments", description=__doc__.split("\n")[0])
     ap.add_argument("--quick", action="store_true", help="short smoke run (about a minute)")
     ap.add_argument("--jobs", type=int, default=min(2, os.cpu_count() or 1),
                     help="worker processes (default: 2)")
