@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from fractions import Fraction
 
 from .channel import ChannelModel, Request
-from .replay import MemorySide
+from .replay import ChannelDriver, MemorySide
 
 
 @dataclass
@@ -102,7 +102,7 @@ class ClosedLoop:
         self.channel = ChannelModel(params, config)
         self.sources = sources
         self.memory = MemorySide(1, bytes_per_cycle)
-        self.pending: list[Record] = []  # upstream, in arrival order
+        self.driver = ChannelDriver(params.tenants)  # spec §8's upstream driver
         self.records: list[Record] = []
         self.in_queue: dict[int, Record] = {}  # id -> record
         self.cycle = 0
@@ -118,7 +118,7 @@ class ClosedLoop:
             for tenant, src in self.sources.items():
                 for size in src.arrivals(t):
                     rec = Record(tenant, size, t)
-                    self.pending.append(rec)
+                    self.driver.arrive(tenant, rec)
                     self.records.append(rec)
                     if isinstance(src, Backlogged):
                         src.outstanding += 1  # noqa: SIM113
@@ -127,18 +127,18 @@ class ClosedLoop:
                     rec = self.in_queue[q[0].id]
                     if rec.head is None:
                         rec.head = t
-            full = ch.queue_full()
-            offer = next((r for r in self.pending if not full[r.tenant]), None)
+            tag = self.driver.present(ch.queue_full)
             req = None
-            if offer is not None:
+            if tag >= 0:
+                offer = self.driver.head(tag)
                 req = Request(offer.tenant, offer.bytes, self._next_id & mask)
             ready = self.memory.ready(t)[0] and t >= self.hold_grants_until
             if self.on_cycle is not None:
                 self.on_cycle(t, ch, ready)
             before = ch.grant
             res = ch.step(t & ((1 << self.params.ts_bits) - 1), req, ready)
-            if res.accepted and offer is not None:
-                self.pending.remove(offer)
+            offer = self.driver.handshake(tag, res.accepted)
+            if offer is not None:
                 offer.accepted = t
                 self.in_queue[self._next_id & mask] = offer
                 self._next_id += 1

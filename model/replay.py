@@ -33,29 +33,134 @@ class ReplayError(RuntimeError):
     """The replay could not finish (requests that can never be granted)."""
 
 
-class UpstreamDriver:
-    """Per channel, the requests whose cycle has come, in row order (spec §8).
+#: Tenant tags a request can carry (4 bits, spec §2): the driver's queues per channel.
+TAGS = 16
 
-    Each cycle it presents the first pending request (lowest row id) whose
-    tenant is outside the configured tenants or whose queue is not full; in
-    fcfs mode strictly the first (one in-order queue, like a FCFS
-    controller's). Pending requests are kept per tenant, so choosing is a
-    minimum over at most 16 queue heads.
+
+class ChannelDriver:
+    """Spec §8's upstream driver of one channel, with spec §2's hold rule: the one
+    rule every engine drives ``req[c]`` by (the model's replay, the cocotb
+    testbench's :class:`kvfabric.tb.drivers.RequestDriver`, the trace model
+    :mod:`kvfabric.tb.trace_model`, and the plain-Verilog testbench, which
+    tests/test_trace_cosim.py checks against this class cycle by cycle).
+
+    Requests whose cycle has come wait in arrival (row) order, kept per tenant
+    tag so choosing is a minimum over at most 16 queue heads. Each cycle
+    (:meth:`present`) the driver presents the request it holds, if any (one
+    presented and not accepted: its payload holds, spec §2); else, unless the
+    cycle is an idle one, the first waiting request whose tag is invalid
+    (``>= tenants``) or whose ``queue_full`` bit is 0 ("one tenant's full
+    queue never blocks another"), or in ``strict`` mode (FCFS, or a naive
+    upstream that ignores ``queue_full``) strictly the first one. A waiting
+    item is any object; the driver only orders and hands them back.
     """
 
+    __slots__ = ("tenants", "strict", "queues", "waiting", "held", "_seq")
+
+    def __init__(self, tenants: int, strict: bool = False):
+        self.tenants = tenants
+        self.strict = strict
+        self.queues = [deque() for _ in range(TAGS)]  # per tag: (arrival order, item)
+        self.waiting = 0
+        self.held = -1  # tag of the request held on the port, or -1
+        self._seq = 0
+
+    def arrive(self, tag: int, item) -> None:
+        """A request of tenant tag ``tag`` arrives (call in row order)."""
+        self.queues[tag].append((self._seq, item))
+        self._seq += 1
+        self.waiting += 1
+
+    def _eligible(self, tag: int, queue_full) -> bool:
+        return self.strict or tag >= self.tenants or not queue_full[tag]
+
+    def present(self, queue_full, idle=False) -> int:
+        """The tag whose oldest request is presented this cycle, or -1 (nothing).
+
+        ``queue_full``: the channel's bits by tenant (a sequence, or a callable
+        returning one, read only when a choice is made); ``idle``: this is an
+        idle cycle (a bool, or a callable drawn only when the driver could
+        present something new)."""
+        if self.held >= 0:
+            return self.held
+        if not self.waiting or (idle() if callable(idle) else idle):
+            return -1
+        strict, n = self.strict, self.tenants
+        if not strict and callable(queue_full):
+            queue_full = queue_full()
+        best, best_seq = -1, 0
+        for tag, q in enumerate(self.queues):
+            if q:
+                seq = q[0][0]
+                if (best < 0 or seq < best_seq) and (strict or tag >= n or not queue_full[tag]):
+                    best, best_seq = tag, seq
+        return best
+
+    def blocked(self, queue_full) -> bool:
+        """Nothing is held and nothing waiting can be presented: nothing waits, or
+        (never in strict mode) every waiting request's tenant is valid and its
+        queue full. ``queue_full`` as for :meth:`present`."""
+        if self.held >= 0:
+            return False
+        if not self.waiting:
+            return True
+        if self.strict:
+            return False
+        if callable(queue_full):
+            queue_full = queue_full()
+        return not any(q and self._eligible(tag, queue_full) for tag, q in enumerate(self.queues))
+
+    def head(self, tag: int):
+        """The oldest waiting item of ``tag`` (the one :meth:`present` means)."""
+        return self.queues[tag][0][1]
+
+    def handshake(self, tag: int, accepted: bool):
+        """The cycle's handshake of the request presented for ``tag`` (-1: none):
+        the accepted item, or None (a refused one is held)."""
+        if tag < 0:
+            return None
+        if accepted:
+            self.held = -1
+            self.waiting -= 1
+            return self.queues[tag].popleft()[1]
+        self.held = tag
+        return None
+
+    def items(self) -> list:
+        """Every waiting item, in arrival order."""
+        return [item for _, item in sorted((e for q in self.queues for e in q), key=lambda e: e[0])]
+
+    def flush(self, keep_held: bool = False) -> list:
+        """Forget every waiting request (a reset; with ``keep_held`` an upstream that
+        gives up on all but the request it holds, spec §2); returns the forgotten."""
+        kept = self.queues[self.held][0] if (keep_held and self.held >= 0) else None
+        gone = [item for item in self.items() if kept is None or item is not kept[1]]
+        for q in self.queues:
+            q.clear()
+        self.waiting = 0
+        if kept is not None:
+            self.queues[self.held].append(kept)
+            self.waiting = 1
+        else:
+            self.held = -1
+        return gone
+
+
+class UpstreamDriver:
+    """The replay's drivers: a trace's rows arrive at their cycle into one
+    :class:`ChannelDriver` per channel (spec §8); fcfs mode is strict."""
+
     def __init__(self, params, rows: list[TraceRow], fcfs: bool):
-        self.params = params
         self.rows = rows
-        self.fcfs = fcfs
         self.next_row = 0
-        self.pending: list[dict[int, deque[TraceRow]]] = [{} for _ in range(params.channels)]
-        self.presented: list[TraceRow | None] = [None] * params.channels
+        self.channels = [ChannelDriver(params.tenants, fcfs) for _ in range(params.channels)]
+        self.presented = [-1] * params.channels
 
     def idle(self) -> bool:
-        return not any(any(q) for per in self.pending for q in per.values())
+        return not any(d.waiting for d in self.channels)
 
     def waiting(self) -> list[TraceRow]:
-        return [r for per in self.pending for q in per.values() for r in q]
+        return [r for d in self.channels for r in d.items()]
 
     def next_arrival(self) -> int | None:
         return self.rows[self.next_row].cycle if self.next_row < len(self.rows) else None
@@ -64,49 +169,63 @@ class UpstreamDriver:
         rows = self.rows
         while self.next_row < len(rows) and rows[self.next_row].cycle <= cycle:
             r = rows[self.next_row]
-            self.pending[r.channel].setdefault(r.tenant, deque()).append(r)
+            self.channels[r.channel].arrive(r.tenant, r)
             self.next_row += 1
 
     def offer_one(self, channel: int, cycle: int, queue_full: list[bool]) -> TraceRow | None:
         """The request presented on ``channel`` in ``cycle`` (None: nothing)."""
         self._arrive(cycle)
-        n = self.params.tenants
-        chosen = None
-        for tenant, q in self.pending[channel].items():
-            if q and (self.fcfs or tenant >= n or not queue_full[tenant]):
-                if chosen is None or q[0].id < chosen.id:
-                    chosen = q[0]
-        self.presented[channel] = chosen
-        return chosen
+        d = self.channels[channel]
+        tag = self.presented[channel] = d.present(queue_full)
+        return d.head(tag) if tag >= 0 else None
 
     def offer(self, cycle: int, queue_full: list[list[bool]]) -> list[TraceRow | None]:
         """The requests presented on every channel in ``cycle``."""
-        return [self.offer_one(c, cycle, queue_full[c]) for c in range(len(self.pending))]
+        return [self.offer_one(c, cycle, queue_full[c]) for c in range(len(self.channels))]
 
-    def accepted(self, channel: int) -> TraceRow:
-        row = self.presented[channel]
-        popped = self.pending[channel][row.tenant].popleft()
-        assert popped is row
-        return row
+    def handshake(self, channel: int, accepted: bool) -> TraceRow | None:
+        """The cycle's handshake on ``channel``: the accepted row, or None."""
+        return self.channels[channel].handshake(self.presented[channel], accepted)
 
 
 class MemorySide:
-    """Each channel drains ``bytes_per_cycle``; a grant of s bytes transferred at
-    t keeps it busy until t + ceil(s / bytes_per_cycle) (spec §8)."""
+    """Spec §8's memory side, the one rule of every engine: each channel drains
+    ``bytes_per_cycle`` (B, a rational); ``ready`` is 1 when the channel is idle
+    and a grant of s bytes transferred at t keeps it busy until
+    t + max(1, ceil(s / B)). ``backpressure`` (extra not-ready cycles of a
+    test's memory side, beyond spec §8) is the caller's draw."""
 
-    def __init__(self, channels: int, bytes_per_cycle: Fraction):
-        self.bytes_per_cycle = Fraction(bytes_per_cycle)
+    __slots__ = ("num", "den", "busy_until")
+
+    def __init__(self, channels: int, bytes_per_cycle):
+        self.set_rate(bytes_per_cycle)
         self.busy_until = [0] * channels
 
+    def set_rate(self, bytes_per_cycle) -> None:
+        b = Fraction(bytes_per_cycle)
+        if b <= 0:
+            raise ValueError(f"the memory side's bytes per cycle must be positive, not {b}")
+        self.num, self.den = b.numerator, b.denominator
+
+    @property
+    def bytes_per_cycle(self) -> Fraction:
+        return Fraction(self.num, self.den)
+
     def service_cycles(self, nbytes: int) -> int:
-        q = Fraction(nbytes) / self.bytes_per_cycle
-        return max(1, -(-q.numerator // q.denominator))
+        q = -(-(nbytes * self.den) // self.num)  # ceil(nbytes / B)
+        return q if q > 0 else 1
+
+    def ready_on(self, channel: int, cycle: int, backpressure: bool = False) -> bool:
+        return cycle >= self.busy_until[channel] and not backpressure
 
     def ready(self, cycle: int) -> list[bool]:
         return [cycle >= b for b in self.busy_until]
 
     def transfer(self, channel: int, cycle: int, nbytes: int) -> None:
         self.busy_until[channel] = cycle + self.service_cycles(nbytes)
+
+    def reset(self) -> None:
+        self.busy_until = [0] * len(self.busy_until)
 
 
 @dataclass
@@ -144,7 +263,7 @@ def replay_model(params, config, rows: list[TraceRow], bytes_per_cycle: Fraction
     return ReplayResult([log[r.id] for r in rows], end)
 
 
-class _InFlight:
+class InFlight:
     """Accepted requests not yet granted, per tenant in acceptance order.
 
     A tenant's requests on a channel leave its FIFO in order (spec §4, §6.2),
@@ -158,9 +277,16 @@ class _InFlight:
     def add(self, row: TraceRow) -> None:
         self._by_tenant.setdefault(row.tenant, deque()).append(row)
 
-    def take(self, grant, id_mask: int) -> TraceRow:
-        row = self._by_tenant[grant.tenant].popleft()
-        assert (row.id & id_mask, row.bytes) == (grant.id, grant.bytes), "grant does not match its request"
+    def take(self, grant, id_mask: int, where: str = "") -> TraceRow:
+        """The request ``grant`` (tenant, bytes, id) transfers: its tenant's oldest."""
+        waiting = self._by_tenant.get(grant.tenant)
+        if not waiting:
+            raise AssertionError(f"{where}: grant of tenant {grant.tenant} (id {grant.id}) with no "
+                                 f"request of that tenant in flight")
+        row = waiting.popleft()
+        if (row.id & id_mask, row.bytes) != (grant.id, grant.bytes):
+            raise AssertionError(f"{where}: grant of tenant {grant.tenant} id {grant.id} bytes "
+                                 f"{grant.bytes}, but its oldest request in flight is {row}")
         return row
 
     def rows(self) -> list[TraceRow]:
@@ -177,7 +303,7 @@ def _replay_channel(params, config, channel: int, rows: list[TraceRow], bytes_pe
     mem = MemorySide(1, bytes_per_cycle)
     id_mask = (1 << params.id_width) - 1
     ts_mask = (1 << params.ts_bits) - 1
-    in_flight = _InFlight()
+    in_flight = InFlight()
     limit = stall_limit(params, config)
     remaining = len(rows)
     last_progress = cycle = 0
@@ -210,8 +336,8 @@ def _replay_channel(params, config, channel: int, rows: list[TraceRow], bytes_pe
                 continue
         req = Request(offer.tenant, offer.bytes, offer.id & id_mask) if offer is not None else None
         res = ch.step(cycle & ts_mask, req, mem.ready(cycle)[0])
-        if res.accepted:
-            row = driver.accepted(channel)
+        row = driver.handshake(channel, res.accepted)
+        if row is not None:
             if res.dropped:
                 log[row.id] = LogRow(row.id, row.cycle, None, channel, row.tenant, row.bytes, "dropped")
                 remaining -= 1
@@ -240,7 +366,7 @@ def replay_lockstep(params, config, rows: list[TraceRow], bytes_per_cycle: Fract
     mem = MemorySide(params.channels, bytes_per_cycle)
     id_mask = (1 << params.id_width) - 1
     log: dict[int, LogRow] = {}
-    in_flight = [_InFlight() for _ in range(params.channels)]
+    in_flight = [InFlight() for _ in range(params.channels)]
     limit = stall_limit(params, config)
     last_progress = cycle = 0
     while len(log) < len(rows):
@@ -248,8 +374,8 @@ def replay_lockstep(params, config, rows: list[TraceRow], bytes_per_cycle: Fract
         reqs = [Request(r.tenant, r.bytes, r.id & id_mask) if r is not None else None for r in offers]
         results = fab.step(reqs, mem.ready(cycle))
         for c, res in enumerate(results):
-            if res.accepted:
-                row = driver.accepted(c)
+            row = driver.handshake(c, res.accepted)
+            if row is not None:
                 if res.dropped:
                     log[row.id] = LogRow(row.id, row.cycle, None, c, row.tenant, row.bytes, "dropped")
                 else:

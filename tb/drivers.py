@@ -1,13 +1,13 @@
 """Request driver of one channel's ``req[c]`` port (spec §2, §8 driver rule).
 
-Requests arrive at their cycle into a pending list (row order).  Each cycle the
-driver presents the first pending request whose tenant is invalid
-(``tenant >= N``) or whose ``queue_full`` bit is 0, as spec §8 prescribes for
-upstream logic ("one tenant's full queue never blocks another"); in FCFS mode,
-or with ``honour_queue_full=False`` (a naive upstream that exercises the
-push-back path), strictly the first one.  A presented request that is not
-accepted stays presented with the same payload (spec §2: the payload holds
-while ``valid & ~ready``).
+The rule is the golden model's :class:`kvfabric.model.replay.ChannelDriver`
+(the one every engine uses): requests arrive at their cycle, and each cycle
+the driver presents the request it holds (spec §2: the payload holds while
+``valid & ~ready``), else the first waiting request whose tenant is invalid
+or whose ``queue_full`` bit is 0, as spec §8 prescribes for upstream logic;
+in FCFS mode, or with ``honour_queue_full=False`` (a naive upstream that
+exercises the push-back path), strictly the first one.  This module only
+moves it onto the port.
 
 Idle insertion: with probability ``idle`` the driver presents nothing in a
 cycle where it could (only when it is not already holding a request, so the
@@ -19,6 +19,8 @@ from __future__ import annotations
 import random
 from collections import deque
 from dataclasses import dataclass
+
+from kvfabric.model.replay import ChannelDriver
 
 __all__ = ["Req", "RequestDriver"]
 
@@ -46,12 +48,24 @@ class RequestDriver:
         self.rng = rng
         self.idle = idle
         self.honour_queue_full = honour_queue_full
-        self.fcfs = False
+        self.rule = ChannelDriver(params.tenants, strict=not honour_queue_full)
         self.arrivals: deque[Req] = deque()  # future, sorted by cycle
-        self.pending: list[Req] = []
         self.presented: Req | None = None
-        self.held = False  # presented last cycle and not accepted
+        self._tag = -1
         self.sent = 0
+
+    @property
+    def fcfs(self) -> bool:
+        return self.rule.strict and self.honour_queue_full
+
+    @fcfs.setter
+    def fcfs(self, on: bool) -> None:
+        self.rule.strict = bool(on) or not self.honour_queue_full
+
+    @property
+    def pending(self) -> list[Req]:
+        """Requests whose cycle has come, not yet accepted, in arrival order."""
+        return self.rule.items()
 
     def add(self, reqs) -> None:
         """Queue stimulus (sorted by cycle) for this channel."""
@@ -61,58 +75,42 @@ class RequestDriver:
             self.arrivals.append(r)
 
     def busy(self) -> bool:
-        return bool(self.arrivals or self.pending or self.presented)
+        return bool(self.arrivals or self.rule.waiting)
 
     def next_arrival(self) -> int | None:
         return self.arrivals[0].cycle if self.arrivals else None
 
     def flush(self) -> list[Req]:
         """Forget everything not yet accepted (a reset); returns what was dropped."""
-        lost = list(self.pending) + list(self.arrivals)
-        self.pending.clear()
+        lost = self.rule.flush() + list(self.arrivals)
         self.arrivals.clear()
         self.presented = None
-        self.held = False
+        self._tag = -1
         self.port.set_request(None)
         return lost
 
     def withdraw(self) -> list[Req]:
         """Upstream gives up on everything not yet accepted, except a request it
         is holding on the port (spec §2: the payload holds until accepted)."""
-        keep = [self.presented] if self.held else []
-        gone = [r for r in [*self.pending, *self.arrivals] if r not in keep]
-        self.pending = keep
+        gone = self.rule.flush(keep_held=True) + list(self.arrivals)
         self.arrivals.clear()
         return gone
 
     def drive(self, cycle: int) -> None:
         while self.arrivals and self.arrivals[0].cycle <= cycle:
-            self.pending.append(self.arrivals.popleft())
-        if self.held:
-            r = self.presented  # spec §2: hold until accepted
-        else:
-            r = None
-            if self.pending and not (self.idle and self.rng.random() < self.idle):
-                if self.fcfs or not self.honour_queue_full:
-                    r = self.pending[0]
-                else:
-                    full = self.port.queue_full()
-                    n = self.params.tenants
-                    r = next((q for q in self.pending if q.tenant >= n or not full >> q.tenant & 1), None)
-        self.presented = r
+            r = self.arrivals.popleft()
+            self.rule.arrive(r.tenant, r)
+        idle = (lambda: self.rng.random() < self.idle) if self.idle else False
+        n = self.params.tenants
+        tag = self._tag = self.rule.present(
+            lambda: [bool(self.port.queue_full() >> i & 1) for i in range(n)], idle)
+        r = self.presented = self.rule.head(tag) if tag >= 0 else None
         self.port.set_request(r)
 
     def observe(self, accepted: bool) -> Req | None:
         """Record the cycle's handshake; returns the accepted request, if any."""
-        r = self.presented
-        if r is None:
-            self.held = False
-            return None
-        if accepted:
-            self.pending.remove(r)
+        r = self.rule.handshake(self._tag, accepted)
+        if self._tag >= 0 and accepted:
             self.presented = None
-            self.held = False
             self.sent += 1
-            return r
-        self.held = True
-        return None
+        return r

@@ -13,6 +13,7 @@ import subprocess
 import threading
 import time
 from dataclasses import dataclass, field
+from fractions import Fraction
 from pathlib import Path
 
 from .trace_compare import first_mismatch, read_sim_log, write_model_log
@@ -20,7 +21,8 @@ from .trace_format import END, write_stimulus
 from .trace_model import model_log_parallel
 from .trace_tb import PROGRESS_EVERY, build_trace_tb, run_trace_tb
 
-__all__ = ["SimResult", "CheckResult", "run_check", "Differential", "differential_check", "valid_rule"]
+__all__ = ["SimResult", "CheckResult", "run_check", "Differential", "differential_check", "valid_rule",
+           "check_driver_rule"]
 
 
 @dataclass
@@ -235,3 +237,104 @@ def _in_flight(run, rows, config, params) -> bool:
     """Valid requests of ``rows`` the model's run has not granted yet."""
     valid = valid_rule(params, config)
     return len(run.grants) < sum(1 for r in rows if valid(r))
+
+
+#: Fields of an ``I`` line of the testbench's ``+io`` log (tb/trace_tb.py).
+IO_FIELDS = ("cycle", "channel", "queue_full", "valid", "payload", "grant_ready", "credit_return",
+             "req_ready", "grant_valid", "grant_bytes")
+
+
+def _io_lines(path):
+    """``(line number, {field: value})`` of each ``I`` line of an ``+io`` log."""
+    with open(path) as f:
+        for lineno, line in enumerate(f, 1):
+            parts = line.split()
+            if len(parts) != 1 + len(IO_FIELDS) or parts[0] != "I":
+                raise ValueError(f"{path}:{lineno}: expected 'I' and {len(IO_FIELDS)} fields "
+                                 f"({' '.join(IO_FIELDS)}), got {line.strip()!r}")
+            values = {}
+            for name, text in zip(IO_FIELDS, parts[1:]):
+                if not text.isdigit():
+                    raise ValueError(f"{path}:{lineno}: {name} must be an unsigned decimal integer, "
+                                     f"not {text!r}")
+                values[name] = int(text)
+            yield lineno, values
+
+
+def check_driver_rule(params, stimulus, io_log) -> int:
+    """Check the Verilog testbench's driver and memory side against the model's rule.
+
+    ``io_log`` is what :func:`kvfabric.tb.trace_tb.run_trace_tb` (``io_log=``)
+    recorded for ``stimulus``: each driven cycle's inputs of every channel and
+    the RTL's outputs that the rules react to.  Here the Python rule
+    (:class:`kvfabric.model.replay.ChannelDriver`, :class:`~kvfabric.model.replay.MemorySide`
+    and :func:`kvfabric.tb.trace_format.draw`) is fed the same RTL outputs and
+    must drive the same ``req`` (valid and payload), ``grant.ready`` and
+    ``credit_return`` in every cycle; returns the number of channel-cycles
+    checked, or raises AssertionError naming the first cycle, channel and
+    field that differ."""
+    from kvfabric.model.replay import ChannelDriver, MemorySide
+
+    from .trace_format import END, MEMORY, MODE, REQ, RESET, SEED, WAIT, draw, read_stimulus
+
+    p = params
+    C, n, BB = p.channels, p.tenants, p.bytes_bits
+    events = [e for e in read_stimulus(stimulus)]
+    drivers = [ChannelDriver(n) for _ in range(C)]
+    mem = MemorySide(C, 64)
+    seed = 0
+    p_idle = p_bp = p_cr = 0
+    rst_until = 0
+    ei = 0
+    t = -1
+    checked = 0
+    for lineno, io in _io_lines(io_log):
+        c = io["channel"]
+        if io["cycle"] != t:
+            if io["cycle"] < t or c != 0:
+                raise AssertionError(f"{io_log}:{lineno}: cycle {io['cycle']} channel {c} out of order")
+            # Every cycle up to this one: its events, and the reset cycles (not logged).
+            while t < io["cycle"]:
+                t += 1
+                while ei < len(events) and events[ei].cycle == t and events[ei].op not in (END, WAIT):
+                    e = events[ei]
+                    ei += 1
+                    if e.op == REQ:
+                        drivers[e.a].arrive(e.b, (e.c, e.d))
+                    elif e.op == MODE:
+                        for d in drivers:
+                            d.strict = bool(e.a & 1)
+                        p_idle, p_bp, p_cr = e.b, e.c, e.d
+                    elif e.op == MEMORY:
+                        mem.set_rate(Fraction(e.a, e.b))
+                    elif e.op == SEED:
+                        seed = e.a | e.b << 32
+                    elif e.op == RESET:
+                        rst_until = t + e.a
+                if t < rst_until:
+                    for d in drivers:
+                        d.flush()
+                    mem.reset()
+            if t < rst_until:
+                raise AssertionError(f"{io_log}:{lineno}: cycle {t} is a reset cycle but was driven")
+        d = drivers[c]
+        z = draw(seed, t, c, C) if (p_idle or p_bp or p_cr) else (1 << 64) - 1
+        full = [bool(io["queue_full"] >> i & 1) for i in range(n)]
+        tag = d.present(full, bool(p_idle and (z & 0xFFF) < p_idle))
+        expected = {"valid": int(tag >= 0),
+                    "grant_ready": int(mem.ready_on(c, t, bool(p_bp and (z >> 12 & 0xFFF) < p_bp))),
+                    "credit_return": sum(1 << k for k in range(3)
+                                         if p_cr and (z >> (24 + 12 * k) & 0xFFF) < p_cr)}
+        if tag >= 0:
+            nbytes, rid = d.head(tag)
+            expected["payload"] = rid << (4 + BB) | nbytes << 4 | tag
+        for name, value in expected.items():
+            if io[name] != value:
+                raise AssertionError(f"{io_log}:{lineno}: cycle {t} channel {c}: the testbench drives "
+                                     f"{name} = {io[name]}, the model's rule {value} "
+                                     f"(queue_full {io['queue_full']:#x}, {d.waiting} waiting)")
+        d.handshake(tag, bool(io["valid"] and io["req_ready"]))
+        if io["grant_valid"] and io["grant_ready"]:
+            mem.transfer(c, t, io["grant_bytes"])
+        checked += 1
+    return checked

@@ -22,10 +22,11 @@ from __future__ import annotations
 
 import heapq
 import time
-from collections import deque
 from dataclasses import dataclass
+from fractions import Fraction
 
 from kvfabric.model.channel import NO_CREDIT_RETURN, ChannelModel, Request
+from kvfabric.model.replay import ChannelDriver, MemorySide
 from kvfabric.model.registers import FabricConfig
 
 from kvfabric.model.regfile import RegisterFile
@@ -121,15 +122,10 @@ def _run_channel(params, c, glob, mine, seed, end):
     epoch = 0  # the cycle that is the fabric's cycle 0 (after the last reset)
     rst_until = 0
     fresh = False  # a reset ended: the channel restarts from reset state
-    queues = [deque() for _ in range(16)]  # per tenant tag: (seq, bytes, id)
-    waiting = 0
+    driver = ChannelDriver(n)  # spec §8's upstream driver: items (bytes, id)
+    mem = MemorySide(1, 64)  # spec §8's memory side, B from MEMORY events
     max_waiting = 0
-    seqno = 0
-    held = -1  # tag of the request held on the port, or -1
-    busy_until = 0
-    fcfs = 0
     p_idle = p_bp = p_cr = 0
-    bnum, bden = 64, 1
     grants = []
     stepped = 0
     timeline = list(heapq.merge(glob, mine, key=lambda x: (x[0], x[1])))
@@ -143,12 +139,9 @@ def _run_channel(params, c, glob, mine, seed, end):
             _, _, kind, x = timeline[ti]
             ti += 1
             if kind == REQ:
-                tag = x[0]
-                queues[tag].append((seqno, x[1], x[2]))
-                seqno += 1
-                waiting += 1
-                if waiting > max_waiting:
-                    max_waiting = waiting
+                driver.arrive(x[0], (x[1], x[2]))
+                if driver.waiting > max_waiting:
+                    max_waiting = driver.waiting
             elif kind == _CFG:
                 cfg = x
                 ch.config = cfg
@@ -156,19 +149,17 @@ def _run_channel(params, c, glob, mine, seed, end):
                 rst_until = t + x
                 cfg = reset_cfg
             elif kind == MODE:
-                fcfs, p_idle, p_bp, p_cr = x.a & 1, x.b, x.c, x.d
+                driver.strict = bool(x.a & 1)
+                p_idle, p_bp, p_cr = x.b, x.c, x.d
             elif kind == MEMORY:
-                bnum, bden = x.a, x.b
+                mem.set_rate(Fraction(x.a, x.b))
             elif kind == ZERO:
                 zero = True
             elif kind == END:
                 break
         if t < rst_until:
-            for q in queues:
-                q.clear()
-            waiting = 0
-            held = -1
-            busy_until = 0
+            driver.flush()
+            mem.reset()
             fresh = True
             t += 1
             continue
@@ -181,7 +172,7 @@ def _run_channel(params, c, glob, mine, seed, end):
             ch.peak = [0] * n
         # Fast-forward: nothing waiting, nothing held, channel quiescent and no
         # credit return that could change an in-flight counter.
-        if (not waiting and held < 0 and ch.quiescent()
+        if (not driver.waiting and ch.quiescent()
                 and (p_cr == 0 or not any(ch.inflight))):
             nxt = timeline[ti][0]
             if nxt > t + 1:
@@ -193,11 +184,10 @@ def _run_channel(params, c, glob, mine, seed, end):
         # without a selection), no ingress, no credit return that counts, and
         # either the grant register held by a busy memory side or no head
         # competing; ChannelModel.advance_inert is exact for them.
-        if held < 0 and ch.ingress is None and (p_cr == 0 or not any(ch.inflight)) and (
-                not waiting or (not fcfs and _all_blocked(queues, ch.queue_full(), n))):
+        if ch.ingress is None and (p_cr == 0 or not any(ch.inflight)) and driver.blocked(ch.queue_full):
             k = 0
             if ch.grant is not None:
-                k = busy_until - t
+                k = mem.busy_until[0] - t
             else:
                 k = ch.cycles_until_competing()
                 k = (end - t) if k is None else k
@@ -207,28 +197,12 @@ def _run_channel(params, c, glob, mine, seed, end):
                 t += k
                 continue
         z = draw(seed, t, c, channels) if (p_idle or p_bp or p_cr) else 0xFFFFFFFFFFFFFFFF
-        # Upstream driver.
-        tag = held
-        if tag < 0 and waiting and not (p_idle and (z & 0xFFF) < p_idle):
-            best = None
-            if fcfs:
-                for k in range(16):
-                    q = queues[k]
-                    if q and (best is None or q[0][0] < best_seq):
-                        best, best_seq = k, q[0][0]
-            else:
-                full = ch.queue_full()
-                for k in range(16):
-                    q = queues[k]
-                    if q and (k >= n or not full[k]) and (best is None or q[0][0] < best_seq):
-                        best, best_seq = k, q[0][0]
-            if best is not None:
-                tag = best
+        tag = driver.present(ch.queue_full, p_idle and (z & 0xFFF) < p_idle)
         req = None
         if tag >= 0:
-            _, nbytes, rid = queues[tag][0]
+            nbytes, rid = driver.head(tag)
             req = Request(tag, nbytes, rid)
-        ready = t >= busy_until and not (p_bp and (z >> 12 & 0xFFF) < p_bp)
+        ready = mem.ready_on(0, t, p_bp and (z >> 12 & 0xFFF) < p_bp)
         if p_cr:
             cr = (int((z >> 24 & 0xFFF) < p_cr), int((z >> 36 & 0xFFF) < p_cr),
                   int((z >> 48 & 0xFFF) < p_cr))
@@ -236,20 +210,13 @@ def _run_channel(params, c, glob, mine, seed, end):
             cr = NO_CREDIT_RETURN
         res = ch.step((t - epoch) & ts_mask, req, ready, cr)
         stepped += 1
-        if req is not None:
-            if res.accepted:
-                queues[tag].popleft()
-                waiting -= 1
-                held = -1
-            else:
-                held = tag
+        driver.handshake(tag, res.accepted)
         g = res.transferred
         if g is not None:
             grants.append((t, c, g.tenant, g.bytes, g.id, g.kind))
-            q = -(-(g.bytes * bden) // bnum)
-            busy_until = t + (q if q > 0 else 1)
+            mem.transfer(0, t, g.bytes)
         t += 1
-    return grants, stepped, waiting, max_waiting
+    return grants, stepped, driver.waiting, max_waiting
 
 
 def _worker(params, stimulus_path, channels):
@@ -272,11 +239,3 @@ def model_log_parallel(params, stimulus_path, jobs: int) -> ModelRun:
     return ModelRun(grants, runs[0].writes, runs[0].end, sum(r.stepped for r in runs),
                     sum(r.waiting_at_end for r in runs), max(r.max_waiting for r in runs),
                     sum(r.cpu_seconds for r in runs))
-
-
-def _all_blocked(queues, full, n) -> bool:
-    """No waiting request can be presented: each waiting tenant is valid and full."""
-    for k, q in enumerate(queues):
-        if q and (k >= n or not full[k]):
-            return False
-    return True

@@ -18,14 +18,22 @@ changes.  A backlog costs no testbench memory, so there is no per-(channel,
 tenant) limit: any stimulus the model takes, the testbench takes (the request
 file's bound, 2^31 bytes for ``$fseek``, is 55 M requests).
 
-The testbench implements the closed-loop rules of the cocotb test bench
-(tb/drivers.py, tb/memory.py) in Verilog rather than replaying a precomputed
-ready/valid pattern: a precomputed pattern would have to come from the model's
-own run, so the RTL would be driven by the oracle's outputs and a divergence
-would show up as a protocol violation several cycles later instead of as the
-first differing grant.  Driven closed-loop by the same rules on both sides,
-the RTL and the model react only to their own outputs, and the first
-mismatch of the logs is the first cycle in which they differ.  The rules:
+Why the rules are written here in Verilog, and how they stay the model's:
+spec §8's upstream driver and memory side are written once, in Python
+(:class:`kvfabric.model.replay.ChannelDriver` and
+:class:`~kvfabric.model.replay.MemorySide`), and every other engine calls
+them.  This testbench cannot call Python per cycle (that is the whole point
+of it), and it cannot replay a precomputed ready/valid pattern either: the
+driver reacts to the RTL's ``queue_full`` and ``req.ready`` and the memory
+side to its grants, so a precomputed pattern would have to come from the
+model's own run; the RTL would then be driven by the oracle's outputs and a
+divergence would show up as a protocol violation several cycles later
+instead of as the first differing grant.  So the rules are translated below
+and the translation is proved against the Python rule by a differential
+test: with ``+io=<file>`` the testbench records every driven cycle's port
+values, and :func:`kvfabric.tb.trace_check.check_driver_rule` runs the Python
+rule on the same RTL outputs and requires the same inputs, cycle by cycle
+(tests/test_trace_cosim.py, on both simulators).  What they implement:
 
 * upstream driver, per channel (spec §8 and §2): requests whose cycle has come
   wait in arrival order; unless one is being held (presented, not accepted:
@@ -88,7 +96,7 @@ def testbench_verilog(params, top: str) -> str:
         drive.append(f"      req_valid_{c} = v_valid[{c}]; req_payload_{c} = v_pay[{c}];"
                      f" grant_ready_{c} = v_gready[{c}]; credit_return_{c} = v_cr[{c}];")
         sample.append(f"      o_rready[{c}] = req_ready_{c}; o_gvalid[{c}] = grant_valid_{c};"
-                      f" o_gpay[{c}] = grant_payload_{c};")
+                      f" o_gpay[{c}] = grant_payload_{c}; o_qf[{c}] = queue_full_{c};")
         zero.extend(f"      dut.channel_{c}.dyn_level_{i} = 0; dut.channel_{c}.dyn_peak_{i} = 0;"
                     for i in range(N))
     qfull_case = "\n".join(f"        {c}: qf = queue_full_{c};" for c in range(C))
@@ -151,8 +159,9 @@ module {TB_TOP};
   reg o_rready [0:C-1];
   reg o_gvalid [0:C-1];
   reg [PW+1:0] o_gpay [0:C-1];
+  reg [N-1:0] o_qf [0:C-1];
 
-  integer fd_in, fd_out, fd_req, nread, c, t, best;
+  integer fd_in, fd_out, fd_req, fd_io, nread, c, t, best;
   reg [63:0] cyc, ev_op, ev_cycle, ev_a, ev_b, ev_c, ev_d, ev_e;
   reg [63:0] seed, z, bnum, bden, nq, rst_until, gbytes;
   reg [63:0] best_seq, r_a, r_b, r_c;
@@ -162,7 +171,7 @@ module {TB_TOP};
   reg fcfs, w_active, aw_done, w_done, in_rst, finished, zero_now, any_wait;
   reg [11:0] p_idle, p_bp, p_cr;
   reg [N-1:0] qf;
-  reg [8*1024-1:0] stim_path, log_path, req_path;
+  reg [8*1024-1:0] stim_path, log_path, req_path, io_path;
 
   task next_event;
     begin
@@ -208,6 +217,10 @@ module {TB_TOP};
     end
     // +progress=<cycles>: a KVF_TB_PROGRESS line every that many cycles (0: none).
     if (!$value$plusargs("progress=%d", progress)) progress = 0;
+    // +io=<file>: every driven cycle's port values per channel (tb/trace_check.py
+    // check_driver_rule compares the driver and memory-side rules below with the model's).
+    fd_io = 0;
+    if ($value$plusargs("io=%s", io_path)) fd_io = $fopen(io_path, "w");
     fd_in = $fopen(stim_path, "r");
     fd_req = $fopen(req_path, "r");
     fd_out = $fopen(log_path, "w");
@@ -339,6 +352,10 @@ module {TB_TOP};
       // ---- sample the cycle's handshakes (settled values before the rising edge) ----
 {SAMPLE}
       if (!in_rst) begin
+        if (fd_io != 0)
+          for (c = 0; c < C; c = c + 1)
+            $fwrite(fd_io, "I %0d %0d %0d %0d %0d %0d %0d %0d %0d %0d\\n", cyc, c, o_qf[c], v_valid[c], v_pay[c],
+                    v_gready[c], v_cr[c], o_rready[c], o_gvalid[c], o_gpay[c][4 + BB - 1:4]);
         for (c = 0; c < C; c = c + 1) begin
           if (v_valid[c]) begin
             if (o_rready[c]) begin
@@ -371,6 +388,7 @@ module {TB_TOP};
       end
     end
     $fclose(fd_out);
+    if (fd_io != 0) $fclose(fd_io);
     $finish;
   end
 endmodule
@@ -464,10 +482,15 @@ PROGRESS_EVERY = 1 << 16
 
 
 def run_trace_tb(b: TraceBuild, stimulus: Path, log_file: Path, *, progress=None,
-                 every: int = PROGRESS_EVERY, poll: float = 5.0) -> SimRun:
+                 every: int = PROGRESS_EVERY, poll: float = 5.0, io_log: Path | None = None) -> SimRun:
     """Run the testbench on ``stimulus`` (and its request file, both written by
     :func:`kvfabric.tb.trace_format.write_stimulus`), writing the grant log to
     ``log_file``.
+
+    ``io_log``, if given, receives every driven cycle's port values per channel
+    (``I cycle channel queue_full valid payload grant_ready credit_return
+    req_ready grant_valid grant_bytes``), which
+    :func:`kvfabric.tb.trace_check.check_driver_rule` checks.
 
     ``progress(cycle, grants)``, if given, is called for each line the
     testbench prints every ``every`` cycles, looked for every ``poll``
@@ -484,7 +507,7 @@ def run_trace_tb(b: TraceBuild, stimulus: Path, log_file: Path, *, progress=None
         raise FileNotFoundError(f"{reqs}: the request file of {stimulus} is missing "
                                 f"(write the stimulus with trace_format.write_stimulus)")
     cmd = [*b.command, f"+stim={stimulus}", f"+reqs={reqs}", f"+log={log_file}",
-           f"+progress={every if progress else 0}"]
+           f"+progress={every if progress else 0}"] + ([f"+io={Path(io_log).resolve()}"] if io_log else [])
     t0 = time.monotonic()
     seen = 0
     with open(out_file, "w") as out:

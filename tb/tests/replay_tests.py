@@ -33,7 +33,7 @@ from cocotb.triggers import ClockCycles, FallingEdge, ReadOnly, Timer
 from cocotbext.axi import AxiLiteBus, AxiLiteMaster
 
 from kvfabric.model.channel import KIND_NAMES
-from kvfabric.model.replay import MemorySide, UpstreamDriver, stall_limit
+from kvfabric.model.replay import InFlight, MemorySide, UpstreamDriver, stall_limit
 from kvfabric.model.trace import LogRow, TraceRow, write_log
 from kvfabric.tb import axil as regs
 from kvfabric.tb.design import config_from_json, params_from_json
@@ -97,7 +97,7 @@ async def _replay(dut, p, cfg, bpc, rows, ports):
     id_mask = (1 << p.id_width) - 1
     n = p.tenants
     log: dict[int, LogRow] = {}
-    in_flight = [dict() for _ in range(p.channels)]
+    in_flight = [InFlight() for _ in range(p.channels)]
     limit = stall_limit(p, cfg)
     last_progress = 0
     cycle = 0
@@ -139,31 +139,23 @@ async def _replay(dut, p, cfg, bpc, rows, ports):
                 got = [r() for r in (*pt.r_level, *pt.r_peak, *pt.r_tag)] + [pt.r_vt()]
                 assert not any(got), f"channel {c}: state not zero at trace cycle 0: {got}"
         for c, pt in enumerate(ports):
-            if offers[c] is not None and pt.r_req_ready():
-                dropped = bool(pt.r_dropped())
-                row = driver.accepted(c)
-                if dropped:
+            row = driver.handshake(c, offers[c] is not None and bool(pt.r_req_ready()))
+            if row is not None:
+                if pt.r_dropped():
                     log[row.id] = LogRow(row.id, row.cycle, None, c, row.tenant, row.bytes, "dropped")
                 else:
-                    key = row.id & id_mask
-                    if key in in_flight[c]:
-                        raise AssertionError(f"channel {c}: more than 2^{p.id_width} requests in flight")
-                    in_flight[c][key] = row
+                    in_flight[c].add(row)
                 last_progress = cycle
             if ready[c] and pt.r_grant_valid():
-                tenant, nbytes, gid, kind = pt.lay.unpack_grant(pt.r_grant_payload())
-                row = in_flight[c].pop(gid, None)
-                if row is None:
-                    raise AssertionError(f"cycle {cycle} channel {c}: grant of id {gid} that is not in flight")
-                if (row.tenant, row.bytes) != (tenant, nbytes):
-                    raise AssertionError(f"cycle {cycle} channel {c}: grant tenant {tenant} bytes {nbytes} "
-                                         f"for request {row}")
+                g = pt.lay.unpack_grant(pt.r_grant_payload())
+                tenant, nbytes, gid, kind = g
+                row = in_flight[c].take(_Req(tenant, nbytes, gid), id_mask, where=f"cycle {cycle} channel {c}")
                 log[row.id] = LogRow(row.id, row.cycle, cycle, c, tenant, nbytes, KIND_NAMES.get(kind, str(kind)))
                 mem.transfer(c, cycle, nbytes)
                 last_progress = cycle
         cycle += 1
         if cycle - last_progress > limit:
-            waiting = sorted(r.id for ch in in_flight for r in ch.values())
+            waiting = sorted(r.id for ch in in_flight for r in ch.rows())
             raise AssertionError(f"no progress for {limit} cycles at cycle {cycle}: ids {waiting[:8]} "
                                  f"never granted")
         await FallingEdge(dut.clk)
