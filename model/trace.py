@@ -14,8 +14,12 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
+from kvfabric.spec import KIND_NAMES
+
 TRACE_HEADER = ["cycle", "channel", "tenant", "bytes"]
 LOG_HEADER = ["id", "arrival_cycle", "grant_cycle", "channel", "tenant", "bytes", "kind"]
+#: The ``kind`` column: a grant's kind (spec §6.2) or ``dropped``.
+LOG_KINDS = (*KIND_NAMES.values(), "dropped")
 
 
 class TraceError(ValueError):
@@ -124,13 +128,21 @@ def read_log(path: str | Path) -> list[LogRow]:
         reader = csv.reader(f)
         header = next(reader, None)
         if header != LOG_HEADER:
-            raise TraceError(f"{path}:1: header must be {','.join(LOG_HEADER)}")
+            raise TraceError(f"{path}:1: header must be {','.join(LOG_HEADER)}, got "
+                             f"{'nothing (empty file)' if header is None else ','.join(header)}")
         out = []
         for line_no, r in enumerate(reader, start=2):
             if len(r) != len(LOG_HEADER):
                 raise TraceError(f"{path}:{line_no}: expected {len(LOG_HEADER)} fields "
                                  f"({','.join(LOG_HEADER)}), got {len(r)}")
             where = {name: f"{path}:{line_no}: {name}" for name in LOG_HEADER}
+            if r[6] not in LOG_KINDS:
+                raise TraceError(f"{where['kind']} = {r[6]!r} is not a kind "
+                                 f"(allowed: {', '.join(LOG_KINDS)})")
+            if (r[6] == "dropped") != (r[2] == ""):
+                raise TraceError(f"{where['grant_cycle']}: {'empty' if not r[2] else repr(r[2])} with kind "
+                                 f"{r[6]!r}; a dropped request has an empty grant cycle, a granted one "
+                                 f"a cycle")
             out.append(LogRow(parse_int(r[0], where["id"]), parse_int(r[1], where["arrival_cycle"]),
                               parse_int(r[2], where["grant_cycle"]) if r[2] else None,
                               parse_int(r[3], where["channel"]), parse_int(r[4], where["tenant"]),

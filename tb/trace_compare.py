@@ -13,6 +13,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
+from kvfabric.model.trace import TraceError, parse_int
 from kvfabric.spec import KIND_NAMES
 
 __all__ = ["LogFormatError", "SimLog", "read_sim_log", "Mismatch", "first_mismatch", "write_model_log"]
@@ -20,8 +21,12 @@ __all__ = ["LogFormatError", "SimLog", "read_sim_log", "Mismatch", "first_mismat
 FIELDS = ("cycle", "channel", "tenant", "bytes", "id", "kind")
 
 
-class LogFormatError(ValueError):
-    pass
+class LogFormatError(TraceError):
+    """A malformed grant log of the testbench; the message names file, line and field."""
+
+
+#: The fields of each line kind of the testbench's grant log (tb/trace_format.py).
+LINE_FIELDS = {"G": FIELDS, "A": ("cycle", "address"), "E": ("cycle",), "S": ("cycle",)}
 
 
 @dataclass
@@ -39,19 +44,26 @@ def read_sim_log(path) -> SimLog:
     with open(path) as f:
         for lineno, line in enumerate(f, 1):
             parts = line.split()
+            fields = LINE_FIELDS.get(parts[0]) if parts else None
+            if fields is None:
+                raise LogFormatError(f"{path}:{lineno}: not a grant-log line (G, A, E or S): "
+                                     f"{line.strip()!r}")
+            if len(parts) != 1 + len(fields):
+                raise LogFormatError(f"{path}:{lineno}: a {parts[0]} line has {len(fields)} fields "
+                                     f"({' '.join(fields)}), got {len(parts) - 1}")
             try:
-                if parts[0] == "G" and len(parts) == 7:
-                    grants.append(tuple(int(x) for x in parts[1:]))
-                elif parts[0] == "A" and len(parts) == 3:
-                    writes.append((int(parts[1]), int(parts[2])))
-                elif parts[0] == "E" and len(parts) == 2:
-                    end = int(parts[1])
-                elif parts[0] == "S" and len(parts) == 2:
-                    stalled = int(parts[1])
-                else:
-                    raise ValueError
-            except (ValueError, IndexError):
-                raise LogFormatError(f"{path}:{lineno}: not a grant-log line: {line.strip()!r}") from None
+                values = tuple(parse_int(text, f"{path}:{lineno}: {parts[0]} {name}")
+                               for name, text in zip(fields, parts[1:]))
+            except TraceError as e:
+                raise LogFormatError(str(e)) from None
+            if parts[0] == "G":
+                grants.append(values)
+            elif parts[0] == "A":
+                writes.append(values)
+            elif parts[0] == "E":
+                end = values[0]
+            else:
+                stalled = values[0]
     return SimLog(grants, writes, end, stalled)
 
 

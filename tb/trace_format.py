@@ -59,10 +59,12 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
+from kvfabric.model.trace import TraceError, parse_int
+
 __all__ = [
     "RESET", "WRITE", "MODE", "MEMORY", "REQ", "ZERO", "SEED", "WAIT", "END", "OP_NAMES",
     "PROB_ONE", "Event", "write_stimulus", "read_stimulus", "draw", "split_draw",
-    "NQ_TAGS", "REQ_RECORD_BYTES", "REQ_FILE_MAGIC", "request_file",
+    "NQ_TAGS", "REQ_RECORD_BYTES", "REQ_FILE_MAGIC", "request_file", "FIELD_NAMES",
 ]
 
 RESET, WRITE, MODE, MEMORY, REQ, ZERO, SEED, WAIT, END = 1, 2, 3, 4, 5, 6, 7, 8, 9
@@ -154,18 +156,40 @@ def _write_requests(path: Path, queues: dict, channels: int) -> None:
                 f.write("%012d %012d %012d\n" % rec)
 
 
+#: What fields a .. e of each op mean (the table above), for error messages.
+FIELD_NAMES = {
+    RESET: ("cycles",), WRITE: ("address", "data", "strobes"),
+    MODE: ("fcfs", "idle", "backpressure", "credit_return"), MEMORY: ("bytes", "cycles"),
+    REQ: ("channel", "tenant", "bytes", "id"), ZERO: (), SEED: ("seed_lo", "seed_hi"),
+    WAIT: ("grants", "stall_cycles"), END: (),
+}
+_FIELDS = ("op", "cycle", "a", "b", "c", "d", "e")
+
+
 def read_stimulus(path):
-    """Yield the events of a stimulus file, naming file and line on a bad one."""
+    """Yield the events of a stimulus file; a bad line is a
+    :class:`kvfabric.model.trace.TraceError` naming the file, the line and the
+    field (by its meaning for the line's op), like every reader of the trace
+    and grant-log formats."""
     with open(path) as f:
         for lineno, line in enumerate(f, 1):
             parts = line.split()
-            if len(parts) != 7 or not all(p.isdigit() for p in parts):
-                raise ValueError(f"{path}:{lineno}: expected seven unsigned decimal integers "
-                                 f"'op cycle a b c d e', got {line.strip()!r}")
-            op, cycle, a, b, c, d, e = map(int, parts)
+            if len(parts) != len(_FIELDS):
+                raise TraceError(f"{path}:{lineno}: expected {len(_FIELDS)} fields "
+                                 f"'{' '.join(_FIELDS)}', got {len(parts)}: {line.strip()!r}")
+            op = parse_int(parts[0], f"{path}:{lineno}: op")
             if op not in OP_NAMES:
-                raise ValueError(f"{path}:{lineno}: unknown op {op} (allowed: {sorted(OP_NAMES)})")
-            yield Event(op, cycle, a, b, c, d, e)
+                raise TraceError(f"{path}:{lineno}: op = {op} is not an op "
+                                 f"(allowed: {', '.join(f'{k} {v}' for k, v in OP_NAMES.items())})")
+            names = ("cycle", *FIELD_NAMES[op])
+            values = []
+            for k, text in enumerate(parts[1:]):
+                name = names[k] if k < len(names) else f"{_FIELDS[k + 1]} (unused by {OP_NAMES[op]})"
+                value = parse_int(text, f"{path}:{lineno}: {OP_NAMES[op]} {name}")
+                if value < 0:
+                    raise TraceError(f"{path}:{lineno}: {OP_NAMES[op]} {name} = {value} out of range >= 0")
+                values.append(value)
+            yield Event(op, *values)
 
 
 def draw(seed: int, cycle: int, channel: int, channels: int) -> int:

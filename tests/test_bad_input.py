@@ -46,6 +46,57 @@ def test_grant_log_errors_name_line_and_field(tmp_path):
         read_log(log)
 
 
+@pytest.mark.parametrize("body, message", [
+    ("0,1,12,0,1,64,bursty\n", r"g\.csv:2: kind = 'bursty' is not a kind \(allowed: guaranteed, burst, fcfs, "
+                                r"urgent, dropped\)"),
+    ("0,1,,0,1,64,burst\n", r"g\.csv:2: grant_cycle: empty with kind 'burst'; a dropped request has an "
+                             r"empty grant cycle"),
+    ("0,1,5,0,9,64,dropped\n", r"g\.csv:2: grant_cycle: '5' with kind 'dropped'"),
+    ("0,1,12,0,1,-,burst\n", r"g\.csv:2: bytes must be an integer in decimal digits"),
+])
+def test_grant_log_kind_and_grant_cycle_agree(tmp_path, body, message):
+    _refused(read_log, tmp_path / "g.csv", "id,arrival_cycle,grant_cycle,channel,tenant,bytes,kind\n" + body,
+             message)
+    _refused(read_log, tmp_path / "g.csv", "", r"g\.csv:1: header must be id,.*, got nothing \(empty file\)")
+
+
+def _refused(reader, path, text, message):
+    """``reader`` refuses the file ``path`` holding ``text`` with ``message``."""
+    path.write_text(text)
+    with pytest.raises(TraceError, match=message):
+        list(reader(path))
+
+
+@pytest.mark.parametrize("line, message", [
+    ("5 10 0 1 64 0\n", r"s\.txt:2: expected 7 fields 'op cycle a b c d e', got 6"),
+    ("12 10 0 1 64 0 0\n", r"s\.txt:2: op = 12 is not an op \(allowed: 1 RESET, 2 WRITE"),
+    ("x 10 0 1 64 0 0\n", r"s\.txt:2: op must be an integer in decimal digits .*not 'x'"),
+    ("5 10 0 1 6_4 0 0\n", r"s\.txt:2: REQ bytes must be an integer in decimal digits"),
+    ("5 10 0 -1 64 0 0\n", r"s\.txt:2: REQ tenant = -1 out of range >= 0"),
+    ("2 10 4096 1 +15 0 0\n", r"s\.txt:2: WRITE strobes must be an integer"),
+    ("3 10 0 0 0 0 x\n", r"s\.txt:2: MODE e \(unused by MODE\) must be an integer"),
+    ("9 1e3 0 0 0 0 0\n", r"s\.txt:2: END cycle must be an integer"),
+])
+def test_stimulus_errors_name_line_and_field(tmp_path, line, message):
+    """The trace-driven testbench's stimulus (tb/trace_format.py) is refused like
+    a trace: file, line, and the field by its meaning for the line's op."""
+    from kvfabric.tb.trace_format import read_stimulus
+    _refused(read_stimulus, tmp_path / "s.txt", "7 0 1 0 0 0 0\n" + line, message)
+
+
+@pytest.mark.parametrize("line, message", [
+    ("X 3 0\n", r"l\.log:2: not a grant-log line \(G, A, E or S\): 'X 3 0'"),
+    ("G 3 0 1 64 5\n", r"l\.log:2: a G line has 6 fields \(cycle channel tenant bytes id kind\), got 5"),
+    ("G 3 0 1 6x4 5 0\n", r"l\.log:2: G bytes must be an integer in decimal digits .*not '6x4'"),
+    ("A 3 0x10\n", r"l\.log:2: A address must be an integer"),
+    ("E\n", r"l\.log:2: a E line has 1 fields \(cycle\), got 0"),
+    ("\n", r"l\.log:2: not a grant-log line"),
+])
+def test_testbench_grant_log_errors_name_line_and_field(tmp_path, line, message):
+    from kvfabric.tb.trace_compare import read_sim_log
+    _refused(lambda path: [read_sim_log(path)], tmp_path / "l.log", "G 1 0 1 64 0 0\n" + line, message)
+
+
 # ---- contracts -------------------------------------------------------------------------------
 
 FABRIC = {"clock_mhz": 1000, "channels": 8, "channel_gbps": 400, "admission_limit": 0.85}
