@@ -24,6 +24,7 @@ from kvfabric.tables import format_table
 
 __all__ = ["POLICIES", "run_system", "cmd_system"]
 
+#: The front ends ``kvfabric system --policy`` runs (kvfabric.sim.front_ends.FRONT_ENDS).
 POLICIES = ("fcfs", "frfcfs", "throttle", "partition", "fabric", "fabric-qos")
 
 #: A latency-bound (decode) tenant's measured demand may be this much of its
@@ -51,27 +52,12 @@ def qos_knobs_for(read_queue, bulk_in_use):
 
 def make_policy(name, contract_doc, workload):
     from kvfabric.sim.controller import SharedQueues
-    from kvfabric.sim.fabric import FabricPolicy, FabricQosPolicy
-    from kvfabric.sim.policies import FcfsPolicy, FrFcfsPolicy, StaticPartitionPolicy, ThrottlePolicy
-    from kvfabric.sim.hbm3 import MEMORY_MHZ
+    from kvfabric.sim.front_ends import make_front_end
 
-    if name == "fcfs":
-        policy = FcfsPolicy()
-    elif name == "frfcfs":
-        policy = FrFcfsPolicy()
-    elif name == "throttle":
-        # The essay's software sleeps: half the channel per 40 us (one essay ms at K = 25).
-        policy = ThrottlePolicy(share=Fraction(1, 2), period=64_000, scheduler="fcfs")
-    elif name == "partition":
-        policy = StaticPartitionPolicy()
-    elif name == "fabric":
-        policy = FabricPolicy(contract_doc, memory_mhz=MEMORY_MHZ)
-    elif name == "fabric-qos":
-        policy = FabricQosPolicy(contract_doc, memory_mhz=MEMORY_MHZ)
+    policy = make_front_end(name, contract_doc)
+    if name == "fabric-qos":
         policy.knobs = qos_knobs_for(workload.read_queue, policy.bulk_in_use)
         return policy
-    else:
-        raise ValueError(f"policy must be one of {', '.join(POLICIES)}, not {name!r}")
     queues = SharedQueues(workload.read_queue, workload.write_queue)
     base = policy.controller_args
 

@@ -36,6 +36,8 @@ lists) and returns its decision; none writes channel state.
 
 from dataclasses import dataclass
 
+from kvfabric.spec import CREDIT_BURST, CREDIT_CLASSES, CREDIT_GUARANTEED, CREDIT_URGENT
+
 __all__ = [
     "URGENT_CLASS", "GUARANTEED_CLASS", "BURST_CLASS", "CLASS_NAMES", "qos_rank",
     "FcfsScheduler", "FrFcfsScheduler", "QosScheduler",
@@ -45,9 +47,10 @@ __all__ = [
     "CreditReturn", "YieldingCreditReturn",
 ]
 
-URGENT_CLASS, GUARANTEED_CLASS, BURST_CLASS = 0, 1, 2
+#: The controller's QoS classes are the arbiter's credit classes (spec §6.6).
+URGENT_CLASS, GUARANTEED_CLASS, BURST_CLASS = CREDIT_URGENT, CREDIT_GUARANTEED, CREDIT_BURST
 CLASS_NAMES = ("urgent", "guaranteed", "burst")
-N_CLASSES = 3
+N_CLASSES = CREDIT_CLASSES
 _AXQOS_SHIFT = 50
 
 

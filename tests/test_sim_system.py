@@ -342,3 +342,19 @@ def test_fabric_qos_serves_decode_before_a_backlogged_prefill(seed):
         results[name] = sum(steps) / len(steps)
     assert results["qos"] * 2 < results["frfcfs"], results
     assert results["qos"] < 2 * results["alone"], results
+
+
+def test_front_ends_are_built_in_one_place():
+    """kvfabric system's --policy names are the engine factory's, and a bad
+    name or option is an error naming the allowed ones (issue #28)."""
+    from kvfabric.sim.front_ends import FRONT_ENDS, make_front_end
+    from kvfabric.system import POLICIES
+    assert POLICIES == FRONT_ENDS
+    with pytest.raises(ValueError, match="policy must be one of fcfs, frfcfs, throttle"):
+        make_front_end("fr-fcfs")
+    with pytest.raises(ValueError, match="page coloring is an option of frfcfs and fabric"):
+        make_front_end("fcfs", coloring=True)
+    with pytest.raises(ValueError, match="needs a contract"):
+        make_front_end("fabric-qos")
+    assert make_front_end("frfcfs", coloring=True).coloring
+    assert make_front_end("throttle", throttle_period=1000).name == "SW throttle"

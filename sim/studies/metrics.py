@@ -6,6 +6,8 @@ claims table, the plots and the JSON all read their numbers from here.
 
 import numpy as np
 
+from kvfabric.model.replay import percentile
+
 from ..hbm3 import HBM3_6400
 
 __all__ = ["NS_PER_CYCLE", "PEAK_BYTES_PER_CYCLE", "derive", "job_rates", "pooled", "pct", "us", "shares",
@@ -67,7 +69,10 @@ def pooled(runs):
 
 
 def pct(x, q):
-    return float(np.percentile(x, q)) if len(x) else float("nan")
+    """The ``q``-th percentile by nearest rank, the one definition of
+    :func:`kvfabric.model.replay.percentile` (replay summaries and ``kvfabric
+    system`` report the same "p99"); NaN for no values."""
+    return float(percentile(sorted(x), q)) if len(x) else float("nan")
 
 
 def us(cycles):

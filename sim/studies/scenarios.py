@@ -20,9 +20,9 @@ Scale (stated in the report)
 from dataclasses import dataclass
 from fractions import Fraction
 
-from ..fabric import FABRIC_MHZ, FabricPolicy, FabricQosPolicy, contract_doc
+from ..fabric import FABRIC_MHZ, contract_doc
+from ..front_ends import make_front_end
 from ..hbm3 import CHANNEL_GBPS, HBM3_6400, MEMORY_MHZ, ns_to_cycles
-from ..policies import FcfsPolicy, FrFcfsPolicy, StaticPartitionPolicy, ThrottlePolicy
 from ..system import CxlLink
 from ..tenants import DecodeTenant, PrefillTenant
 
@@ -224,29 +224,28 @@ def setup_b(scale, *, periods=2, window=None, cxl=True, seed=1, prefill=True):
                                  f"6 decode streams of {step} B per step, {float(spill):.0%} to CXL"))
 
 
+#: Report names of the front ends: (name for make_front_end, its options).
+_FRONT_END_OF = {
+    "FCFS": ("fcfs", {}),
+    "FR-FCFS": ("frfcfs", {}),
+    "FR-FCFS + coloring": ("frfcfs", dict(coloring=True)),
+    "SW throttle": ("throttle", {}),
+    "Static partition": ("partition", {}),
+    "Fabric": ("fabric", {}),
+    "Fabric, kind-aware": ("fabric", dict(kind_aware=True)),
+    "Fabric-QoS": ("fabric-qos", {}),
+    "Fabric + coloring": ("fabric", dict(coloring=True)),
+}
+
+
 def make_policy(name, workload, scale):
-    """Policy objects by report name."""
-    if name == "FCFS":
-        return FcfsPolicy()
-    if name == "FR-FCFS":
-        return FrFcfsPolicy()
-    if name == "FR-FCFS + coloring":
-        policy = FrFcfsPolicy()
-        policy.coloring = True
-        policy.name = name
-        return policy
-    if name == "SW throttle":
-        # The prefill sleeps to average half the channel, deciding once per
-        # essay millisecond (a kernel-launch granularity).
-        return ThrottlePolicy(share=Fraction(1, 2), period=scale.cycles(1), scheduler="fcfs")
-    if name == "Static partition":
-        return StaticPartitionPolicy()
-    if name == "Fabric":
-        return FabricPolicy(workload.contract, memory_mhz=MEMORY_MHZ)
-    if name == "Fabric, kind-aware":
-        return FabricPolicy(workload.contract, memory_mhz=MEMORY_MHZ, kind_aware=True, name=name)
-    if name == "Fabric-QoS":
-        return FabricQosPolicy(workload.contract, memory_mhz=MEMORY_MHZ)
-    if name == "Fabric + coloring":
-        return FabricPolicy(workload.contract, memory_mhz=MEMORY_MHZ, coloring=True, name=name)
-    raise ValueError(f"Unknown policy {name!r}")
+    """Policy objects by report name (the engine's :func:`make_front_end`); the
+    software throttle decides once per essay millisecond at ``scale``."""
+    try:
+        front_end, options = _FRONT_END_OF[name]
+    except KeyError:
+        raise ValueError(f"Unknown policy {name!r}") from None
+    if front_end == "throttle":
+        options = dict(throttle_period=scale.cycles(1))
+    contract = workload.contract if front_end.startswith("fabric") else None
+    return make_front_end(front_end, contract, label=name, **options)
