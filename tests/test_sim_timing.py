@@ -10,7 +10,7 @@ Expected cycles are worked out in each test from the constraint's
 definition and literal figures written below, never read from
 ``sim/hbm3.py``.  Every scenario runs twice: with the public HBM3 6400
 figures (``HBM3``, which is also what the preset must equal,
-``test_sim_preset.py``) and with a made-up set in which every figure differs
+``test_preset_equals_the_literal_hbm3_figures`` below) and with a made-up set in which every figure differs
 from every other (``DISTINCT``), so a model that uses one figure in place of
 another (tCCD_S for the burst, tRCD_RD for writes, ...) cannot pass by
 coincidence.

@@ -307,14 +307,15 @@ def qos_section(w, results, by):
     w("* *latency-bound contracts with headroom*: a decode guaranteed exactly its mean demand runs its "
       "bucket dry whenever steps bunch up, and its overrun then goes as burst at its weight share (by "
       "default proportional to its guarantee, a tenth of a prefill's). Guarantee such tenants more than "
-      "their mean (the 'decode guarantee x1.5' row above: every seed within 1.15x), or give them weight.")
+      "their mean (the 'decode guarantee x1.5' row above gives its figures per seed), or give them weight.")
     w("* *entries per class* by Little's law: entries = accesses per cycle x cycles an access stays "
       "queued. A decode step of S bytes that should finish in T cycles needs S / 32 / T accesses per "
-      "cycle; at ~100-200 cycles in the queue under load, setup A's 13.5 KB steps in ~1,000 cycles "
+      "cycle; assuming ~100-200 cycles in the queue under load (an assumption, not measured here), setup "
+      "A's 13.5 KB steps in ~1,000 cycles "
       "need 40-90 guaranteed entries for the streams that step together, more to have a whole step in "
       "flight (default 16/192/128 with bulk priorities in use, else 16/128/128). The burst class must "
       "cover the channel's peak (1 access per cycle) x its loaded latency to keep the prefill's "
-      "bandwidth (with two prefills or halved decode steps, 96 entries left it below 90 % of FR-FCFS's).")
+      "bandwidth.")
     w("* *burst yield* (`yield_burst`, on when bulk priorities are in use): while urgent or guaranteed "
       "reads are queued, the memory side holds burst credits back (at most `yield_max_hold` = 1,000 "
       "cycles in a row), so the burst class drains by what it holds instead of refilling ahead of a "
