@@ -26,17 +26,16 @@ unmutated model, else the mutant is reported as unconfirmed.
 from __future__ import annotations
 
 import argparse
-import importlib.util
 import json
 import os
 import subprocess
 import sys
 import time
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from kvfabric.provenance import describe, revision
+from kvfabric.sweep import run_sweep
 
 ROOT = Path(__file__).resolve().parents[1]
 TARGET = "model/channel.py"
@@ -461,6 +460,13 @@ def run_one(name: str, workdir: Path, target: str = "model", baseline: str | Non
     return Outcome(name, "error", seconds, detail=proc.stdout[-2000:])
 
 
+def _mutant_task(name: str, workdir: str, target: str, reference: str | None, equivalent: bool) -> Outcome:
+    """One sweep task: a mutant's outcome (an equivalent mutant is not run)."""
+    if equivalent:
+        return Outcome(name, "equivalent", 0.0)
+    return run_one(name, Path(workdir), target, reference)
+
+
 def report(outcomes: list[Outcome], baseline: Outcome, wall: float, out: Path, note: str = "",
            target: str = "model", rev: dict | None = None, previous_revision: str | None = None) -> dict:
     """Writes the report. ``rev``: the revision the run started at (``kvfabric.provenance``;
@@ -543,7 +549,9 @@ def report(outcomes: list[Outcome], baseline: Outcome, wall: float, out: Path, n
 
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--jobs", type=int, default=1, help="mutants run in parallel (default 1)")
+    ap.add_argument("--jobs", type=int, default=1, help="local Dask workers (default 1)")
+    ap.add_argument("--scheduler", default=None,
+                    help="address of a running Dask scheduler (default: $KVFABRIC_SCHEDULER, else local workers)")
     ap.add_argument("--only", nargs="*", help="run only these mutants (no report files)")
     ap.add_argument("--out", default=str(ROOT / "reports"), help="where mutants.md/.json go")
     ap.add_argument("--rerun-survivors", action="store_true",
@@ -590,15 +598,17 @@ def main(argv=None) -> int:
         return 2
     by_name = {m.name: m for m in mutants}
 
-    def one(name):
-        if by_name[name].equivalent:
-            return Outcome(name, "equivalent", 0.0)
-        o = run_one(name, workdir, target, reference)
-        print(f"{name:28s} {o.status:9s} {o.seconds:5.0f} s  {o.killed_by or o.detail[:200]}", flush=True)
-        return o
+    def show(res):
+        o = res.value if res.ok else Outcome(res.task_id, "error", res.wall_s, detail=res.error[-2000:])
+        print(f"{o.name:28s} {o.status:9s} {o.seconds:5.0f} s  {o.killed_by or o.detail[:200]}", flush=True)
 
-    with ThreadPoolExecutor(max_workers=max(1, args.jobs)) as pool:
-        outcomes = list(pool.map(one, names))
+    # One task per mutant on the sweep layer (kvfabric.sweep): local Dask
+    # workers, or the scheduler of --scheduler / $KVFABRIC_SCHEDULER.
+    swept = run_sweep(_mutant_task, [(name, (name, str(workdir), target, reference, bool(by_name[name].equivalent)))
+                                     for name in names],
+                      workers=max(1, args.jobs), scheduler=args.scheduler, desc=f"mutants ({target})",
+                      progress=False, on_result=show)
+    outcomes = [r.value if r.ok else Outcome(r.task_id, "error", r.wall_s, detail=r.error[-2000:]) for r in swept]
     wall = time.monotonic() - t0
     if previous is not None:
         rerun = {o.name: o for o in outcomes}

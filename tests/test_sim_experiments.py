@@ -224,3 +224,19 @@ def test_report_is_written_with_claims_and_plots(tiny_results, tmp_path):
     qos = next(r for r in runs if r["id"] == "A/Fabric-QoS")
     assert qos["p99_ns"] > qos["p50_ns"] > 0 and qos["prefill_gbps"] > 0
     assert set(qos["tail_split_ns"]) == {"arbiter", "admission", "queue", "service"}
+
+
+def test_report_is_the_same_with_one_or_two_dask_workers(tmp_path):
+    """Issue #29: the sweep layer gives the same experiments.json, timing
+    fields aside, with 1 and 2 workers (so in another completion order)."""
+    from kvfabric.sim.studies.experiments import main
+    only = "A/decode only,A/FR-FCFS,A/Fabric-QoS"
+    reports = []
+    for jobs in (1, 2):
+        out = tmp_path / f"jobs{jobs}"
+        assert main(["--quick", "--only", only, "--out", str(out), "--jobs", str(jobs)]) == 0
+        doc = json.loads((out / "experiments.json").read_text())
+        reports.append([{k: v for k, v in run.items() if k != "cpu_s"} for run in doc["runs"]])
+        md = (out / "experiments.md").read_text()
+        assert f"on {jobs} worker(s)" in md
+    assert len(reports[0]) == 3 and reports[0] == reports[1]

@@ -15,14 +15,11 @@ for conclusions).
 import argparse
 import os
 import pickle
-import sys
 import time
-from concurrent.futures import ProcessPoolExecutor, as_completed
 from fractions import Fraction
 
-from tqdm import tqdm
-
 from kvfabric.provenance import revision
+from kvfabric.sweep import run_sweep
 from ..fabric import FabricPolicy, FabricQosPolicy, QosKnobs
 from .scenarios import (CHANNEL_GBPS, H200, HEADROOM, MEMORY_MHZ, SEEDS, UNTUNED, Scale, make_policy,
                         setup_a, setup_b)
@@ -245,25 +242,18 @@ def summarize(system, horizon):
     return out
 
 
-def run_all(specs, jobs, compression=25):
-    results = {}
+def run_all(specs, jobs, compression=25, scheduler=None, info=None):
+    """Every spec through the sweep layer (kvfabric.sweep: a LocalCluster of
+    ``jobs`` workers, or the Dask scheduler ``scheduler`` / $KVFABRIC_SCHEDULER),
+    longest first; results keyed by run id, whatever the completion order. A
+    run that fails stops the report with every failed id and its error."""
     ordered = sorted(specs, key=_cost, reverse=True)
-    with tqdm(total=len(ordered), unit="run", desc="experiments", file=sys.stderr) as bar:
-        if jobs <= 1:
-            for spec in ordered:
-                key, res = run_spec(spec, compression)
-                results[key] = res
-                bar.set_postfix_str(key)
-                bar.update()
-        else:
-            with ProcessPoolExecutor(max_workers=jobs) as pool:
-                futures = [pool.submit(run_spec, spec, compression) for spec in ordered]
-                for fut in as_completed(futures):
-                    key, res = fut.result()
-                    results[key] = res
-                    bar.set_postfix_str(key)
-                    bar.update()
-    return results
+    swept = run_sweep(run_spec, [(spec["id"], (spec, compression)) for spec in ordered], workers=jobs,
+                      scheduler=scheduler, desc="experiments", info=info)
+    failed = [r for r in swept if not r.ok]
+    if failed:
+        raise RuntimeError("runs failed:\n" + "\n".join(f"  {r.task_id}: {r.error}" for r in failed))
+    return dict(r.value for r in swept)
 
 
 def _cost(spec):
@@ -277,7 +267,10 @@ def main(argv=None):
     ap = argparse.ArgumentParser(prog="python -m kvfabric.sim.studies.experiments", description=__doc__.split("\n")[0])
     ap.add_argument("--quick", action="store_true", help="short smoke run (about a minute)")
     ap.add_argument("--jobs", type=int, default=min(2, os.cpu_count() or 1),
-                    help="worker processes (default: 2)")
+                    help="local Dask workers (default: 2)")
+    ap.add_argument("--scheduler", default=None,
+                    help="address of a running Dask scheduler (default: $KVFABRIC_SCHEDULER, else a "
+                         "LocalCluster of --jobs workers)")
     ap.add_argument("--out", default="reports", help="output directory (default: reports)")
     ap.add_argument("--compression", type=int, default=25, help="time compression K (default 25)")
     ap.add_argument("--horizon", type=Fraction, default=Fraction(1),
@@ -312,7 +305,9 @@ def main(argv=None):
         rev = rest[0] if rest else {"revision": None, "dirty": None}
     else:
         rev = revision()
-        results = run_all(specs, args.jobs, args.compression)
+        sweep = {}
+        results = run_all(specs, args.jobs, args.compression, scheduler=args.scheduler, info=sweep)
+        args.jobs = sweep.get("workers", args.jobs)
         wall = time.time() - start
         os.makedirs("build", exist_ok=True)
         with open(raw, "wb") as f:

@@ -1,0 +1,166 @@
+"""One sweep layer for kvfabric's long jobs, on ``dask.distributed``.
+
+A sweep is a list of independent tasks, each a picklable argument tuple for
+one module-level function and seeded from its own id, never from the order in
+which tasks run. :func:`run_sweep` runs them on a Dask cluster and returns
+one :class:`TaskResult` per task **in the order of the list**, so a report
+built from the results is the same whatever the number of workers and the
+completion order.
+
+Where the tasks run:
+
+* by default a ``LocalCluster`` of worker processes (one thread each) sized to
+  the request (``workers``), so every ``make`` target works on a laptop;
+* ``KVFABRIC_SCHEDULER=tcp://HOST:PORT`` (or ``scheduler=``) sends them to a
+  running scheduler instead, e.g. one whose workers ``dask-jobqueue`` started
+  on SLURM or LSF (README, "Long jobs on a cluster").
+
+Faults: a worker that dies mid-task has its tasks rerun on another worker by
+the scheduler (Dask's ``allowed-failures``), so the results do not change; a
+task that raises is reported with its id and error, and every other task
+still runs. Each result carries the task's wall and CPU seconds and the worker
+that ran it, for the report's timing fields.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import sys
+import time
+import traceback
+from dataclasses import dataclass
+from typing import Any, Callable, Sequence
+
+__all__ = ["SCHEDULER_ENV", "TaskResult", "SweepError", "run_sweep", "sweep_summary"]
+
+#: Environment variable naming a running Dask scheduler (``tcp://host:port``).
+SCHEDULER_ENV = "KVFABRIC_SCHEDULER"
+
+
+class SweepError(RuntimeError):
+    """The sweep could not start (no scheduler at the address, bad worker count)."""
+
+
+@dataclass
+class TaskResult:
+    """What one task gave: its ``value``, or the ``error`` it raised."""
+
+    task_id: str
+    value: Any = None
+    error: str | None = None
+    wall_s: float = 0.0
+    cpu_s: float = 0.0
+    worker: str = ""
+
+    @property
+    def ok(self) -> bool:
+        return self.error is None
+
+
+def _timed_call(fn, task_id, args):
+    """Run ``fn(*args)`` in a worker; never raises (the error travels back)."""
+    wall0, cpu0 = time.perf_counter(), time.process_time()
+    try:
+        value, error = fn(*args), None
+    except Exception as exc:  # the task's failure is a result, not the sweep's
+        value = None
+        error = f"{type(exc).__name__}: {exc}\n{traceback.format_exc(limit=6)}"
+    worker = ""
+    try:
+        from distributed import get_worker
+        worker = get_worker().address
+    except (ImportError, ValueError):
+        pass
+    return TaskResult(task_id, value, error, time.perf_counter() - wall0, time.process_time() - cpu0, worker)
+
+
+def _client(workers: int, scheduler: str | None, connect_timeout: str):
+    """A Dask client: to ``scheduler`` (or $KVFABRIC_SCHEDULER), else to a new
+    LocalCluster of ``workers`` single-threaded processes. Returns
+    ``(client, cluster or None)``."""
+    from distributed import Client, LocalCluster
+
+    address = scheduler or os.environ.get(SCHEDULER_ENV) or None
+    if address:
+        try:
+            return Client(address, timeout=connect_timeout), None
+        except (OSError, TimeoutError) as exc:
+            raise SweepError(f"no Dask scheduler at {address} ({SCHEDULER_ENV} or --scheduler): {exc}") from None
+    if not isinstance(workers, int) or workers < 1:
+        raise SweepError(f"workers must be a positive integer, not {workers!r}")
+    cluster = LocalCluster(n_workers=workers, threads_per_worker=1, processes=True,
+                           dashboard_address=None, silence_logs=logging.CRITICAL)
+    return Client(cluster), cluster
+
+
+def run_sweep(fn: Callable, tasks: Sequence[tuple[str, tuple]], *, workers: int = 2,
+              scheduler: str | None = None, desc: str = "sweep", progress: bool = True,
+              on_result: Callable[[TaskResult], None] | None = None,
+              info: dict | None = None, connect_timeout: str = "20s") -> list[TaskResult]:
+    """Run ``fn(*args)`` for every ``(task_id, args)`` of ``tasks``; return the
+    results in the order of ``tasks``.
+
+    ``fn`` must be a module-level function (workers import it by name) and
+    its result picklable. Tasks are submitted in list order, so put the
+    longest first. ``on_result`` is called in completion order (progress
+    lines); the returned list never depends on that order. ``info``, if
+    given, receives ``workers`` (how many the cluster had) and ``scheduler``
+    (its address, or ``local``).
+    """
+    from distributed import as_completed
+
+    ids = [task_id for task_id, _ in tasks]
+    if len(set(ids)) != len(ids):
+        raise SweepError("task ids must be unique")
+    if not tasks:
+        return []
+    client, cluster = _client(workers, scheduler, connect_timeout)
+    try:
+        if info is not None:
+            info["workers"] = len(client.scheduler_info().get("workers", {}))
+            info["scheduler"] = "local" if cluster is not None else client.scheduler.address
+        futures = {}
+        for index, (task_id, args) in enumerate(tasks):
+            # pure=False: a task is run even if an identical one ran before.
+            fut = client.submit(_timed_call, fn, task_id, tuple(args), key=f"{desc}-{index}-{task_id}",
+                                pure=False)
+            futures[fut] = index
+        results: list[TaskResult | None] = [None] * len(tasks)
+        bar = _progress(len(tasks), desc) if progress else None
+        for fut in as_completed(list(futures)):
+            index = futures[fut]
+            try:
+                res = fut.result()
+            except Exception as exc:  # e.g. KilledWorker: the task killed every worker it ran on
+                res = TaskResult(ids[index], error=f"{type(exc).__name__}: {exc}")
+            results[index] = res
+            if on_result is not None:
+                on_result(res)
+            if bar is not None:
+                bar.set_postfix_str(res.task_id if res.ok else f"{res.task_id} FAILED")
+                bar.update()
+        if bar is not None:
+            bar.close()
+        return results
+    finally:
+        client.close()
+        if cluster is not None:
+            cluster.close()
+
+
+def _progress(total, desc):
+    from tqdm import tqdm
+    return tqdm(total=total, unit="task", desc=desc, file=sys.stderr)
+
+
+def sweep_summary(results: Sequence[TaskResult], workers: int | None, wall_s: float) -> dict:
+    """The timing fields a report records about a sweep: workers, wall time,
+    and per task its wall and CPU seconds (the only fields that differ between
+    two runs of the same sweep)."""
+    return {
+        "workers": workers,
+        "wall_s": round(wall_s, 1),
+        "cpu_s": round(sum(r.cpu_s for r in results), 1),
+        "tasks": {r.task_id: {"wall_s": round(r.wall_s, 2), "cpu_s": round(r.cpu_s, 2)} for r in results},
+    }

@@ -1,0 +1,81 @@
+"""The sweep layer (kvfabric/sweep.py, issue #29): results in task order
+whatever the workers and completion order, failures reported per task, and a
+worker killed mid-task changing nothing."""
+
+import os
+import random
+import signal
+
+import pytest
+
+from kvfabric.sweep import SweepError, run_sweep
+
+from sweep_tasks import seeded_draw, square_after
+
+
+def _tasks(n, seed):
+    rng = random.Random(seed)
+    print(f"seed={seed}")
+    # Random durations, so tasks finish in an order unlike the list's.
+    return [(f"t{i}", (i, rng.choice([0.0, 0.05, 0.2]))) for i in range(n)]
+
+
+@pytest.mark.parametrize("workers", [1, 2, 4])
+def test_results_come_in_task_order_whatever_the_workers(workers):
+    info = {}
+    res = run_sweep(square_after, _tasks(10, seed=5), workers=workers, progress=False, info=info)
+    assert [r.task_id for r in res] == [f"t{i}" for i in range(10)]
+    assert [r.value for r in res] == [i * i for i in range(10)]
+    assert all(r.ok and r.wall_s >= 0 and r.cpu_s >= 0 for r in res)
+    assert info == {"workers": workers, "scheduler": "local"}
+
+
+def test_tasks_seeded_from_their_ids_give_the_same_values_on_any_cluster():
+    tasks = [(f"seed-{i}", (f"seed-{i}",)) for i in range(6)]
+    one = run_sweep(seeded_draw, tasks, workers=1, progress=False)
+    two = run_sweep(seeded_draw, list(reversed(tasks)), workers=2, progress=False)
+    assert {r.task_id: r.value for r in one} == {r.task_id: r.value for r in two}
+
+
+def test_a_failing_task_is_reported_with_its_id_and_the_others_still_run():
+    tasks = [(f"x{i}", (i, 0.0)) for i in (11, 12, 13, 14)]
+    res = run_sweep(square_after, tasks, workers=2, progress=False)
+    assert [r.ok for r in res] == [True, True, False, True]
+    assert res[2].task_id == "x13" and "ValueError: thirteen is unlucky" in res[2].error
+    assert [r.value for r in res if r.ok] == [121, 144, 196]
+
+
+def test_a_worker_killed_mid_task_changes_no_result():
+    """Two workers under nannies; when the first (short) task returns, the
+    worker still busy with a long one is killed. The scheduler reruns its task
+    on a worker (the restarted one or the other), and the results equal the
+    ones of an undisturbed sweep."""
+    from distributed import Client, LocalCluster
+
+    tasks = [("short", (2, 0.2))] + [(f"long{i}", (i, 1.5)) for i in range(3, 7)]
+    expected = [4, 9, 16, 25, 36]
+    with LocalCluster(n_workers=2, threads_per_worker=1, processes=True, dashboard_address=None) as cluster, \
+            Client(cluster) as killer:
+        pids = killer.run(os.getpid)   # worker address -> its process
+        killed = []
+
+        def kill_the_busy_worker(first):
+            if killed:
+                return
+            busy = [w for w in pids if w != first.worker]
+            for w in busy:
+                os.kill(pids[w], signal.SIGKILL)   # as a crash or an OOM kill would
+            killed.extend(busy)
+
+        res = run_sweep(square_after, tasks, scheduler=cluster.scheduler_address, progress=False,
+                        on_result=kill_the_busy_worker)
+    assert killed, "no worker was killed"
+    assert [r.value for r in res] == expected and all(r.ok for r in res)
+    # The killed worker never reported a result: its task ran again elsewhere.
+    assert not {r.worker for r in res} & set(killed)
+
+
+def test_no_scheduler_at_the_address_is_a_clear_error(monkeypatch):
+    monkeypatch.setenv("KVFABRIC_SCHEDULER", "tcp://127.0.0.1:9")
+    with pytest.raises(SweepError, match=r"no Dask scheduler at tcp://127.0.0.1:9 \(KVFABRIC_SCHEDULER"):
+        run_sweep(square_after, [("a", (1, 0.0))], progress=False, connect_timeout="2s")
