@@ -153,9 +153,11 @@ def draw(seed, k):
         decodes.append({"step_bytes": step, "block_bytes": block, "cxl_fraction": cxl})
     load = rng.uniform(*RANGES["decode_load"])
     hbm = [d["step_bytes"] * (1 - d["cxl_fraction"]) for d in decodes]
-    common = sum(hbm) / (load * PEAK_BYTES_PER_CYCLE)
-    for d, h in zip(decodes, hbm):
-        d["think_cycles"] = max(1000, round(common * _log_uniform(rng, *RANGES["think_spread"])))
+    spread = [_log_uniform(rng, *RANGES["think_spread"]) for _ in decodes]
+    # Think times in the drawn ratios whose mean demands sum to the drawn load.
+    common = sum(h / s for h, s in zip(hbm, spread)) / (load * PEAK_BYTES_PER_CYCLE)
+    for d, h, s in zip(decodes, hbm, spread):
+        d["think_cycles"] = max(1000, round(common * s))
         d["demand_gbps"] = h / d["think_cycles"] * _GBPS_PER_BPC
         d["headroom"] = rng.uniform(*RANGES["decode_headroom"])
         d["guaranteed_gbps"] = _ceil3(d["demand_gbps"] * d["headroom"])
