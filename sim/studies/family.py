@@ -429,13 +429,15 @@ def speed(results):
     return out
 
 
-def predict_wall_s(rates, metas, jobs, seeds=RUN_SEEDS, policies=POLICIES):
+def predict_wall_s(rates, metas, jobs, seeds=RUN_SEEDS, policies=POLICIES, per="cycles_per_wall_s"):
     """Wall seconds the runs of ``metas`` would take at the measured ``rates``
-    (cycles per wall second of one worker) on ``jobs`` workers, perfectly shared."""
+    (``per``: cycles per wall second of one worker, as loaded as the
+    measurement's machine, or per CPU second, a worker with a core to
+    itself) on ``jobs`` workers, perfectly shared."""
     total = 0.0
     for meta in metas:
         for policy in policies:
-            rate = rates["decode-only" if policy == "decode-only" else "with prefills"]["cycles_per_wall_s"]
+            rate = rates["decode-only" if policy == "decode-only" else "with prefills"][per]
             total += len(seeds) * meta["cycles"] / rate
     return total / jobs
 
@@ -477,7 +479,10 @@ def write_report(results, metas, rows, *, out_dir, meta_run):
                                        **{n: v * NS_PER_CYCLE for n, v in zip(SPLIT_PARTS, tail_split(d["lat"], d["parts"]))}}
     doc = {**meta_run, "ranges": RANGES, "fixed": FIXED, "targets": {"p99_ratio": P99_TARGET,
                                                                       "prefill_ratio": PREFILL_TARGET},
-           "draws": metas, "rows": rows, "summary": summ, "worst_tail_ns": worst_tails}
+           "draws": metas, "rows": rows, "summary": summ, "worst_tail_ns": worst_tails,
+           "finished": sorted(results),
+           "missing": [(m["draw"], p, s) for m in metas for p in POLICIES for s in RUN_SEEDS
+                       if (m["draw"], p, s) not in results]}
     with open(out_dir / "family.json", "w") as f:
         json.dump(doc, f, indent=1, default=str)
     plot = _plot(rows, out_dir / "family.png")
@@ -499,6 +504,12 @@ def _markdown(doc, plot):
          f"{MIN_STEPS} steps per decode, a smoke test of the pipeline, not figures to conclude on."
          if doc["cycles_override"] else ""))
     w("")
+    if doc.get("runs_done", 0) < doc.get("runs_planned", 0):
+        whole = sorted({k for k, _, _ in doc["finished"]} - {k for k, _, _ in doc["missing"]})
+        w(f"**Interrupted**: {doc['runs_done']} of {doc['runs_planned']} runs finished; every figure below "
+          f"comes from the finished runs only (draws with every run finished: "
+          f"{', '.join(map(str, whole)) or 'none'}).")
+        w("")
     w("Every draw is in `build/family/draw_<k>/` (`contract.toml`, `workload.toml`); rerun one with "
       "`kvfabric system --contract build/family/draw_<k>/contract.toml --workload "
       "build/family/draw_<k>/workload.toml --policy fabric-qos` (seed 1 is written in the file; the family "
@@ -576,7 +587,9 @@ def _markdown(doc, plot):
     w(f"* The full default family ({DEFAULT_DRAWS} draws at seed {FAMILY_SEED}, "
       f"{doc['default_family_cycles']:,} memory cycles per seed and policy summed over draws, "
       f"{len(POLICIES)} policies x {len(RUN_SEEDS)} seeds) predicted at these rates on {doc['jobs']} workers: "
-      f"**{doc['predicted_default_wall_s'] / 60:.0f} min** (target 60 min).")
+      f"**{doc['predicted_default_wall_s'] / 60:.0f} min** at the wall rates of this run's machine load, "
+      f"{doc['predicted_default_wall_s_own_cores'] / 60:.0f} min with a core per worker (the CPU-second "
+      "rates); target 60 min.")
     w("")
     w("## The family's ranges")
     w("")
@@ -683,8 +696,11 @@ def main(argv=None):
     rows = judge(results, metas)
     rates = speed(results)
     default = [m["meta"] for m in draw_family(FAMILY_SEED, DEFAULT_DRAWS)]
-    meta_run = {**meta_run, "speed": rates, "default_family_cycles": sum(m["cycles"] for m in default),
-                "predicted_default_wall_s": predict_wall_s(rates, default, meta_run["jobs"])}
+    meta_run = {**meta_run, "speed": rates, "runs_done": len(results),
+                "default_family_cycles": sum(m["cycles"] for m in default),
+                "predicted_default_wall_s": predict_wall_s(rates, default, meta_run["jobs"]),
+                "predicted_default_wall_s_own_cores": predict_wall_s(rates, default, meta_run["jobs"],
+                                                                     per="cycles_per_cpu_s")}
     wall = meta_run["wall_s"]
     path = write_report(results, metas, rows, out_dir=args.out, meta_run=meta_run)
     print(f"wrote {path}, family.json, family.png ({len(results)} runs, {wall:.0f} s wall); "

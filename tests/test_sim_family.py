@@ -1,0 +1,160 @@
+"""The workload family (issue #26, `make family`): the generator's ranges and
+admissibility from their definitions, the report's statistics on fake
+results, reproducibility from the printed seed, and a tiny family end to end
+(the real run is `make family`; its figures are never asserted here)."""
+
+import json
+import re
+import tomllib
+
+import pytest
+
+from kvfabric.model.contract import compile_contract
+from kvfabric.sim.studies import family as fam
+from kvfabric.sim.studies.family import (FAMILY_SEED, FIXED, MIN_STEPS, RANGES, distribution, draw, draw_family,
+                                         judge, run_spec, tail_split, write_draw)
+from kvfabric.sim.workload import one_channel_contract, parse_workload
+from kvfabric.system import run_system
+
+#: Draws checked against the ranges: the default family's and another seed's (printed on failure).
+CHECKED = [(FAMILY_SEED, k) for k in range(24)] + [(7, k) for k in range(24)]
+
+
+def _decode_demand_gbps(t):
+    """A decode's mean demand by the family's definition, from the workload's own fields:
+    its step's HBM bytes over its think time, at 1.6 GHz (GB/s = B/cycle x 1.6)."""
+    return t["step_bytes"] * (1 - t["cxl_fraction"]) / t["think_cycles"] * 1.6
+
+
+@pytest.mark.parametrize("seed,k", CHECKED)
+def test_a_draw_is_admissible_and_inside_the_stated_ranges(seed, k):
+    d = draw(seed, k)
+    contract, workload = d["contract"], d["workload"]
+    tenants = workload["tenant"]
+    ids = [t["id"] for t in tenants]
+    assert ids == list(range(len(ids))) == [t["id"] for t in contract["tenant"]]
+    assert RANGES["tenants"][0] <= len(ids) <= RANGES["tenants"][1]
+    prefills = [t for t in tenants if t["kind"] == "prefill"]
+    decodes = [t for t in tenants if t["kind"] == "decode"]
+    assert RANGES["prefills"][0] <= len(prefills) <= RANGES["prefills"][1] and decodes
+    # Admissible: the contract compiler (admission control included) and the workload checker accept it.
+    compile_contract(contract, source=f"draw {k} at seed {seed}")
+    parse_workload(workload, ids, source=f"draw {k} at seed {seed}")
+    # Held fixed: the channel kvfabric system simulates, so its rewrite changes nothing.
+    fab = contract["fabric"]
+    assert (fab["clock_mhz"], fab["channels"], fab["channel_gbps"]) == (400, 1, pytest.approx(51.2))
+    assert one_channel_contract(contract, 51.2, 400)["tenant"] == contract["tenant"]
+    assert (workload["system"]["read_queue"], workload["system"]["write_queue"]) == (128, 64)
+    guarantee = {t["id"]: t["guaranteed_gbps"] for t in contract["tenant"]}
+    for t in decodes:
+        assert 4096 <= t["step_bytes"] <= 65536 and t["step_bytes"] % t["block_bytes"] == 0
+        assert t["block_bytes"] in (128, 256, 512, 1024, 2048, 4096)
+        assert t["cxl_fraction"] == 0 or 0.1 <= t["cxl_fraction"] <= 0.5
+        # Guaranteed 1.2-2.0x the mean demand (rounded up to 1 MB/s).
+        assert 1.2 <= guarantee[t["id"]] / _decode_demand_gbps(t) <= 2.0 + 0.001 / _decode_demand_gbps(t)
+        # Long enough for MIN_STEPS periods of think time plus the step at the channel's peak.
+        assert workload["system"]["cycles"] >= MIN_STEPS * (t["think_cycles"] + t["step_bytes"] / 32)
+    for t in prefills:
+        assert t["job_bytes"] % (128 * 1024) == 0 and t["job_bytes"] <= RANGES["job_bytes"][1]
+        assert 64 <= t["window"] <= 1024 and t["write_share"] in (0, 2, 4, 8)
+        backlogged = t["id"] in d["meta"]["backlogged"]
+        if backlogged:   # jobs arrive at least as fast as the whole channel could serve them
+            assert t["period_cycles"] * 32 <= t["job_bytes"]
+        else:            # its mean demand is its guarantee, and two jobs arrive in the run
+            demand = t["job_bytes"] / t["period_cycles"] * 1.6
+            assert demand == pytest.approx(guarantee[t["id"]], rel=0.01)
+            assert t["period_cycles"] <= workload["system"]["cycles"] // 2 or t["job_bytes"] == 128 * 1024
+            assert t["phase_cycles"] < t["period_cycles"]
+
+
+def test_the_family_spans_its_ranges():
+    draws = [draw(s, k) for s, k in CHECKED]
+    kinds = [[t["kind"] for t in d["workload"]["tenant"]] for d in draws]
+    assert {len(k) for k in kinds} == set(range(4, 9))
+    assert {k.count("prefill") for k in kinds} == {1, 2, 3}
+    assert any(d["meta"]["backlogged"] for d in draws) and not all(d["meta"]["backlogged"] for d in draws)
+    decodes = [t for d in draws for t in d["workload"]["tenant"] if t["kind"] == "decode"]
+    assert any(t["cxl_fraction"] for t in decodes) and not all(t["cxl_fraction"] for t in decodes)
+    assert {t["block_bytes"] for t in decodes} == set(RANGES["block_bytes"])
+
+
+def test_a_draw_depends_on_the_seed_and_its_index_only(tmp_path):
+    assert draw(FAMILY_SEED, 3) == draw(FAMILY_SEED, 3) != draw(FAMILY_SEED + 1, 3)
+    assert draw_family(FAMILY_SEED, 2) == draw_family(FAMILY_SEED, 5)[:2]
+    d = draw(FAMILY_SEED, 1)
+    c, w = write_draw(d, tmp_path)
+    with open(c, "rb") as f:
+        assert tomllib.load(f) == d["contract"]
+    with open(w, "rb") as f:
+        assert tomllib.load(f) == d["workload"]
+
+
+def _fake(lat, parts=None, prefills=None):
+    return {"cycles": 1000, "utilisation": 0.5, "cpu_s": 1.0, "wall_s": 2.0,
+            "decodes": {1: {"lat": lat, "parts": parts or [[0, 0, x, 0] for x in lat], "bytes": 0}},
+            "prefills": prefills or {}}
+
+
+def test_judge_and_distribution_on_fake_results():
+    meta = {"draw": 0, "decodes": {1: {}}, "backlogged": [0],
+            "prefills": {0: {"backlogged": True, "guaranteed_gbps": 10.0}}}
+    # 100 steps each: nearest-rank p99 is the 99th smallest.
+    base = list(range(1, 101))                       # p99 99
+    slow = [2 * x for x in range(1, 101)]            # p99 198
+    results = {
+        (0, "decode-only", 1): _fake(base), (0, "decode-only", 2): _fake(base),
+        # 10 GB/s = 6.25 B/cycle: 6,250 bytes in 1,000 active cycles.
+        (0, "frfcfs", 1): _fake(slow, prefills={0: {"bytes": 12500, "active": 1000, "jobs": 1}}),
+        (0, "frfcfs", 2): _fake(slow, prefills={0: {"bytes": 12500, "active": 1000, "jobs": 1}}),
+        (0, "fabric-qos", 1): _fake(base, prefills={0: {"bytes": 6250, "active": 1000, "jobs": 1}}),
+        (0, "fabric-qos", 2): _fake(base, prefills={0: {"bytes": 6000, "active": 1000, "jobs": 1}}),
+    }
+    rows = {(r["policy"], r["seed"]): r for r in judge(results, [meta])}
+    assert set(rows) == {("frfcfs", 1), ("frfcfs", 2), ("fabric-qos", 1), ("fabric-qos", 2)}
+    assert rows["frfcfs", 1]["p99_ratio"] == 2 and rows["fabric-qos", 1]["p99_ratio"] == 1
+    assert rows["frfcfs", 1]["prefill_ratio"] == 1 and rows["fabric-qos", 1]["prefill_ratio"] == 0.5
+    assert rows["fabric-qos", 1]["prefill_gbps"] == pytest.approx(10.0)
+    assert rows["fabric-qos", 1]["backlogged_met"] == {0: True}       # 10.0 GB/s, guaranteed 10.0
+    assert rows["fabric-qos", 2]["backlogged_met"] == {0: False}      # 9.6 GB/s
+    # Nearest rank over 1..10: median the 5th, the 90th percentile the 9th, the 10th the 1st.
+    values = [float(v) for v in range(10, 0, -1)]
+    assert distribution(values, "max") == {"n": 10, "median": 5, "p90": 9, "worst": 10}
+    assert distribution(values + [float("nan")], "min") == {"n": 10, "median": 5, "p90": 1, "worst": 1}
+    # The tail split: the mean parts of the steps at or above the p99 (the 99th and 100th of 100).
+    parts = [[x, 0, 0, 1] for x in range(100)]
+    assert tail_split([sum(p) for p in parts], parts) == [98.5, 0, 0, 1]
+
+
+def test_the_runner_builds_what_kvfabric_system_runs(tmp_path):
+    d = draw(FAMILY_SEED, 4)
+    d["workload"]["system"]["cycles"] = 20_000
+    c, w = write_draw(d, tmp_path)
+    mine = run_spec(dict(draw=4, policy="fabric-qos", seed=1, contract=c, workload=w, cycles=None))[1]
+    theirs = {t["id"]: t for t in run_system(c, w, "fabric-qos")["tenants"]}
+    for tid, dec in mine["decodes"].items():
+        assert len(dec["lat"]) == theirs[tid]["steps"]
+        if dec["lat"]:
+            assert round(fam.pct(dec["lat"], 99) * fam.NS_PER_CYCLE, 1) == theirs[tid]["p99_ns"]
+    only = run_spec(dict(draw=4, policy="decode-only", seed=1, contract=c, workload=w, cycles=None))[1]
+    assert only["prefills"] == {} and set(only["decodes"]) == set(mine["decodes"])
+
+
+def test_a_tiny_family_end_to_end_prints_its_seed_and_reproduces(tmp_path, capsys):
+    out, build = tmp_path / "reports", tmp_path / "build"
+    assert fam.main(["--draws", "1", "--cycles", "15000", "--jobs", "1", "--seed", "5",
+                     "--out", str(out), "--build", str(build)]) == 0
+    seed = int(re.search(r"seed (\d+), 1 draws", capsys.readouterr().out).group(1))
+    # The printed seed redraws the written files exactly.
+    again = tmp_path / "again"
+    write_draw(draw(seed, 0), again)
+    for name in ("contract.toml", "workload.toml"):
+        assert (again / "draw_0" / name).read_text().split("\n", 3)[3] == \
+            (build / "draw_0" / name).read_text().split("\n", 3)[3]
+    doc = json.loads((out / "family.json").read_text())
+    assert doc["family_seed"] == 5 and "revision" in doc and doc["cycles_override"] == 15000
+    assert {r["policy"] for r in doc["rows"]} == {"frfcfs", "fabric", "fabric-qos"}
+    assert len(doc["rows"]) == 3 * len(fam.RUN_SEEDS)
+    assert doc["fixed"]["clock_mhz"] == FIXED["clock_mhz"] and doc["predicted_default_wall_s"] > 0
+    md = (out / "family.md").read_text()
+    assert "family seed **5**" in md and "Short runs" in md and "Held fixed" in md
+    assert (out / "family.png").stat().st_size > 0
