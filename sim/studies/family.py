@@ -626,7 +626,7 @@ def _plot(rows, path):
     for policy, marker in markers.items():
         pts = {}
         for r in rows:
-            if r["policy"] == policy:
+            if r["policy"] == policy and not math.isnan(r["prefill_ratio"]) and not math.isnan(r["p99_ratio"]):
                 x, y = pts.get(r["draw"], (float("inf"), 0))
                 pts[r["draw"]] = (min(x, r["prefill_ratio"]), max(y, r["p99_ratio"]))
         if pts:
