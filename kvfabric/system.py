@@ -13,6 +13,7 @@ behind every guaranteed one (reports/experiments.md, the doubled steps).
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import sys
 import tomllib
@@ -53,11 +54,16 @@ def qos_knobs_for(read_queue, bulk_in_use):
 def make_policy(name, contract_doc, workload):
     from kvfabric.sim.controller import SharedQueues
     from kvfabric.sim.front_ends import make_front_end
+    from kvfabric.sim.workload import WorkloadError
 
     policy = make_front_end(name, contract_doc)
     if name == "fabric-qos":
-        policy.knobs = qos_knobs_for(workload.read_queue, policy.bulk_in_use)
+        knobs = qos_knobs_for(workload.read_queue, policy.bulk_in_use)
+        policy.knobs = dataclasses.replace(knobs, **workload.controller)
         return policy
+    if workload.controller:
+        raise WorkloadError(f"{workload.controller_source}: these knobs belong to the fabric-qos "
+                            f"controller; policy {name!r} has none")
     queues = SharedQueues(workload.read_queue, workload.write_queue)
     base = policy.controller_args
 
@@ -123,7 +129,25 @@ def run_system(contract_path, workload_path, policy_name):
         rows.append(row)
     utilisation = Fraction(sum(stats.bytes), workload.cycles * 32)
     return {"policy": policy_name, "cycles": workload.cycles, "tenants": rows,
-            "utilisation": round(float(utilisation), 4), "warnings": warnings}
+            "utilisation": round(float(utilisation), 4), "warnings": warnings,
+            "simulated": simulated_channel(compiled, channel, doc)}
+
+
+def simulated_channel(compiled, channel, doc):
+    """What the system model ran instead of the contract as written: one
+    HBM3-6400 channel with the arbiter at the front end's clock, each tenant's
+    per-channel share of the contract rescaled to it (sim/workload.py
+    one_channel_contract). Printed and written to the JSON, never silent."""
+    fab = doc["fabric"]
+    return {
+        "contract": {"channels": int(fab.get("channels", 1)), "channel_gbps": float(fab["channel_gbps"]),
+                     "clock_mhz": float(fab["clock_mhz"])},
+        "channel": {"channels": 1, "channel_gbps": float(channel.channel_gbps),
+                    "clock_mhz": float(channel.clock_mhz)},
+        "tenants": [{"id": t.id, "guaranteed_gbps": [float(t.guaranteed_gbps),
+                                                      float(channel.tenant_by_id(t.id).guaranteed_gbps)]}
+                    for t in compiled.tenants],
+    }
 
 
 def headroom_warning(contract, channel, gbps):
@@ -152,6 +176,13 @@ def cmd_system(args) -> int:
     result = run_system(args.contract, args.workload, args.policy)
     for warning in result["warnings"]:
         print(f"kvfabric system: warning: {warning}", file=sys.stderr)
+    sim = result["simulated"]
+    c, ch = sim["contract"], sim["channel"]
+    print(f"simulated: one {ch['channel_gbps']:g} GB/s HBM3-6400 channel, arbiter at {ch['clock_mhz']:g} MHz; "
+          f"the contract's {c['channels']} x {c['channel_gbps']:g} GB/s at {c['clock_mhz']:g} MHz is rescaled "
+          f"to it per channel (guaranteed GB/s, contract -> simulated: "
+          + ", ".join(f"{t['id']}: {t['guaranteed_gbps'][0]:g} -> {t['guaranteed_gbps'][1]:.3g}"
+                      for t in sim["tenants"]) + ")")
     print(f"policy {result['policy']}, {result['cycles']} cycles, "
           f"utilisation {result['utilisation']:.1%}")
     print(format_table(result["tenants"], [

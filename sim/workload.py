@@ -5,8 +5,14 @@ Format (TOML)::
     [system]
     cycles = 400000          # memory cycles to simulate (1600 MHz)
     seed = 1                 # optional
-    read_queue = 128         # controller read entries (32 B accesses)
-    write_queue = 64         # controller write entries
+    read_queue = 128         # optional, controller read entries (32 B accesses), default 128
+    write_queue = 64         # optional, controller write entries, default 64
+
+    [controller]             # optional: the fabric-qos controller's knobs (QosKnobs)
+    reserved_entries = [16, 128, 128]  # urgent, guaranteed, burst entries (each 4..read_queue)
+    drain_interval = 2000    # cycles between forced write drains (0: watermarks only)
+    activation_guard = true  # burst reads open rows only into an empty tFAW window
+    burst_yield = true       # burst credits wait while protected reads are queued
 
     [[tenant]]               # one per contract tenant, same id
     id = 0
@@ -59,15 +65,23 @@ class Workload:
     read_queue: int
     write_queue: int
     tenants: list
+    #: The [controller] table's knobs as QosKnobs keyword arguments (fabric-qos only).
+    controller: dict = field(default_factory=dict)
+    #: Where they came from: "<file>: [controller] <fields as written>", for errors.
+    controller_source: str = ""
 
 
 _SYSTEM = {
     # name: (required, lo, hi, default)
     "cycles": (True, 1, _MAX, None),
     "seed": (False, 0, (1 << 32) - 1, 1),
-    "read_queue": (True, 1, 4096, None),
-    "write_queue": (True, 1, 4096, None),
+    "read_queue": (False, 1, 4096, 128),
+    "write_queue": (False, 1, 4096, 64),
 }
+#: [controller] fields: name -> (QosKnobs field, lo, hi) for integers; booleans below.
+_CONTROLLER_INTS = {"drain_interval": ("drain_interval", 0, _MAX)}
+_CONTROLLER_BOOLS = {"activation_guard": "guard_activations", "burst_yield": "yield_burst"}
+_CONTROLLER = {"reserved_entries", *_CONTROLLER_INTS, *_CONTROLLER_BOOLS}
 _KINDS = {
     "decode": {
         "step_bytes": (True, _TXN, _MAX, None),
@@ -131,11 +145,15 @@ def parse_workload(doc, tenant_ids, source="workload"):
     if not isinstance(system, dict):
         raise WorkloadError(f"{source}: missing [system] table (fields: {', '.join(_SYSTEM)})")
     for name in doc:
-        if name not in ("system", "tenant"):
-            raise WorkloadError(f"{source}: unknown table '{name}' (allowed: [system], [[tenant]])")
+        if name not in ("system", "tenant", "controller"):
+            raise WorkloadError(f"{source}: unknown table '{name}' (allowed: [system], [controller], [[tenant]])")
     where = f"{source}: [system]"
     _no_unknown(system, _SYSTEM, where)
     values = {name: _value(system, name, rule, where) for name, rule in _SYSTEM.items()}
+    table = doc.get("controller", {})
+    values["controller"] = _controller(table, values["read_queue"], source)
+    if values["controller"]:
+        values["controller_source"] = f"{source}: [controller] {', '.join(sorted(table))}"
     raw = doc.get("tenant", [])
     if not isinstance(raw, list):
         raise WorkloadError(f"{source}: 'tenant' must be an array of tables ([[tenant]])")
@@ -166,6 +184,32 @@ def parse_workload(doc, tenant_ids, source="workload"):
         raise WorkloadError(f"{source}: no [[tenant]] for contract tenant(s) {', '.join(map(str, missing))} "
                             f"(give each a kind; \"idle\" for none)")
     return Workload(tenants=[seen[tid] for tid in tenant_ids], **values)
+
+
+def _controller(table, read_queue, source):
+    """The [controller] table as QosKnobs keyword arguments, every field checked."""
+    where = f"{source}: [controller]"
+    if not isinstance(table, dict):
+        raise WorkloadError(f"{where}: must be a table of knobs ({', '.join(sorted(_CONTROLLER))})")
+    _no_unknown(table, _CONTROLLER, where)
+    knobs = {}
+    if "reserved_entries" in table:
+        v = table["reserved_entries"]
+        if (not isinstance(v, list) or len(v) != 3
+                or any(not isinstance(e, int) or isinstance(e, bool) or not 4 <= e <= read_queue for e in v)):
+            raise WorkloadError(f"{where}: field 'reserved_entries' = {v!r} must be three integers "
+                                f"(urgent, guaranteed, burst) in 4..read_queue ({read_queue})")
+        knobs["entries"] = tuple(v)
+    for name, (knob, lo, hi) in _CONTROLLER_INTS.items():
+        if name in table:
+            v = _value(table, name, (False, lo, hi, None), where)
+            knobs[knob] = v or None  # 0: no forced drains
+    for name, knob in _CONTROLLER_BOOLS.items():
+        if name in table:
+            if not isinstance(table[name], bool):
+                raise WorkloadError(f"{where}: field '{name}' = {table[name]!r} must be true or false")
+            knobs[knob] = table[name]
+    return knobs
 
 
 def _check_shapes(kind, f, label):

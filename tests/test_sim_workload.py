@@ -40,6 +40,42 @@ def test_good_workload_parses_with_defaults():
     assert w.tenants[1].fields["block_bytes"] == 256 and w.tenants[1].fields["cxl_fraction"] == 0
 
 
+def test_queues_default_to_128_reads_and_64_writes():
+    w = parse_workload(doc(read_queue=None, write_queue=None), [0, 1, 2], source="w.toml")
+    assert (w.read_queue, w.write_queue) == (128, 64) and w.controller == {}
+
+
+def _with_controller(**knobs):
+    d = doc()
+    d["controller"] = knobs
+    return d
+
+
+def test_controller_knobs_become_the_qos_controllers():
+    w = parse_workload(_with_controller(reserved_entries=[8, 64, 32], drain_interval=0, activation_guard=False,
+                                        burst_yield=True), [0, 1, 2], source="w.toml")
+    assert w.controller == {"entries": (8, 64, 32), "drain_interval": None, "guard_activations": False,
+                            "yield_burst": True}
+    assert w.controller_source == ("w.toml: [controller] activation_guard, burst_yield, drain_interval, "
+                                   "reserved_entries")
+
+
+@pytest.mark.parametrize("knobs, words", [
+    (dict(reserved_entries=[8, 64]), ["w.toml: [controller]", "'reserved_entries'", "three integers", "4..read_queue (128)"]),
+    (dict(reserved_entries=[8, 64, 200]), ["'reserved_entries'", "4..read_queue (128)"]),
+    (dict(reserved_entries=[2, 64, 64]), ["'reserved_entries'"]),
+    (dict(drain_interval=-1), ["w.toml: [controller]", "'drain_interval'", "0.."]),
+    (dict(activation_guard=1), ["'activation_guard'", "true or false"]),
+    (dict(burst_yield="yes"), ["'burst_yield'", "true or false"]),
+    (dict(write_high=20), ["[controller]", "unknown field 'write_high'", "reserved_entries"]),
+])
+def test_bad_controller_knobs_name_file_field_and_range(knobs, words):
+    with pytest.raises(WorkloadError) as e:
+        parse_workload(_with_controller(**knobs), [0, 1, 2], source="w.toml")
+    for w in words:
+        assert w in str(e.value), (w, str(e.value))
+
+
 @pytest.mark.parametrize("d, words", [
     (doc(cycles=0), ["w.toml", "[system]", "'cycles'", "1.."]),
     (doc(cycles=None), ["w.toml", "[system]", "missing field 'cycles'"]),
@@ -202,3 +238,33 @@ def test_system_is_silent_when_every_decode_has_headroom(tmp_path, capsys):
     # The example contract guarantees decode-a 2.75 GB/s and decode-c 2.05 GB/s.
     assert r["tenants"][1]["gbps"] <= 0.8 * 2.75 and r["tenants"][3]["gbps"] <= 0.8 * 2.05
     assert r["warnings"] == [] and "warning" not in capsys.readouterr().err
+
+
+def test_controller_knobs_reach_fabric_qos_and_other_policies_refuse_them(tmp_path):
+    from kvfabric.system import make_policy
+
+    c, _ = _write_inputs(tmp_path, _four_tenants())
+    import tomllib
+    contract = tomllib.loads(c.read_text())
+    d = _four_tenants()
+    d["controller"] = {"reserved_entries": [8, 64, 32], "burst_yield": False}
+    w = parse_workload(d, [0, 1, 2, 3], source="w.toml")
+    policy = make_policy("fabric-qos", contract, w)
+    assert policy.knobs.entries == (8, 64, 32) and policy.knobs.yield_burst is False
+    with pytest.raises(WorkloadError, match=r"w.toml: \[controller\] burst_yield, reserved_entries: .*"
+                                            r"fabric-qos controller; policy 'frfcfs' has none"):
+        make_policy("frfcfs", contract, w)
+
+
+def test_system_says_what_it_simulated_instead_of_the_contract(tmp_path, capsys):
+    """Issue #26: the one-channel rescaling is printed and recorded, not silent."""
+    c, w = _write_inputs(tmp_path, _four_tenants())
+    out = tmp_path / "r.json"
+    assert main(["system", "--contract", str(c), "--workload", str(w), "--policy", "frfcfs",
+                 "--json", str(out)]) == 0
+    sim = json.loads(out.read_text())["simulated"]
+    assert sim["channel"] == {"channels": 1, "channel_gbps": 51.2, "clock_mhz": 400.0}
+    written = {t["id"]: t["guaranteed_gbps"] for t in sim["tenants"]}
+    assert set(written) == {0, 1, 2, 3}
+    stdout = capsys.readouterr().out
+    assert stdout.startswith("simulated: one 51.2 GB/s HBM3-6400 channel, arbiter at 400 MHz; the contract's")
