@@ -82,7 +82,7 @@ def testbench_verilog(params, top: str) -> str:
     """Verilog text of the trace testbench around DUT module ``top`` for ``params``."""
     C, N = params.channels, params.tenants
     BB, IW = params.bytes_bits, params.id_width
-    decl, conn, drive, sample, zero = [], [], [], [], []
+    decl, conn, drive, sample, zero, iolog = [], [], [], [], [], []
     for c in range(C):
         decl.append(f"  reg req_valid_{c} = 1'b0; reg [PW-1:0] req_payload_{c} = 0;\n"
                     f"  reg grant_ready_{c} = 1'b0; reg [2:0] credit_return_{c} = 3'd0;\n"
@@ -96,14 +96,17 @@ def testbench_verilog(params, top: str) -> str:
         drive.append(f"      req_valid_{c} = v_valid[{c}]; req_payload_{c} = v_pay[{c}];"
                      f" grant_ready_{c} = v_gready[{c}]; credit_return_{c} = v_cr[{c}];")
         sample.append(f"      o_rready[{c}] = req_ready_{c}; o_gvalid[{c}] = grant_valid_{c};"
-                      f" o_gpay[{c}] = grant_payload_{c}; o_qf[{c}] = queue_full_{c};")
+                      f" o_gpay[{c}] = grant_payload_{c};")
+        iolog.append(f'          $fwrite(fd_io, "I %0d {c} %0d %0d %0d %0d %0d %0d %0d %0d\\n", cyc, queue_full_{c},'
+                     f" v_valid[{c}], v_pay[{c}], v_gready[{c}], v_cr[{c}], o_rready[{c}], o_gvalid[{c}],"
+                     f" o_gpay[{c}][4 + BB - 1:4]);")
         zero.extend(f"      dut.channel_{c}.dyn_level_{i} = 0; dut.channel_{c}.dyn_peak_{i} = 0;"
                     for i in range(N))
     qfull_case = "\n".join(f"        {c}: qf = queue_full_{c};" for c in range(C))
     return _TEMPLATE.format(
         C=C, N=N, BB=BB, IW=IW, RL=REQ_RECORD_BYTES, MAGIC=REQ_FILE_MAGIC, TAGS=NQ_TAGS, TOP=top, TB_TOP=TB_TOP,
         DECL="\n".join(decl), CONN="\n".join(conn), DRIVE="\n".join(drive),
-        SAMPLE="\n".join(sample), ZERO="\n".join(zero), QFULL_CASE=qfull_case)
+        SAMPLE="\n".join(sample), ZERO="\n".join(zero), QFULL_CASE=qfull_case, IOLOG="\n".join(iolog))
 
 
 _TEMPLATE = """\
@@ -159,7 +162,6 @@ module {TB_TOP};
   reg o_rready [0:C-1];
   reg o_gvalid [0:C-1];
   reg [PW+1:0] o_gpay [0:C-1];
-  reg [N-1:0] o_qf [0:C-1];
 
   integer fd_in, fd_out, fd_req, fd_io, nread, c, t, best;
   reg [63:0] cyc, ev_op, ev_cycle, ev_a, ev_b, ev_c, ev_d, ev_e;
@@ -352,10 +354,9 @@ module {TB_TOP};
       // ---- sample the cycle's handshakes (settled values before the rising edge) ----
 {SAMPLE}
       if (!in_rst) begin
-        if (fd_io != 0)
-          for (c = 0; c < C; c = c + 1)
-            $fwrite(fd_io, "I %0d %0d %0d %0d %0d %0d %0d %0d %0d %0d\\n", cyc, c, o_qf[c], v_valid[c], v_pay[c],
-                    v_gready[c], v_cr[c], o_rready[c], o_gvalid[c], o_gpay[c][4 + BB - 1:4]);
+        if (fd_io != 0) begin
+{IOLOG}
+        end
         for (c = 0; c < C; c = c + 1) begin
           if (v_valid[c]) begin
             if (o_rready[c]) begin
