@@ -29,17 +29,20 @@ lint: verilog
 	$(WITH_TOOLS) verilator --lint-only -Wall hw/lint.vlt build/kvfabric.v
 
 # Trace-driven soak of the 8 x 8 fabric against the golden model (tb/trace_*.py):
-# SOAK_CYCLES on Verilator, SOAK_ICARUS_CYCLES on Icarus (far fewer: it is the
-# slower simulator on this design, reports/soak.md has both rates); prints
-# cycles, seconds, rate and mismatches per simulator and writes
-# reports/soak.json and reports/soak.md.  Then the differential check of
-# the replay engines (issue #24) on four 30 k-request random traces, each seed
-# printed (tests/test_trace_cosim.py::test_differential_engines_soak).
+# SOAK_CYCLES on Verilator and SOAK_ICARUS_CYCLES on Icarus, each as independent
+# seeded segments of SOAK_SEGMENT cycles from reset, run as tasks on the sweep
+# layer (JOBS local Dask workers, or KVFABRIC_SCHEDULER's cluster); a mismatch
+# names the simulator, segment, seed and cycle.  Icarus is the slow simulator on
+# this design (reports/soak.md has both rates and the wall time predicted for
+# 8, 32 and 128 workers).  Then the differential check of the replay engines
+# (issue #24) on four 30 k-request random traces, each seed printed
+# (tests/test_trace_cosim.py::test_differential_engines_soak).
 SOAK_CYCLES ?= 10000000
-SOAK_ICARUS_CYCLES ?= 200000
+SOAK_ICARUS_CYCLES ?= 10000000
+SOAK_SEGMENT ?= 500000
 soak: setup
 	$(WITH_TOOLS) $(PY) -m kvfabric.scripts.soak --cycles $(SOAK_CYCLES) \
-	    --icarus-cycles $(SOAK_ICARUS_CYCLES) --jobs $(JOBS)
+	    --icarus-cycles $(SOAK_ICARUS_CYCLES) --segment-cycles $(SOAK_SEGMENT) --jobs $(JOBS)
 	$(WITH_TOOLS) $(PY) -m pytest -n $(JOBS) tests/test_trace_cosim.py -m soak --run-soak -s
 
 # The cocotb soak (1 M cycles of the 4 x 2 build, every cycle's state compared).
