@@ -77,6 +77,8 @@ def test_family_devices_are_the_documented_ones():
     assert ice40.device(chosen).description == "iCE40 HX8K, ct256"
     assert (ecp5.target_mhz(chosen), ice40.target_mhz(chosen)) == (80.0, 12.0)
     assert (ecp5.synth_command, ice40.synth_command) == ("synth_ecp5", "synth_ice40")
+    # ECP5 routes with router2 (issue #25: docs/synthesis.md has the seeds); iCE40 with nextpnr's default.
+    assert (ecp5.pnr_args, ice40.pnr_args) == ((("--router", "router2"),), ())
 
 
 def test_targets_table():
@@ -412,3 +414,15 @@ def test_readme_rows_for_the_area_line_and_the_estimate():
     assert area[0] == "LFE5U-85F, 8 tenants × 1, 2, 4 channels"
     assert area[1] == ("11,000 TRELLIS_COMB per added channel, 5,000 fixed (least squares; "
                        "target ≤ 10,000 per channel: not met)")
+
+
+def test_family_router_gives_way_to_pnr_arg():
+    import dataclasses
+    from kvfabric.scripts.synth.flows import family_pnr_args
+    family = dataclasses.replace(FAMILIES["ecp5"], pnr_args=(("--router", "router2"),))
+    assert family_pnr_args(family, parse_options(["--revision", "t"])) == ["--router", "router2"]
+    # nextpnr refuses an option given twice: --pnr-arg's router replaces the family's.
+    for args in (["--pnr-arg=--router", "--pnr-arg=router1"], ["--pnr-arg=--router=router1"]):
+        assert family_pnr_args(family, parse_options(["--revision", "t", *args])) == []
+    both = parse_options(["--revision", "t", "--pnr-arg=--placer-heap-beta", "--pnr-arg=0.6"])
+    assert family_pnr_args(family, both) == ["--router", "router2"]

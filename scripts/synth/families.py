@@ -41,8 +41,8 @@ class Family:
     it, in the order the report lists them.  ``path_model`` is the
     :mod:`kvfabric.scripts.netlist_paths` delay model that ranks the mapped
     netlist's paths (``None``: no ranking for this family).  ``pnr_args`` are
-    the family's own place-and-route options (before ``--pnr-arg``'s, which
-    can override them).  ``logic_resource``
+    the family's own place-and-route options as ``(option, value)`` pairs; an
+    option that ``--pnr-arg`` also gives is left out.  ``logic_resource``
     is the row of nextpnr's utilisation table that measures logic area after
     packing (ECP5 ``TRELLIS_COMB``: a LUT4, one half of a CCU2C or of a
     DPR16X4, plus the feed-through LUTs packing adds), and ``lut_equivalents``
@@ -60,7 +60,7 @@ class Family:
     path_model: netlist_paths.DelayModel | None = None
     logic_resource: str = ""
     lut_equivalents: Mapping[str, int] = field(default_factory=dict)
-    pnr_args: tuple[str, ...] = ()
+    pnr_args: tuple[tuple[str, str], ...] = ()
 
     def device(self, opts) -> Device:
         """The device the command line chose (or the family's only one)."""
@@ -84,6 +84,9 @@ FAMILIES: Mapping[str, Family] = MappingProxyType({
         cells={"luts": ("LUT4",), "ffs": ("TRELLIS_FF",), "carry": ("CCU2C",),
                "bram": ("DP16KD",), "dsp": ("MULT18X18D", "ALU54B"),
                "lutram": ("TRELLIS_DPR16X4",), "wide_mux": ("PFUMX", "L6MUX21")},
+        # router2: routes the one-channel build in 2.5-5.5 min at seeds 1-3 where
+        # router1 did not finish two of them in 25 min (docs/synthesis.md, issue #25).
+        pnr_args=(("--router", "router2"),),
         path_model=netlist_paths.ECP5, logic_resource="TRELLIS_COMB",
         lut_equivalents={"LUT4": 1, "CCU2C": 2, "TRELLIS_DPR16X4": 2}),
     "ice40": Family(
