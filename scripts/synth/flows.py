@@ -34,8 +34,8 @@ from .tools import (DEFAULT_BUILD_DIR, ROOT, ToolError, ToolTimeout, command_lin
                     run_yosys_script, tool_path, tool_versions)
 
 __all__ = ["run_target", "run_pnr", "run_estimate", "run_area", "run_generic", "run_breakdown",
-           "synthesise", "pack_only", "lut_equivalents", "fit_line", "generic_abc", "median_seed", "file_sha256",
-           "subset_verilog"]
+           "synthesise", "pack_only", "lut_equivalents", "fit_line", "generic_abc",
+           "family_pnr_args", "median_seed", "file_sha256", "subset_verilog"]
 
 
 def file_sha256(path):
@@ -273,7 +273,8 @@ def run_pnr(target, opts, verilog, workdir):
     entry = {"device": device.description, "target_mhz": freq, **cell_counts(cells, family.cells),
              "yosys_cells": cells, "harness": harness, "commands": [syn["command"]]}
     runs = _pnr_seeds(target, opts, family.pnr_tool,
-                      [*device.pnr_args, "--freq", str(freq), "--json", netlist, *family.pnr_args],
+                      [*device.pnr_args, "--freq", str(freq), "--json", netlist,
+                       *family_pnr_args(family, opts)],
                       workdir)
     for seed, run in runs.items():
         entry["commands"].append(run["command"])
@@ -316,6 +317,14 @@ def run_pnr(target, opts, verilog, workdir):
         entry["top_paths"] = paths
         entry["top_paths_model"] = info
     return entry
+
+
+def family_pnr_args(family, opts):
+    """The family's own nextpnr options (``Family.pnr_args``), less those
+    ``--pnr-arg`` gives (nextpnr refuses an option given twice)."""
+    given = {a.split("=")[0] for a in opts.pnr_args if a.startswith("--")}
+    return [part for option, value in family.pnr_args if option not in given
+            for part in (option, value)]
 
 
 def _pnr_seeds(target, opts, tool, args, workdir):
