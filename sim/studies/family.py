@@ -9,7 +9,8 @@ the family seed ``--seed`` (default :data:`FAMILY_SEED`, printed), writes
 each as ``build/family/draw_<k>/contract.toml`` and ``workload.toml`` (a
 user reruns one with ``kvfabric system``), runs each under every policy of
 :data:`POLICIES` at every seed of :data:`RUN_SEEDS` on ``--jobs`` processes
-(default 2, or the ``JOBS`` environment variable), and writes
+(default 2, or the ``JOBS`` environment variable;
+the sweep layer :mod:`kvfabric.sweep`, as ``make experiments``), and writes
 ``reports/family.json``, ``reports/family.md`` and ``reports/family.png``.
 
 Draw ``k`` depends only on the family seed and ``k``: ``--draws 4`` runs the
@@ -21,8 +22,9 @@ contract to one 51.2 GB/s channel with the arbiter at 400 MHz
 A drawn clock or channel rate would be rescaled silently, so the family
 draws contracts for exactly that channel (the rewrite is the identity on
 them) until the system model runs the contract it is given.  The controller's
-queues (128 / 64) and the contract's credit terms are held too: the workload
-format has no controller knobs yet (deliverable 3).
+queues (128 / 64, the format's defaults), its knobs (the workload's optional
+``[controller]`` table, left out: the defaults) and the contract's credit
+terms are held too; drawing them is a range to add with deliverable 3.
 
 **Definitions** (:func:`judge`).  A decode's mean demand is its step's HBM
 bytes (``step_bytes x (1 - cxl_fraction)``) over its think time, an upper
@@ -49,11 +51,9 @@ import random
 import sys
 import time
 import tomllib
-from concurrent.futures import ProcessPoolExecutor, as_completed
 from fractions import Fraction
 from pathlib import Path
 
-from tqdm import tqdm
 
 from kvfabric.provenance import describe, revision
 from ..hbm3 import CHANNEL_GBPS, MEMORY_MHZ
@@ -321,26 +321,31 @@ def run_spec(spec):
     return (spec["draw"], spec["policy"], spec["seed"]), result
 
 
-def run_all(specs, jobs, save=None):
-    """Run ``specs`` on ``jobs`` processes, draw by draw (so an interrupted
-    family leaves whole draws); ``save(results)`` after every finished run."""
+def run_all(specs, jobs, save=None, scheduler=None):
+    """Every spec through the sweep layer (:func:`kvfabric.sweep.run_sweep`, as
+    ``make experiments``: a LocalCluster of ``jobs`` workers, or the Dask
+    scheduler ``scheduler`` / $KVFABRIC_SCHEDULER), draw by draw and each
+    draw's decode-only runs first, so an interrupted family leaves judgeable
+    runs; ``save(results)`` after every finished run.  A failed run stops the
+    report with every failed run and its error."""
+    from kvfabric.sweep import run_sweep
+
+    ordered = sorted(specs, key=lambda s: (s["draw"], s["policy"] != "decode-only", -_cost(s)))
     results = {}
-    ordered = sorted(specs, key=lambda s: (s["draw"], -_cost(s)))
-    with tqdm(total=len(ordered), unit="run", desc="family", file=sys.stderr) as bar:
-        if jobs <= 1:
-            done = (run_spec(s) for s in ordered)
-        else:
-            pool = ProcessPoolExecutor(max_workers=jobs)
-            done = (f.result() for f in as_completed([pool.submit(run_spec, s) for s in ordered]))
-        for key, res in done:
-            results[key] = res
+
+    def on_result(r):
+        if r.ok:
+            key, value = r.value
+            results[key] = value
             if save:
                 save(results)
-            bar.set_postfix_str(f"draw {key[0]} {key[1]} seed {key[2]}")
-            bar.update()
-        if jobs > 1:
-            pool.shutdown()
-    return results
+
+    swept = run_sweep(run_spec, [(f"draw {s['draw']}, {s['policy']}, seed {s['seed']}", (s,)) for s in ordered],
+                      workers=jobs, scheduler=scheduler, desc="family", on_result=on_result)
+    failed = [r for r in swept if not r.ok]
+    if failed:
+        raise RuntimeError("runs failed:\n" + "\n".join(f"  {r.task_id}: {r.error}" for r in failed))
+    return dict(r.value for r in swept)
 
 
 def _cost(spec):
@@ -523,7 +528,7 @@ def _markdown(doc, plot):
       "'90th percentile' is the 10th (toward the worst) and the worst is the minimum.")
     w("")
     w("| policy | decode ratio median | 90th pct | worst | prefill ratio median | 90th pct (low side) | worst | "
-      "backlogged prefills at their guarantee |")
+      "backlogged prefills at their guarantee (prefill x seed) |")
     w("|---|---|---|---|---|---|---|---|")
     for policy, s in doc["summary"].items():
         p, q = s["p99_ratio"], s["prefill_ratio"]
@@ -560,7 +565,7 @@ def _markdown(doc, plot):
     w("## Per draw (worst seed)")
     w("")
     w("| draw | tenants (prefills, backlogged) | decode load | cycles | policy | decode ratio | prefill GB/s | "
-      "prefill ratio | backlogged at guarantee | fewest steps per decode |")
+      "prefill ratio | backlogged at guarantee (prefill x seed) | fewest steps per decode |")
     w("|---|---|---|---|---|---|---|---|---|---|")
     for meta in doc["draws"]:
         for policy in POLICIES[1:]:
@@ -598,9 +603,10 @@ def _markdown(doc, plot):
     for name, value in doc["ranges"].items():
         w(f"* `{name}`: {value}")
     w("")
-    w("Held fixed until the system model runs the contract it is given (issue #26 deliverable 3: today "
-      "`kvfabric system` rewrites every contract to one 51.2 GB/s channel at 400 MHz and has no controller "
-      "knobs in the workload file): " + ", ".join(f"`{k}` = {v}" for k, v in doc["fixed"].items()) + ".")
+    w("Held fixed until the system model runs the contract it is given (issue #26 deliverable 3: "
+      "`kvfabric system` still rewrites every contract to one 51.2 GB/s channel at 400 MHz, now saying so, "
+      "so a drawn contract is for exactly that channel; the workload's optional `[controller]` knobs are "
+      "left at their defaults, not drawn): " + ", ".join(f"`{k}` = {v}" for k, v in doc["fixed"].items()) + ".")
     w("")
     w(f"A decode's mean demand is its step's HBM bytes over its think time; its guarantee is drawn "
       f"{RANGES['decode_headroom'][0]}-{RANGES['decode_headroom'][1]}x that. The decodes share one think "
@@ -660,6 +666,8 @@ def main(argv=None):
     ap.add_argument("--quick", action="store_true", help="short runs (--cycles 60000): a smoke test")
     ap.add_argument("--out", default="reports", help="report directory (default reports)")
     ap.add_argument("--build", default="build/family", help="where the drawn files go (default build/family)")
+    ap.add_argument("--scheduler", default=None,
+                    help="a running Dask scheduler (tcp://host:port; default $KVFABRIC_SCHEDULER or local workers)")
     ap.add_argument("--report-only", action="store_true",
                     help="rewrite the report from the last run's raw results (<build>/results.pickle)")
     args = ap.parse_args(argv)
@@ -691,7 +699,7 @@ def main(argv=None):
                 pickle.dump((results, metas, meta_run), f)
             return meta_run
 
-        results = run_all(specs, args.jobs, save)
+        results = run_all(specs, args.jobs, save, args.scheduler)
         meta_run = save(results)
     rows = judge(results, metas)
     rates = speed(results)
