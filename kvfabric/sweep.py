@@ -79,6 +79,7 @@ def _client(workers: int, scheduler: str | None, connect_timeout: str):
     """A Dask client: to ``scheduler`` (or $KVFABRIC_SCHEDULER), else to a new
     LocalCluster of ``workers`` single-threaded processes. Returns
     ``(client, cluster or None)``."""
+    import dask
     from distributed import Client, LocalCluster
 
     address = scheduler or os.environ.get(SCHEDULER_ENV) or None
@@ -89,8 +90,11 @@ def _client(workers: int, scheduler: str | None, connect_timeout: str):
             raise SweepError(f"no Dask scheduler at {address} ({SCHEDULER_ENV} or --scheduler): {exc}") from None
     if not isinstance(workers, int) or workers < 1:
         raise SweepError(f"workers must be a positive integer, not {workers!r}")
-    cluster = LocalCluster(n_workers=workers, threads_per_worker=1, processes=True,
-                           dashboard_address=None, silence_logs=logging.CRITICAL)
+    # No work stealing: tasks start in list order (the callers put the
+    # longest first), which packs a sweep of unequal tasks best on few workers.
+    with dask.config.set({"distributed.scheduler.work-stealing": False}):
+        cluster = LocalCluster(n_workers=workers, threads_per_worker=1, processes=True,
+                               dashboard_address=None, silence_logs=logging.CRITICAL)
     return Client(cluster), cluster
 
 
