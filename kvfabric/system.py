@@ -23,7 +23,7 @@ from kvfabric.model.contract import ContractError, compile_contract
 from kvfabric.model.replay import percentile
 from kvfabric.tables import format_table
 
-__all__ = ["POLICIES", "run_system", "cmd_system"]
+__all__ = ["POLICIES", "SystemRun", "build_system", "run_system", "cmd_system"]
 
 #: The front ends ``kvfabric system --policy`` runs (kvfabric.sim.front_ends.FRONT_ENDS).
 POLICIES = ("fcfs", "frfcfs", "throttle", "partition", "fabric", "fabric-qos")
@@ -74,13 +74,28 @@ def make_policy(name, contract_doc, workload):
     return policy
 
 
-def run_system(contract_path, workload_path, policy_name):
-    """Simulate; return the result dict the command prints and writes."""
-    from kvfabric.sim.hbm3 import ns_to_cycles
+@dataclasses.dataclass
+class SystemRun:
+    """What ``kvfabric system`` simulates for a contract and a workload file."""
+
+    system: object          # kvfabric.sim.system.System, not yet run
+    workload: object        # kvfabric.sim.workload.Workload
+    doc: dict               # the contract as written
+    compiled: object        # ... compiled
+    channel_doc: dict       # the one simulated channel's contract (one_channel_contract)
+    channel: object         # ... compiled
+
+
+def build_system(contract_path, workload_path, policy_name, *, seed=None, cycles=None, idle_prefills=False):
+    """The system ``kvfabric system`` runs (its one construction, also the
+    workload family's): the contract rescaled to one simulated channel, the
+    workload's tenants, the CXL link when a decode spills, the policy.
+    ``seed`` and ``cycles`` override the workload file's; ``idle_prefills``
+    turns every prefill idle (a decode-only baseline)."""
     from kvfabric.sim.fabric import FABRIC_MHZ
-    from kvfabric.sim.hbm3 import CHANNEL_GBPS, MEMORY_MHZ
+    from kvfabric.sim.hbm3 import CHANNEL_GBPS, ns_to_cycles
     from kvfabric.sim.system import CxlLink, System
-    from kvfabric.sim.workload import build_tenants, load_workload, needs_cxl, one_channel_contract
+    from kvfabric.sim.workload import TenantSpec, build_tenants, load_workload, needs_cxl, one_channel_contract
 
     try:
         with open(contract_path, "rb") as f:
@@ -99,13 +114,28 @@ def run_system(contract_path, workload_path, policy_name):
         raise ContractError(f"{e}; the contract's per-channel shares do not fit one "
                             f"{float(CHANNEL_GBPS)} GB/s channel") from None
     workload = load_workload(workload_path, ids)
+    if seed is not None:
+        workload.seed = seed
+    if cycles:
+        workload.cycles = cycles
+    if idle_prefills:
+        workload.tenants = [t if t.kind != "prefill" else TenantSpec(t.id, "idle") for t in workload.tenants]
     tenants = build_tenants(workload)
     policy = make_policy(policy_name, channel_doc, workload)
     cxl = None
     if needs_cxl(workload):
         # 320 ns behind a link of 25 GB/s per channel (setup B's scaled figures).
         cxl = CxlLink(latency=ns_to_cycles(320), cycles_per_access=ns_to_cycles(Fraction(32, 25)))
-    system = System(tenants, policy, cxl=cxl)
+    return SystemRun(System(tenants, policy, cxl=cxl), workload, doc, compiled, channel_doc, channel)
+
+
+def run_system(contract_path, workload_path, policy_name):
+    """Simulate; return the result dict the command prints and writes."""
+    from kvfabric.sim.hbm3 import MEMORY_MHZ
+
+    run = build_system(contract_path, workload_path, policy_name)
+    system, workload, compiled, channel, doc = run.system, run.workload, run.compiled, run.channel, run.doc
+    tenants = system.tenants
     system.run(workload.cycles)
     ns = Fraction(1000, MEMORY_MHZ)
     stats = system.channel.stats

@@ -51,14 +51,12 @@ import random
 import sys
 import time
 import tomllib
-from fractions import Fraction
 from pathlib import Path
 
 
 from kvfabric.provenance import describe, revision
 from ..hbm3 import CHANNEL_GBPS, MEMORY_MHZ
 from ..fabric import FABRIC_MHZ
-from ..workload import TenantSpec
 from .metrics import NS_PER_CYCLE, PEAK_BYTES_PER_CYCLE, SPLIT_PARTS, pct
 
 __all__ = ["FAMILY_SEED", "DEFAULT_DRAWS", "RUN_SEEDS", "POLICIES", "MIN_STEPS", "RANGES", "FIXED",
@@ -273,30 +271,14 @@ def plan(paths, seeds=RUN_SEEDS, policies=POLICIES, cycles=None):
 
 def build_system(contract_path, workload_path, policy, seed, cycles=None):
     """``(system, workload, contract doc)``: what ``kvfabric system`` builds
-    (:func:`kvfabric.system.run_system`, from its own pieces), at workload
-    ``seed``; "decode-only" idles every prefill and runs FR-FCFS."""
-    from kvfabric.model.contract import compile_contract
-    from kvfabric.system import make_policy
-    from ..hbm3 import ns_to_cycles
-    from ..system import CxlLink, System
-    from ..workload import build_tenants, load_workload, needs_cxl, one_channel_contract
+    (:func:`kvfabric.system.build_system`), at workload ``seed``;
+    "decode-only" idles every prefill and runs FR-FCFS."""
+    from kvfabric.system import build_system as system_of
 
-    with open(contract_path, "rb") as f:
-        doc = tomllib.load(f)
-    ids = [t.id for t in compile_contract(doc, source=str(contract_path)).tenants]
-    channel_doc = one_channel_contract(doc, CHANNEL_GBPS, FABRIC_MHZ)
-    workload = load_workload(workload_path, sorted(ids))
-    workload.seed = seed
-    if cycles:
-        workload.cycles = cycles
-    if policy == "decode-only":
-        workload.tenants = [t if t.kind != "prefill" else TenantSpec(t.id, "idle") for t in workload.tenants]
-        policy = "frfcfs"
-    tenants = build_tenants(workload)
-    cxl = None
-    if needs_cxl(workload):  # as kvfabric system: 320 ns behind 25 GB/s per channel
-        cxl = CxlLink(latency=ns_to_cycles(320), cycles_per_access=ns_to_cycles(Fraction(32, 25)))
-    return System(tenants, make_policy(policy, channel_doc, workload), cxl=cxl), workload, channel_doc
+    decode_only = policy == "decode-only"
+    run = system_of(contract_path, workload_path, "frfcfs" if decode_only else policy, seed=seed, cycles=cycles,
+                    idle_prefills=decode_only)
+    return run.system, run.workload, run.channel_doc
 
 
 def run_spec(spec):
