@@ -32,7 +32,7 @@ import traceback
 from dataclasses import dataclass
 from typing import Any, Callable, Sequence
 
-__all__ = ["SCHEDULER_ENV", "TaskResult", "SweepError", "run_sweep", "sweep_summary"]
+__all__ = ["SCHEDULER_ENV", "TaskResult", "SweepError", "run_sweep"]
 
 #: Environment variable naming a running Dask scheduler (``tcp://host:port``).
 SCHEDULER_ENV = "KVFABRIC_SCHEDULER"
@@ -157,14 +157,3 @@ def _progress(total, desc):
     from tqdm import tqdm
     return tqdm(total=total, unit="task", desc=desc, file=sys.stderr)
 
-
-def sweep_summary(results: Sequence[TaskResult], workers: int | None, wall_s: float) -> dict:
-    """The timing fields a report records about a sweep: workers, wall time,
-    and per task its wall and CPU seconds (the only fields that differ between
-    two runs of the same sweep)."""
-    return {
-        "workers": workers,
-        "wall_s": round(wall_s, 1),
-        "cpu_s": round(sum(r.cpu_s for r in results), 1),
-        "tasks": {r.task_id: {"wall_s": round(r.wall_s, 2), "cpu_s": round(r.cpu_s, 2)} for r in results},
-    }
