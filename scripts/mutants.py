@@ -371,7 +371,7 @@ class _FirstFailure:
 def _install(mutant: Mutant | None, file: str = TARGET) -> None:
     """Load ``file`` (model/channel.py or sim/<name>.py), mutated, as its
     kvfabric module before anything imports it."""
-    import importlib
+    import importlib.util
 
     file = mutant.file if mutant is not None else file
     folder, stem = file[:-3].split("/")
@@ -465,6 +465,11 @@ def _mutant_task(name: str, workdir: str, target: str, reference: str | None, eq
     if equivalent:
         return Outcome(name, "equivalent", 0.0)
     return run_one(name, Path(workdir), target, reference)
+
+
+def _outcome_of(res) -> Outcome:
+    """A sweep task's Outcome; a task that raised (or killed its workers) is an error."""
+    return res.value if res.ok else Outcome(res.task_id, "error", res.wall_s, detail=res.error[-2000:])
 
 
 def report(outcomes: list[Outcome], baseline: Outcome, wall: float, out: Path, note: str = "",
@@ -599,7 +604,7 @@ def main(argv=None) -> int:
     by_name = {m.name: m for m in mutants}
 
     def show(res):
-        o = res.value if res.ok else Outcome(res.task_id, "error", res.wall_s, detail=res.error[-2000:])
+        o = _outcome_of(res)
         print(f"{o.name:28s} {o.status:9s} {o.seconds:5.0f} s  {o.killed_by or o.detail[:200]}", flush=True)
 
     # One task per mutant on the sweep layer (kvfabric.sweep): local Dask
@@ -608,7 +613,7 @@ def main(argv=None) -> int:
                                      for name in names],
                       workers=max(1, args.jobs), scheduler=args.scheduler, desc=f"mutants ({target})",
                       progress=False, on_result=show)
-    outcomes = [r.value if r.ok else Outcome(r.task_id, "error", r.wall_s, detail=r.error[-2000:]) for r in swept]
+    outcomes = [_outcome_of(r) for r in swept]
     wall = time.monotonic() - t0
     if previous is not None:
         rerun = {o.name: o for o in outcomes}
