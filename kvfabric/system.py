@@ -21,12 +21,13 @@ from fractions import Fraction
 
 from kvfabric.model.contract import ContractError, compile_contract
 from kvfabric.model.replay import percentile
+from kvfabric.sim.front_ends import FRONT_ENDS
 from kvfabric.tables import format_table
 
 __all__ = ["POLICIES", "SystemRun", "build_system", "run_system", "cmd_system"]
 
-#: The front ends ``kvfabric system --policy`` runs (kvfabric.sim.front_ends.FRONT_ENDS).
-POLICIES = ("fcfs", "frfcfs", "throttle", "partition", "fabric", "fabric-qos")
+#: The front ends ``kvfabric system --policy`` runs: the engine factory's names.
+POLICIES = FRONT_ENDS
 
 #: A latency-bound (decode) tenant's measured demand may be this much of its
 #: guarantee before ``kvfabric system`` warns that the contract leaves it no headroom.
