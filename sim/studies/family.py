@@ -58,6 +58,7 @@ from kvfabric.provenance import describe, revision
 from ..hbm3 import CHANNEL_GBPS, MEMORY_MHZ
 from ..fabric import FABRIC_MHZ
 from .metrics import NS_PER_CYCLE, PEAK_BYTES_PER_CYCLE, SPLIT_PARTS, pct
+from .metrics import tail_split as metrics_tail_split
 
 __all__ = ["FAMILY_SEED", "DEFAULT_DRAWS", "RUN_SEEDS", "POLICIES", "MIN_STEPS", "RANGES", "FIXED",
            "draw", "draw_family", "run_length", "write_draw", "to_toml", "plan", "run_spec", "judge",
@@ -345,10 +346,9 @@ def _gbps(nbytes, cycles):
 
 
 def tail_split(lat, parts):
-    """Mean split (cycles, :data:`SPLIT_PARTS`) of the steps at or above the p99."""
-    p99 = pct(lat, 99)
-    tail = [p for p in parts if sum(p) >= p99]
-    return [sum(p[i] for p in tail) / len(tail) if tail else float("nan") for i in range(len(SPLIT_PARTS))]
+    """Mean split (cycles, :data:`SPLIT_PARTS`) of the steps at or above the p99
+    (:func:`kvfabric.sim.studies.metrics.tail_split`)."""
+    return metrics_tail_split(parts, pct(lat, 99))
 
 
 def judge(results, metas, seeds=RUN_SEEDS, policies=POLICIES):

@@ -10,8 +10,8 @@ from kvfabric.model.replay import percentile
 
 from ..hbm3 import HBM3_6400
 
-__all__ = ["NS_PER_CYCLE", "PEAK_BYTES_PER_CYCLE", "derive", "job_rates", "pooled", "pct", "us", "shares",
-           "isolation_error", "get", "ratio", "SPLIT_PARTS"]
+__all__ = ["NS_PER_CYCLE", "PEAK_BYTES_PER_CYCLE", "derive", "job_rates", "pooled", "pct", "tail_split", "us",
+           "shares", "isolation_error", "get", "ratio", "SPLIT_PARTS"]
 
 NS_PER_CYCLE = HBM3_6400.tck_ps / 1000
 PEAK_BYTES_PER_CYCLE = 32
@@ -45,13 +45,18 @@ def derive(res):
     d["job_gbps"] = float(np.mean(rates)) if rates else float("nan")
     d["job_cycles"] = float(np.mean([e - s for _, _, s, e in jobs])) if jobs else float("nan")
     # Where the tail comes from: the mean split of the steps at or above the p99.
-    parts = res.get("step_parts") or []
-    tail = [p for p in parts if sum(p) >= d["p99"]] if len(parts) else []
-    for i, name in enumerate(SPLIT_PARTS):
-        d[f"tail_{name}"] = float(np.mean([p[i] for p in tail])) if tail else float("nan")
+    for name, value in zip(SPLIT_PARTS, tail_split(res.get("step_parts") or [], d["p99"])):
+        d[f"tail_{name}"] = value
     prefill_bytes = sum(res["bytes"][tid] for tid in res["job_bytes"])
     d["prefill_gbps"] = prefill_bytes / res["horizon"] * 1.6
     return d
+
+
+def tail_split(parts, p99):
+    """Mean split (cycles, one value per :data:`SPLIT_PARTS`) of the steps whose
+    parts add up to at least ``p99``; NaN for no such step."""
+    tail = [p for p in parts if sum(p) >= p99]
+    return [float(np.mean([p[i] for p in tail])) if tail else float("nan") for i in range(len(SPLIT_PARTS))]
 
 
 def job_rates(res):
