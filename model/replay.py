@@ -10,6 +10,7 @@ from __future__ import annotations
 from collections import deque
 from dataclasses import dataclass
 from fractions import Fraction
+from typing import NamedTuple
 
 from .channel import KIND_NAMES, ChannelModel, Request
 from .fabric import FabricModel
@@ -294,6 +295,52 @@ class InFlight:
 
     def __bool__(self) -> bool:
         return any(self._by_tenant.values())
+
+
+class PortGrant(NamedTuple):
+    """A grant transferred on a channel's grant port (spec §2), as a testbench sees it."""
+    cycle: int
+    channel: int
+    tenant: int
+    bytes: int
+    id: int  # the port id: the request's row index mod 2^id_width
+    kind: int  # spec §6.2's kind code (KIND_NAMES)
+
+
+def grant_log(rows: list[TraceRow], grants, valid, id_width: int, *,
+              where: str = "") -> tuple[list[LogRow], list[int]]:
+    """The CSV grant log (``LogRow`` per row, in row order) of the grant-port
+    events ``grants`` (:class:`PortGrant` fields, cycles of the trace, in cycle
+    order) of a replay of ``rows``, and the ids of valid rows left without a
+    grant: the one conversion of a testbench's grant-port log (tb/trace_tb.py)
+    to the grant log of model/trace.py.
+
+    Every ``valid(row)`` request is in flight from its arrival in row order (the
+    upstream driver presents a tenant's requests in row order, spec §8); each
+    grant is matched by :meth:`InFlight.take` (its tenant's oldest, checked by
+    id and bytes) and must not precede that request's arrival; the rest are
+    ``dropped``. An inconsistent grant is an AssertionError naming ``where``,
+    its cycle and channel. (The model engines and the cocotb replay match each
+    grant as it happens, with the same :meth:`InFlight.take`.)"""
+    id_mask = (1 << id_width) - 1
+    in_flight: dict[int, InFlight] = {}
+    for r in rows:
+        if valid(r):
+            in_flight.setdefault(r.channel, InFlight()).add(r)
+    log: dict[int, LogRow] = {}
+    for g in map(PortGrant._make, grants):
+        at = f"{where}: cycle {g.cycle} channel {g.channel}" if where else f"cycle {g.cycle} channel {g.channel}"
+        row = in_flight.setdefault(g.channel, InFlight()).take(g, id_mask, at)
+        if g.cycle < row.cycle:
+            raise AssertionError(f"{at}: grant of tenant {g.tenant} id {g.id} before its request "
+                                 f"{row} arrived")
+        log[row.id] = LogRow(row.id, row.cycle, g.cycle, g.channel, g.tenant, g.bytes,
+                             KIND_NAMES.get(g.kind, str(g.kind)))
+    for r in rows:
+        if not valid(r):
+            log[r.id] = LogRow(r.id, r.cycle, None, r.channel, r.tenant, r.bytes, "dropped")
+    waiting = sorted(r.id for f in in_flight.values() for r in f.rows())
+    return [log[r.id] for r in rows if r.id in log], waiting
 
 
 def _replay_channel(params, config, channel: int, rows: list[TraceRow], bytes_per_cycle: Fraction,

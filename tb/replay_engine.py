@@ -23,12 +23,12 @@ import time
 from fractions import Fraction
 from pathlib import Path
 
-from kvfabric.model.trace import LogRow, read_log
+from kvfabric.model.trace import read_log
 
 from .design import build_for, config_to_json, params_to_json
 from .runner import BUILD_ROOT, SIMS, run, waves_from_env
 
-__all__ = ["replay_rtl", "replay_trace_tb", "match_grants"]
+__all__ = ["replay_rtl", "replay_trace_tb"]
 
 
 def replay_rtl(params, config, trace_rows, sim: str, *, bytes_per_cycle=None, waves: bool = False,
@@ -78,9 +78,10 @@ def replay_trace_tb(params, config, trace_rows, sim: str, *, bytes_per_cycle, wo
     """The replay on the trace-driven testbench (tb/trace_tb.py): the grant log as
     ``model.trace.LogRow`` sorted by id, like :func:`replay_rtl`.
 
-    Grants are matched to their requests by :func:`match_grants`.
+    The testbench's grants become the grant log by
+    :func:`kvfabric.model.replay.grant_log`.
     """
-    from kvfabric.model.replay import stall_limit
+    from kvfabric.model.replay import grant_log, stall_limit
 
     from .trace_check import valid_rule
     from .trace_compare import read_sim_log
@@ -106,49 +107,10 @@ def replay_trace_tb(params, config, trace_rows, sim: str, *, bytes_per_cycle, wo
               f"granted ({time.monotonic() - t0:.0f} s)", flush=True)
     run = run_trace_tb(b, work_dir / "stimulus.txt", work_dir / "grants.log", progress=progress)
     got = read_sim_log(run.log)
-    log, waiting = match_grants(rows, [(g[0] - start, *g[1:]) for g in got.grants], valid,
-                                params.id_width, where=run.log)
+    log, waiting = grant_log(rows, [(g[0] - start, *g[1:]) for g in got.grants], valid,
+                             params.id_width, where=str(run.log))
     if got.stalled is not None or waiting:
         raise AssertionError(f"no progress for {stall_limit(params, config)} cycles at cycle "
                              f"{(got.stalled or got.end or 0) - start}: ids {waiting[:8]} never "
                              f"granted ({run.log})")
     return log
-
-
-def match_grants(rows, grants, valid, id_width: int, *, where="") -> tuple[list, list]:
-    """The grant log (``model.trace.LogRow`` per row, in row order) of ``grants``
-    ``(cycle, channel, tenant, bytes, port id, kind)`` (cycles of the trace),
-    and the ids of valid rows left without a grant.
-
-    Port ids are row indices mod 2^id_width, which repeat once a channel has
-    more than 2^id_width requests waiting; so a grant is matched to the oldest
-    valid request of its (channel, tenant) not yet granted (the upstream
-    driver presents a tenant's requests in row order and the arbiter's queue
-    per tenant is a FIFO, spec §2, §8), and its id, bytes and cycle are
-    checked against that request's (AssertionError naming the grant)."""
-    from collections import deque
-
-    from kvfabric.model.channel import KIND_NAMES
-
-    id_mask = (1 << id_width) - 1
-    candidates: dict = {}
-    for r in rows:
-        if valid(r):
-            candidates.setdefault((r.channel, r.tenant), deque()).append(r)
-    log: dict[int, LogRow] = {}
-    for cycle, c, tenant, nbytes, gid, kind in grants:
-        lst = candidates.get((c, tenant))
-        if not lst:
-            raise AssertionError(f"cycle {cycle} channel {c}: grant of tenant {tenant} "
-                                 f"(id {gid}) with no request of that tenant waiting ({where})")
-        row = lst.popleft()
-        if (row.id & id_mask, row.bytes) != (gid, nbytes) or cycle < row.cycle:
-            raise AssertionError(f"cycle {cycle} channel {c}: grant of tenant {tenant} id "
-                                 f"{gid} bytes {nbytes}, but its oldest waiting request is {row} "
-                                 f"({where})")
-        log[row.id] = LogRow(row.id, row.cycle, cycle, c, tenant, nbytes, KIND_NAMES.get(kind, str(kind)))
-    for r in rows:
-        if not valid(r):
-            log[r.id] = LogRow(r.id, r.cycle, None, r.channel, r.tenant, r.bytes, "dropped")
-    waiting = sorted(r.id for lst in candidates.values() for r in lst)
-    return [log[r.id] for r in rows if r.id in log], waiting

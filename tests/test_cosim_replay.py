@@ -240,37 +240,3 @@ def test_rtl_replay_refuses_what_the_verilog_cannot_take(tmp_path, monkeypatch, 
     assert kvfabric(["replay", "--config", str(tmp_path / "c.toml"), "--trace", str(trace),
                      "--out", "g.csv", "--engine", "icarus"]) == 2
     assert "t.csv:3: channel = 2 out of range 0..1" in capsys.readouterr().err
-
-
-def test_grants_are_matched_per_tenant_when_port_ids_repeat():
-    """With 8-bit port ids, 600 requests of tenant 0 wait on channel 0 and a
-    request of tenant 1 (row 600, port id 88) is granted before tenant 0's row
-    88: the RTL replay's matching gives each grant to the oldest request of its
-    (channel, tenant), not to the oldest with its port id; a grant that is not
-    that request's, or of a tenant with none waiting, or before its arrival,
-    is an error."""
-    from kvfabric.model.trace import LogRow
-    from kvfabric.spec import KIND_NAMES
-    from kvfabric.tb.replay_engine import match_grants
-
-    burst = next(k for k, name in KIND_NAMES.items() if name == "burst")
-
-    rows = [TraceRow(k, 0, 0, 0, 64) for k in range(600)] + [TraceRow(600, 2, 0, 1, 32),
-                                                             TraceRow(601, 2, 0, 9, 64)]
-
-    def valid(r):
-        return r.tenant < 4
-    grants = [(5 + k, 0, 0, 64, k % 256, 1) for k in range(3)] + [(9, 0, 1, 32, 600 % 256, burst)]
-    grants += [(10 + k, 0, 0, 64, k % 256, 2) for k in range(3, 600)]
-    log, waiting = match_grants(rows, grants, valid, 8)
-    assert waiting == []
-    assert log[600] == LogRow(600, 2, 9, 0, 1, 32, "burst")
-    assert [r.grant_cycle for r in log[:600]] == [5, 6, 7] + list(range(13, 610))
-    assert log[601] == LogRow(601, 2, None, 0, 9, 64, "dropped")
-    log, waiting = match_grants(rows, grants[:-1], valid, 8)
-    assert waiting == [599] and len(log) == 601
-    for bad, message in (((9, 0, 1, 32, 89, 2), "grant of tenant 1 id 89 bytes 32, but its oldest"),
-                         ((9, 0, 2, 32, 88, 2), "grant of tenant 2 .id 88. with no request"),
-                         ((1, 0, 1, 32, 88, 2), "cycle 1 channel 0: grant of tenant 1 id 88")):
-        with pytest.raises(AssertionError, match=message):
-            match_grants(rows, grants[:3] + [bad] + grants[4:], valid, 8)

@@ -8,10 +8,11 @@ from fractions import Fraction
 
 import pytest
 
-from kvfabric.spec import FabricParams
+from kvfabric.spec import KIND_NAMES, FabricParams
 from kvfabric.model.contract import compile_contract
-from kvfabric.model.replay import MemorySide, ReplayError, replay_lockstep, replay_model
-from kvfabric.model.trace import TraceError, TraceRow, parse_trace, read_log
+from kvfabric.model.replay import MemorySide, ReplayError, grant_log, replay_lockstep, replay_model
+from kvfabric.model.trace import LogRow, TraceError, TraceRow, parse_trace, read_log
+from kvfabric.tb.stimulus import random_trace
 
 CONTRACT = {
     "fabric": {"clock_mhz": 1000, "channels": 4, "channel_gbps": 64, "admission_limit": 0.85},
@@ -23,13 +24,6 @@ CONTRACT = {
 }
 
 
-def random_trace(rng, channels, n, tenants=16, horizon=3000):
-    cycles = sorted(rng.randrange(horizon) for _ in range(n))
-    return [TraceRow(i, c, rng.randrange(channels), rng.randrange(tenants) if rng.random() < 0.05
-                     else rng.randrange(4), rng.choice([64, 128, 256, 1024, 4096] + [0] * (rng.random() < 0.01)))
-            for i, c in enumerate(cycles)]
-
-
 @pytest.mark.parametrize("fcfs", [0, 1])
 def test_replay_invariants(seed, fcfs):
     rng = random.Random(seed)
@@ -37,7 +31,8 @@ def test_replay_invariants(seed, fcfs):
     config = compiled.config
     config.fcfs_bypass = fcfs
     p = compiled.params
-    rows = random_trace(rng, p.channels, 1500)
+    # The library's trace (bursts, sizes 1 and LMAX, 2 % invalid requests), no idle gaps.
+    rows = random_trace(p, rng, 1500, gaps=0)
     log = replay_model(p, config, rows, compiled.bytes_per_cycle).log
     mem = MemorySide(p.channels, compiled.bytes_per_cycle)
 
@@ -46,7 +41,8 @@ def test_replay_invariants(seed, fcfs):
     for row, entry in zip(rows, log):
         assert (entry.arrival_cycle, entry.channel, entry.tenant, entry.bytes) == \
                (row.cycle, row.channel, row.tenant, row.bytes)
-        invalid = row.tenant >= 4 or row.bytes == 0  # tenants 4.. are not contracted (disabled)
+        # Tenants 4.. are not contracted (disabled); sizes 0 and above LMAX are invalid (spec §4).
+        invalid = row.tenant >= 4 or not 0 < row.bytes <= p.max_request_bytes
         assert (entry.kind == "dropped") == invalid, entry
         if not invalid:
             assert entry.grant_cycle >= entry.arrival_cycle + 3, "faster than the 3-cycle latency"
@@ -54,6 +50,8 @@ def test_replay_invariants(seed, fcfs):
             assert entry.kind in (("fcfs",) if fcfs else ("guaranteed", "burst"))
 
     granted = [e for e in log if e.grant_cycle is not None]
+    # The trace exercised drops and every channel.
+    assert len(granted) < len(log) and {e.channel for e in granted} == set(range(p.channels))
     for c in range(p.channels):
         mine = sorted((e for e in granted if e.channel == c), key=lambda e: e.grant_cycle)
         # One grant per channel per cycle, none while the memory side is busy.
@@ -73,7 +71,7 @@ def test_fast_replay_equals_lockstep_and_telemetry_matches_log(seed):
     rng = random.Random(seed)
     compiled = compile_contract(CONTRACT)
     p = compiled.params
-    rows = random_trace(rng, p.channels, 800)
+    rows = random_trace(p, rng, 800, gaps=0)
     fast = replay_model(p, compiled.config, rows, compiled.bytes_per_cycle)
     slow, fab = replay_lockstep(p, compiled.config, rows, compiled.bytes_per_cycle)
     assert fast.log == slow.log
@@ -183,3 +181,34 @@ def test_memory_service_rule():
     assert [mem.service_cycles(s) for s in (1, 400, 401, 4096)] == [1, 1, 2, 11]
     mem = MemorySide(1, Fraction(64, 3))  # 21.33 B/cycle
     assert mem.service_cycles(64) == 3 and mem.service_cycles(65) == 4
+
+
+def test_grants_are_matched_per_tenant_when_port_ids_repeat():
+    """With 8-bit port ids, 600 requests of tenant 0 wait on channel 0 and a
+    request of tenant 1 (row 600, port id 88) is granted before tenant 0's row
+    88: the testbench replay's conversion to the grant log (model/replay.py
+    grant_log) gives each grant to the oldest request of its
+    (channel, tenant), not to the oldest with its port id; a grant that is not
+    that request's, or of a tenant with none waiting, or before its arrival,
+    is an error."""
+    burst = next(k for k, name in KIND_NAMES.items() if name == "burst")
+
+    rows = [TraceRow(k, 0, 0, 0, 64) for k in range(600)] + [TraceRow(600, 2, 0, 1, 32),
+                                                             TraceRow(601, 2, 0, 9, 64)]
+
+    def valid(r):
+        return r.tenant < 4
+    grants = [(5 + k, 0, 0, 64, k % 256, 1) for k in range(3)] + [(9, 0, 1, 32, 600 % 256, burst)]
+    grants += [(10 + k, 0, 0, 64, k % 256, 2) for k in range(3, 600)]
+    log, waiting = grant_log(rows, grants, valid, 8)
+    assert waiting == []
+    assert log[600] == LogRow(600, 2, 9, 0, 1, 32, "burst")
+    assert [r.grant_cycle for r in log[:600]] == [5, 6, 7] + list(range(13, 610))
+    assert log[601] == LogRow(601, 2, None, 0, 9, 64, "dropped")
+    log, waiting = grant_log(rows, grants[:-1], valid, 8)
+    assert waiting == [599] and len(log) == 601
+    for bad, message in (((9, 0, 1, 32, 89, 2), "grant of tenant 1 id 89 bytes 32, but its oldest"),
+                         ((9, 0, 2, 32, 88, 2), "grant of tenant 2 .id 88. with no request"),
+                         ((1, 0, 1, 32, 88, 2), "cycle 1 channel 0: grant of tenant 1 id 88")):
+        with pytest.raises(AssertionError, match=message):
+            grant_log(rows, grants[:3] + [bad] + grants[4:], valid, 8)
