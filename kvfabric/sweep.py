@@ -10,7 +10,9 @@ completion order.
 Where the tasks run:
 
 * by default a ``LocalCluster`` of worker processes (one thread each) sized to
-  the request (``workers``), so every ``make`` target works on a laptop;
+  the request (``workers``), so every ``make`` target works on a laptop; its
+  workers are forked from a fork server that has imported the task's module
+  (:func:`_local_config` says why each setting is there);
 * ``KVFABRIC_SCHEDULER=tcp://HOST:PORT`` (or ``scheduler=``) sends them to a
   running scheduler instead, e.g. one whose workers ``dask-jobqueue`` started
   on SLURM or LSF (README, "Long jobs on a cluster").
@@ -25,6 +27,7 @@ that ran it, for the report's timing fields.
 from __future__ import annotations
 
 import logging
+import multiprocessing
 import os
 import sys
 import time
@@ -75,11 +78,51 @@ def _timed_call(fn, task_id, args):
     return TaskResult(task_id, value, error, time.perf_counter() - wall0, time.process_time() - cpu0, worker)
 
 
+def _local_config() -> dict:
+    """Dask settings for the LocalCluster (they are read when the cluster
+    starts and again when a nanny restarts a dead worker, so they stay set for
+    the whole sweep). Each entry is there for the wall time of a sweep on a
+    small machine, measured against a plain process pool (issue #29,
+    reports/sweep_overhead.md):
+
+    * no work stealing: tasks start in list order (the callers put the
+      longest first), which packs a sweep of unequal tasks best on few workers;
+    * workers forked from a fork server that has already imported
+      ``distributed`` and the task's module, instead of spawned interpreters
+      that each import them afresh (about a second per sweep on two cores);
+      a fork server rather than a plain fork because the client process has
+      threads (its event loop, the progress bar) and forking a threaded
+      process can deadlock; ``spawn`` where there is no fork server (Windows);
+    * no statistical profiler in the workers: it samples the task's stack
+      every 10 ms for the dashboard's profile page, which these clusters do
+      not serve, and cost about 1.5 % of each task's CPU time.
+    """
+    method = "forkserver" if "forkserver" in multiprocessing.get_all_start_methods() else "spawn"
+    return {"distributed.scheduler.work-stealing": False,
+            "distributed.worker.multiprocessing-method": method,
+            "distributed.worker.profile.enabled": False}
+
+
+def _preload(fn: Callable) -> None:
+    """Have the fork server import ``fn``'s module before it forks the first
+    worker, so each worker starts with it imported. Only effective before the
+    process's first fork server starts (later sweeps reuse that server, and
+    their workers import a new module themselves on the first task)."""
+    import dask
+    from distributed.utils import get_mp_context
+
+    if dask.config.get("distributed.worker.multiprocessing-method") != "forkserver":
+        return
+    ctx = get_mp_context()   # distributed sets its own preload list here, once
+    module = getattr(fn, "__module__", None)
+    if module and module != "__main__":
+        ctx.set_forkserver_preload(["distributed", module])
+
+
 def _client(workers: int, scheduler: str | None, connect_timeout: str):
     """A Dask client: to ``scheduler`` (or $KVFABRIC_SCHEDULER), else to a new
-    LocalCluster of ``workers`` single-threaded processes. Returns
-    ``(client, cluster or None)``."""
-    import dask
+    LocalCluster of ``workers`` single-threaded processes (call it under
+    :func:`_local_config`). Returns ``(client, cluster or None)``."""
     from distributed import Client, LocalCluster
 
     address = scheduler or os.environ.get(SCHEDULER_ENV) or None
@@ -88,13 +131,10 @@ def _client(workers: int, scheduler: str | None, connect_timeout: str):
             return Client(address, timeout=connect_timeout), None
         except (OSError, TimeoutError) as exc:
             raise SweepError(f"no Dask scheduler at {address} ({SCHEDULER_ENV} or --scheduler): {exc}") from None
-    if not isinstance(workers, int) or workers < 1:
+    if not isinstance(workers, int) or isinstance(workers, bool) or workers < 1:
         raise SweepError(f"workers must be a positive integer, not {workers!r}")
-    # No work stealing: tasks start in list order (the callers put the
-    # longest first), which packs a sweep of unequal tasks best on few workers.
-    with dask.config.set({"distributed.scheduler.work-stealing": False}):
-        cluster = LocalCluster(n_workers=workers, threads_per_worker=1, processes=True,
-                               dashboard_address=None, silence_logs=logging.CRITICAL)
+    cluster = LocalCluster(n_workers=workers, threads_per_worker=1, processes=True,
+                           dashboard_address=None, silence_logs=logging.CRITICAL)
     return Client(cluster), cluster
 
 
@@ -112,45 +152,55 @@ def run_sweep(fn: Callable, tasks: Sequence[tuple[str, tuple]], *, workers: int 
     given, receives ``workers`` (how many the cluster had) and ``scheduler``
     (its address, or ``local``).
     """
-    from distributed import as_completed
+    import dask
+    import distributed  # noqa: F401  first: it adds the distributed.* defaults that config.set keys into
 
     ids = [task_id for task_id, _ in tasks]
     if len(set(ids)) != len(ids):
         raise SweepError("task ids must be unique")
     if not tasks:
         return []
-    client, cluster = _client(workers, scheduler, connect_timeout)
-    try:
-        if info is not None:
-            info["workers"] = len(client.scheduler_info().get("workers", {}))
-            info["scheduler"] = "local" if cluster is not None else client.scheduler.address
-        futures = {}
-        for index, (task_id, args) in enumerate(tasks):
-            # pure=False: a task is run even if an identical one ran before.
-            fut = client.submit(_timed_call, fn, task_id, tuple(args), key=f"{desc}-{index}-{task_id}",
-                                pure=False)
-            futures[fut] = index
-        results: list[TaskResult | None] = [None] * len(tasks)
-        bar = _progress(len(tasks), desc) if progress else None
-        for fut in as_completed(list(futures)):
-            index = futures[fut]
-            try:
-                res = fut.result()
-            except Exception as exc:  # e.g. KilledWorker: the task killed every worker it ran on
-                res = TaskResult(ids[index], error=f"{type(exc).__name__}: {exc}")
-            results[index] = res
-            if on_result is not None:
-                on_result(res)
-            if bar is not None:
-                bar.set_postfix_str(res.task_id if res.ok else f"{res.task_id} FAILED")
-                bar.update()
+    with dask.config.set(_local_config()):
+        _preload(fn)
+        client, cluster = _client(workers, scheduler, connect_timeout)
+        try:
+            return _gather(client, cluster, fn, tasks, ids, desc, progress, on_result, info)
+        finally:
+            client.close()
+            if cluster is not None:
+                cluster.close()
+
+
+def _gather(client, cluster, fn, tasks, ids, desc, progress, on_result, info):
+    """Submit every task in list order; collect the results in that order."""
+    from distributed import as_completed
+
+    if info is not None:
+        info["workers"] = len(client.scheduler_info().get("workers", {}))
+        info["scheduler"] = "local" if cluster is not None else client.scheduler.address
+    futures = {}
+    for index, (task_id, args) in enumerate(tasks):
+        # pure=False: a task is run even if an identical one ran before.
+        fut = client.submit(_timed_call, fn, task_id, tuple(args), key=f"{desc}-{index}-{task_id}",
+                            pure=False)
+        futures[fut] = index
+    results: list[TaskResult | None] = [None] * len(tasks)
+    bar = _progress(len(tasks), desc) if progress else None
+    for fut in as_completed(list(futures)):
+        index = futures[fut]
+        try:
+            res = fut.result()
+        except Exception as exc:  # e.g. KilledWorker: the task killed every worker it ran on
+            res = TaskResult(ids[index], error=f"{type(exc).__name__}: {exc}")
+        results[index] = res
+        if on_result is not None:
+            on_result(res)
         if bar is not None:
-            bar.close()
-        return results
-    finally:
-        client.close()
-        if cluster is not None:
-            cluster.close()
+            bar.set_postfix_str(res.task_id if res.ok else f"{res.task_id} FAILED")
+            bar.update()
+    if bar is not None:
+        bar.close()
+    return results
 
 
 def _progress(total, desc):

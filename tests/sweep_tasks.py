@@ -15,3 +15,12 @@ def square_after(x, seconds):
 def seeded_draw(task_id):
     """A value that depends only on the task's own id (how sweep tasks are seeded)."""
     return random.Random(task_id).random()
+
+
+def square_recording_pid(name, x, seconds, pid_dir):
+    """``square_after`` that first writes its process id to ``pid_dir/name``
+    (a rerun overwrites it), so a test can kill the worker running it."""
+    import os
+    from pathlib import Path
+    Path(pid_dir, name).write_text(str(os.getpid()))
+    return square_after(x, seconds)

@@ -10,7 +10,7 @@ import pytest
 
 from kvfabric.sweep import SweepError, run_sweep
 
-from sweep_tasks import seeded_draw, square_after
+from sweep_tasks import seeded_draw, square_after, square_recording_pid
 
 
 def _tasks(n, seed):
@@ -73,6 +73,33 @@ def test_a_worker_killed_mid_task_changes_no_result():
     assert [r.value for r in res] == expected and all(r.ok for r in res)
     # The killed worker never reported a result: its task ran again elsewhere.
     assert not {r.worker for r in res} & set(killed)
+
+
+def test_a_worker_of_the_sweeps_own_cluster_killed_mid_task_changes_no_result(tmp_path):
+    """The same fault on run_sweep's own LocalCluster, whose workers are forked
+    from a fork server and restarted by their nannies under the sweep's
+    settings: when the short task returns, the worker running a long one is
+    killed; every result still equals the undisturbed sweep's, and the task
+    that was killed finished in another process."""
+    tasks = [("short", ("short", 2, 0.2, str(tmp_path)))] + \
+        [(f"long{i}", (f"long{i}", i, 1.5, str(tmp_path))) for i in range(3, 7)]
+    killed = []
+
+    def kill_the_busy_worker(first):
+        if killed:
+            return
+        mine = (tmp_path / first.task_id).read_text()
+        for f in tmp_path.iterdir():
+            pid = f.read_text()
+            if f.name != first.task_id and pid != mine:
+                os.kill(int(pid), signal.SIGKILL)
+                killed.append(pid)
+                return
+
+    res = run_sweep(square_recording_pid, tasks, workers=2, progress=False, on_result=kill_the_busy_worker)
+    assert killed, "no worker was killed"
+    assert [r.value for r in res] == [4, 9, 16, 25, 36] and all(r.ok for r in res)
+    assert killed[0] not in {f.read_text() for f in tmp_path.iterdir()}
 
 
 def test_no_scheduler_at_the_address_is_a_clear_error(monkeypatch):
