@@ -226,17 +226,41 @@ def test_report_is_written_with_claims_and_plots(tiny_results, tmp_path):
     assert set(qos["tail_split_ns"]) == {"arbiter", "admission", "queue", "service"}
 
 
-def test_report_is_the_same_with_one_or_two_dask_workers(tmp_path):
-    """Issue #29: the sweep layer gives the same experiments.json, timing
-    fields aside, with 1 and 2 workers (so in another completion order)."""
-    from kvfabric.sim.studies.experiments import main
-    only = "A/decode only,A/FR-FCFS,A/Fabric-QoS"
-    reports = []
-    for jobs in (1, 2):
-        out = tmp_path / f"jobs{jobs}"
-        assert main(["--quick", "--only", only, "--out", str(out), "--jobs", str(jobs)]) == 0
-        doc = json.loads((out / "experiments.json").read_text())
-        reports.append([{k: v for k, v in run.items() if k != "cpu_s"} for run in doc["runs"]])
-        md = (out / "experiments.md").read_text()
-        assert f"on {jobs} worker(s)" in md
-    assert len(reports[0]) == 3 and reports[0] == reports[1]
+def test_report_is_byte_for_byte_the_same_with_1_2_4_workers_and_any_completion_order(tmp_path):
+    """Issue #29: the sweep layer gives the same experiments.json and .md, byte
+    for byte once the timing fields (wall, CPU, worker count) are fixed, with
+    1, 2 and 4 local workers, with the tasks submitted in a shuffled order
+    (so they complete in another), and with the results handed to the report
+    in a shuffled order."""
+    import random
+
+    from kvfabric.sim.studies.experiments import plan, run_all
+    from kvfabric.sim.studies.report import write_report
+
+    # Five of the quick plan's shortest runs (about half a CPU second each).
+    wanted = ("A/decode only", "idle/FR-FCFS, stream", "idle/Fabric, stream", "idle/FR-FCFS, random",
+              "idle/Fabric, random")
+    specs = [s for s in plan(True) if s["id"] in wanted]
+    assert len(specs) == len(wanted)
+    seed = 29
+    print(f"shuffle seed={seed}")
+    rng = random.Random(seed)
+    shuffled = rng.sample(specs, len(specs))
+    rev = {"revision": "0000000", "dirty": False}
+
+    def report(results, name):
+        """The report of ``results`` with every timing field fixed, as bytes."""
+        untimed = {k: {**v, "cpu_s": 0.0} for k, v in results.items()}
+        out = tmp_path / name
+        write_report(untimed, specs, out_dir=str(out), quick=True, wall_s=0.0, jobs=1, compression=25,
+                     only="some", revision=rev)
+        return (out / "experiments.json").read_bytes(), (out / "experiments.md").read_bytes()
+
+    runs = {f"{jobs} workers": run_all(specs, jobs) for jobs in (1, 2, 4)}
+    runs["2 workers, shuffled tasks"] = run_all(shuffled, 2)
+    one = runs["1 workers"]
+    runs["results shuffled"] = {k: one[k] for k in rng.sample(list(one), len(one))}
+    reports = {name: report(results, name.replace(" ", "_").replace(",", "")) for name, results in runs.items()}
+    assert all(set(r) == {s["id"] for s in specs} for r in runs.values())
+    assert all(r == reports["1 workers"] for r in reports.values()), \
+        [name for name, r in reports.items() if r != reports["1 workers"]]

@@ -28,6 +28,11 @@ def write_report(results, specs, *, out_dir, quick, wall_s, jobs, compression, o
     (taken now when not given), recorded in both reports."""
     os.makedirs(out_dir, exist_ok=True)
     rev = revision if revision is not None else source_revision()
+    # Tables, plots and the JSON follow the plan's order, never the order in
+    # which a sweep handed the results over (issue #29: the same report with
+    # any number of workers and any submission or completion order).
+    order = {s["id"]: i for i, s in enumerate(specs)}
+    results = dict(sorted(results.items(), key=lambda kv: (order.get(kv[0], len(order)), kv[0])))
     scale = Scale(compression)
     by = {k: derive(v) for k, v in results.items()}
     plots = [
