@@ -119,10 +119,11 @@ def _preload(fn: Callable) -> None:
         ctx.set_forkserver_preload(["distributed", module])
 
 
-def _client(workers: int, scheduler: str | None, connect_timeout: str):
+def _client(workers: int, scheduler: str | None, connect_timeout: str, processes: bool = True):
     """A Dask client: to ``scheduler`` (or $KVFABRIC_SCHEDULER), else to a new
-    LocalCluster of ``workers`` single-threaded processes (call it under
-    :func:`_local_config`). Returns ``(client, cluster or None)``."""
+    LocalCluster of ``workers`` single-threaded processes, or threads of this
+    process when not ``processes`` (call it under :func:`_local_config`).
+    Returns ``(client, cluster or None)``."""
     from distributed import Client, LocalCluster
 
     address = scheduler or os.environ.get(SCHEDULER_ENV) or None
@@ -133,15 +134,20 @@ def _client(workers: int, scheduler: str | None, connect_timeout: str):
             raise SweepError(f"no Dask scheduler at {address} ({SCHEDULER_ENV} or --scheduler): {exc}") from None
     if not isinstance(workers, int) or isinstance(workers, bool) or workers < 1:
         raise SweepError(f"workers must be a positive integer, not {workers!r}")
-    cluster = LocalCluster(n_workers=workers, threads_per_worker=1, processes=True,
-                           dashboard_address=None, silence_logs=logging.CRITICAL)
+    # The fork server's environment is this process's when the server started
+    # (the first sweep): the nannies give each worker this process's
+    # environment of now, as a spawned worker would inherit it.
+    env = {"env": dict(os.environ)} if processes else {}
+    cluster = LocalCluster(n_workers=workers, threads_per_worker=1, processes=processes,
+                           dashboard_address=None, silence_logs=logging.CRITICAL, **env)
     return Client(cluster), cluster
 
 
 def run_sweep(fn: Callable, tasks: Sequence[tuple[str, tuple]], *, workers: int = 2,
               scheduler: str | None = None, desc: str = "sweep", progress: bool = True,
               on_result: Callable[[TaskResult], None] | None = None,
-              info: dict | None = None, connect_timeout: str = "20s") -> list[TaskResult]:
+              info: dict | None = None, connect_timeout: str = "20s",
+              processes: bool = True) -> list[TaskResult]:
     """Run ``fn(*args)`` for every ``(task_id, args)`` of ``tasks``; return the
     results in the order of ``tasks``.
 
@@ -150,7 +156,11 @@ def run_sweep(fn: Callable, tasks: Sequence[tuple[str, tuple]], *, workers: int 
     longest first. ``on_result`` is called in completion order (progress
     lines); the returned list never depends on that order. ``info``, if
     given, receives ``workers`` (how many the cluster had) and ``scheduler``
-    (its address, or ``local``).
+    (its address, or ``local``). ``processes=False`` makes the local workers
+    threads of this process, for tasks that wait on a tool's subprocess
+    (nextpnr) rather than compute in Python: no interpreter per worker, and
+    the tasks see this process's state; a scheduler's workers are processes
+    whatever this says.
     """
     import dask
     import distributed  # noqa: F401  first: it adds the distributed.* defaults that config.set keys into
@@ -161,8 +171,9 @@ def run_sweep(fn: Callable, tasks: Sequence[tuple[str, tuple]], *, workers: int 
     if not tasks:
         return []
     with dask.config.set(_local_config()):
-        _preload(fn)
-        client, cluster = _client(workers, scheduler, connect_timeout)
+        if processes:
+            _preload(fn)
+        client, cluster = _client(workers, scheduler, connect_timeout, processes)
         try:
             return _gather(client, cluster, fn, tasks, ids, desc, progress, on_result, info)
         finally:

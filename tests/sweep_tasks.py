@@ -24,3 +24,15 @@ def square_recording_pid(name, x, seconds, pid_dir):
     from pathlib import Path
     Path(pid_dir, name).write_text(str(os.getpid()))
     return square_after(x, seconds)
+
+
+def environ_get(name):
+    """The worker's value of the environment variable ``name`` (None if unset)."""
+    import os
+    return os.environ.get(name)
+
+
+def os_getpid():
+    """The process the task ran in."""
+    import os
+    return os.getpid()

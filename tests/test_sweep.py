@@ -10,7 +10,7 @@ import pytest
 
 from kvfabric.sweep import SweepError, run_sweep
 
-from sweep_tasks import seeded_draw, square_after, square_recording_pid
+from sweep_tasks import environ_get, os_getpid, seeded_draw, square_after, square_recording_pid
 
 
 def _tasks(n, seed):
@@ -100,6 +100,24 @@ def test_a_worker_of_the_sweeps_own_cluster_killed_mid_task_changes_no_result(tm
     assert killed, "no worker was killed"
     assert [r.value for r in res] == [4, 9, 16, 25, 36] and all(r.ok for r in res)
     assert killed[0] not in {f.read_text() for f in tmp_path.iterdir()}
+
+
+def test_workers_see_the_environment_of_when_the_sweep_starts(monkeypatch):
+    """Workers fork from a fork server started by the process's first sweep;
+    a variable set after it still reaches the next sweep's workers."""
+    run_sweep(environ_get, [("first", ("KVFABRIC_TEST_LATE",))], workers=1, progress=False)
+    monkeypatch.setenv("KVFABRIC_TEST_LATE", "set later")
+    res = run_sweep(environ_get, [(f"w{i}", ("KVFABRIC_TEST_LATE",)) for i in range(2)], workers=2, progress=False)
+    assert [r.value for r in res] == ["set later", "set later"]
+
+
+def test_thread_workers_run_in_this_process():
+    """processes=False (tasks that wait on a tool's subprocess): same results
+    in task order, and the tasks ran in this process."""
+    res = run_sweep(square_after, _tasks(6, seed=7), workers=2, progress=False, processes=False)
+    assert [r.value for r in res] == [i * i for i in range(6)]
+    pids = run_sweep(os_getpid, [("a", ()), ("b", ())], workers=2, progress=False, processes=False)
+    assert {r.value for r in pids} == {os.getpid()}
 
 
 def test_no_scheduler_at_the_address_is_a_clear_error(monkeypatch):
