@@ -138,8 +138,12 @@ def _client(workers: int, scheduler: str | None, connect_timeout: str, processes
     # (the first sweep): the nannies give each worker this process's
     # environment of now, as a spawned worker would inherit it.
     env = {"env": dict(os.environ)} if processes else {}
+    # No dashboard; the scheduler's remaining HTTP routes (health, metrics) on a
+    # free port, since the default 8787 is taken whenever another cluster runs
+    # on the machine (another sweep, another engineer's), and each sweep warned.
     cluster = LocalCluster(n_workers=workers, threads_per_worker=1, processes=processes,
-                           dashboard_address=None, silence_logs=logging.CRITICAL, **env)
+                           dashboard_address=None, scheduler_kwargs={"dashboard_address": ":0"},
+                           silence_logs=logging.CRITICAL, **env)
     return Client(cluster), cluster
 
 

@@ -7,6 +7,7 @@ tests/test_synth_report.py.
 
 import hashlib
 import json
+import sys
 import tempfile
 
 import pytest
@@ -166,6 +167,70 @@ def test_place_and_route_reports_the_median_seed(workdir, monkeypatch, jobs):
     assert entry["ffs"] == 16 + entry["harness"]["ffs"]  # the design's and the harness's
 
 
+FAKE_NEXTPNR = """\
+import json, sys
+args = sys.argv[1:]
+seed, report = int(args[args.index("--seed") + 1]), args[args.index("--report") + 1]
+fmax = {FMAX}[seed]
+print("Info: Device utilisation:")
+print("Info:          TRELLIS_COMB:   100/83640     0%")
+print("Info:")
+if fmax is None:
+    print("ERROR: the fake router gave up")
+    sys.exit(1)
+print(f"Info: Max frequency for clock 'clk': {fmax + 5:.2f} MHz (PASS at 12.00 MHz)")
+with open(report, "w") as f:
+    json.dump({"fmax": {"clk": {"achieved": fmax}}, "critical_paths": [],
+               "utilization": {"TRELLIS_COMB": {"used": 100, "available": 83640}}}, f)
+"""
+
+
+def _fake_nextpnr(path, fmax):
+    """An executable that answers as nextpnr does, with the routed Fmax of each
+    seed in ``fmax`` (None: it fails as a tool that crashes)."""
+    path.write_text(f"#!{sys.executable}\n" + FAKE_NEXTPNR.replace("{FMAX}", repr(fmax)))
+    path.chmod(0o755)
+    return str(path)
+
+
+def test_seeds_place_and_route_on_the_sweep_layers_workers(workdir):
+    """Issue #29: the seeds are tasks of kvfabric.sweep, so they run on a
+    cluster's worker processes (here a LocalCluster's, reached by
+    --scheduler) through the real _pnr_once with a fake nextpnr; every seed's
+    run comes back, in the seeds' order, with its own report and log."""
+    from distributed import LocalCluster
+
+    tool = _fake_nextpnr(ROOT / workdir / "fake-nextpnr", {3: 61.5, 1: 58.25, 2: 60.0})
+    with LocalCluster(n_workers=2, threads_per_worker=1, processes=True, dashboard_address=None,
+                      scheduler_kwargs={"dashboard_address": ":0"}) as cluster:
+        opts = parse_options(["--targets", "ecp5_1ch", "--seeds", "3,1,2", "--revision", "test",
+                              "--scheduler", cluster.scheduler_address])
+        runs = flows._pnr_seeds("ecp5_1ch", opts, tool, ["--json", "x.json"], f"{workdir}/pnr")
+    assert list(runs) == [3, 1, 2]
+    assert {seed: (r["status"], r["fmax_mhz"], r["fmax_placed_mhz"]) for seed, r in runs.items()} == \
+        {3: ("ok", 61.5, 66.5), 1: ("ok", 58.25, 63.25), 2: ("ok", 60.0, 65.0)}
+    for seed, run in runs.items():
+        assert run["command"].endswith(f"--report {workdir}/pnr/report_seed{seed}.json --timing-allow-fail "
+                                       f"--seed {seed}")
+        assert (ROOT / workdir / "pnr" / f"nextpnr_seed{seed}.log").is_file()
+        assert run["utilisation"] == {"TRELLIS_COMB": {"used": 100, "available": 83640, "percent": 0.1}}
+
+
+def test_a_seed_whose_nextpnr_fails_is_named(workdir):
+    tool = _fake_nextpnr(ROOT / workdir / "fake-nextpnr", {1: 70.0, 2: None})
+    opts = parse_options(["--targets", "ecp5_1ch", "--seeds", "1,2", "--revision", "test", "--pnr-jobs", "2"])
+    with pytest.raises(flows.ToolError, match=r"nextpnr seed 2 failed: ToolError: \S*fake-nextpnr exited with 1 .*"
+                                              r"ERROR: the fake router gave up"):
+        flows._pnr_seeds("ecp5_1ch", opts, tool, ["--json", "x.json"], f"{workdir}/pnr")
+
+
+@pytest.mark.parametrize("jobs", ["0", "-1"])
+def test_init_wrong_pnr_jobs(jobs, capsys):
+    with pytest.raises(SystemExit):
+        parse_options(["--targets", "ecp5_1ch", "--pnr-jobs", jobs, "--revision", "test"])
+    assert f"--pnr-jobs must be a positive integer (1 or more seeds at a time), not {jobs}" in capsys.readouterr().err
+
+
 # --------------------------------------------------------------------------
 # Issue #25: the area line, the 8 x 8 estimate and the delay-oriented mapping
 
@@ -235,16 +300,16 @@ def test_area_line_and_reused_synthesis(workdir, monkeypatch):
     assert "**" in format_markdown({"ecp5_area": entry})
 
     # The four-lane place and route synthesises nothing: same bytes, same run.
-    seen = {}
-
+    # (The fake's command is the netlist it was given: seeds run as sweep
+    # tasks, which get a copy of the function, so a closure's writes are lost.)
     def fake_nextpnr(target, opts, tool, args, seed, wd, sfx):
-        seen["netlist"] = args[args.index("--json") + 1]
-        return {"status": "does_not_fit", "command": "pnr", "utilisation": {}, "message": "x"}
+        return {"status": "does_not_fit", "command": args[args.index("--json") + 1], "utilisation": {},
+                "message": "x"}
 
     monkeypatch.setattr(flows, "_pnr_once", fake_nextpnr)
     monkeypatch.setattr(flows, "run_yosys_script", None)  # would raise if called
     pnr = run_target("ecp5_4ch", opts)
-    assert seen["netlist"] == f"{workdir}/ecp5_area/4ch/netlist.json"
+    assert pnr["commands"][1:] == [f"{workdir}/ecp5_area/4ch/netlist.json"]
     assert pnr["verilog_sha256"] == points[2]["verilog_sha256"]
     assert pnr["runtime_s"]["yosys"] == 0.0
 

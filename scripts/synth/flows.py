@@ -13,7 +13,6 @@ What differs between FPGA families comes from :mod:`.families`.
 
 from __future__ import annotations
 
-import concurrent.futures
 import datetime
 import hashlib
 import json
@@ -329,24 +328,34 @@ def family_pnr_args(family, opts):
 
 def _pnr_seeds(target, opts, tool, args, workdir):
     """nextpnr once per seed, ``--pnr-jobs`` at a time: ``{seed: run}`` in the
-    seeds' order.  One at a time, a design that does not fit stops after the
-    first packing; in parallel, every seed packs it (seconds) and stops."""
-    def once(seed):
-        # One seed keeps the plain file names; several get one report and log each.
-        sfx = f"_seed{seed}" if len(opts.seeds) > 1 else ""
-        return _pnr_once(target, opts, tool, args, seed, workdir, sfx)
+    seeds' order, each seed's run kept.
+
+    The seeds are tasks of the sweep layer (:func:`kvfabric.sweep.run_sweep`,
+    issue #29), so with ``--scheduler`` or $KVFABRIC_SCHEDULER they place and
+    route on a cluster's workers (which need this checkout and its .venv on a
+    shared file system); locally ``--pnr-jobs`` workers that are threads of
+    this process, since each waits on its own nextpnr process.  A design that
+    does not fit packs once per seed (seconds each) and the report names the
+    first seed's packing.  A seed whose nextpnr fails otherwise stops the
+    target with a :class:`ToolError` naming the seed."""
+    from kvfabric.sweep import SweepError, run_sweep
 
     jobs = max(1, min(opts.pnr_jobs, len(opts.seeds)))
-    if jobs == 1:
-        runs = {}
-        for seed in opts.seeds:
-            runs[seed] = once(seed)
-            if runs[seed]["status"] == "does_not_fit":
-                break
-        return runs
-    log(target, f"seeds {','.join(map(str, opts.seeds))}, {jobs} at a time")
-    with concurrent.futures.ThreadPoolExecutor(jobs) as pool:
-        return dict(zip(opts.seeds, pool.map(once, opts.seeds)))
+    if len(opts.seeds) > 1:
+        log(target, f"seeds {','.join(map(str, opts.seeds))}, {jobs} at a time")
+    # One seed keeps the plain file names; several get one report and log each.
+    tasks = [(f"seed {seed}", (target, opts, tool, args, seed, workdir,
+                               f"_seed{seed}" if len(opts.seeds) > 1 else ""))
+             for seed in opts.seeds]
+    try:
+        swept = run_sweep(_pnr_once, tasks, workers=jobs, scheduler=getattr(opts, "scheduler", None),
+                          desc=f"{target} place and route", progress=False, processes=False)
+    except SweepError as exc:
+        raise ToolError(str(exc)) from None
+    failed = [r for r in swept if not r.ok]
+    if failed:
+        raise ToolError("; ".join(f"nextpnr {r.task_id} failed: {r.error.splitlines()[0]}" for r in failed))
+    return {seed: r.value for seed, r in zip(opts.seeds, swept)}
 
 
 def _pnr_once(target, opts, tool, args, seed, workdir, sfx):
