@@ -60,8 +60,10 @@ class LogRow:
     kind: str
 
 
-def parse_trace(lines, params, source: str = "trace") -> list[TraceRow]:
-    """Parse trace CSV text lines, checking every field against the port widths."""
+def parse_trace(lines, params, source: str = "trace", *, empty_ok: bool = False) -> list[TraceRow]:
+    """Parse trace CSV text lines, checking every field against the port widths.
+    A trace without rows is an error unless ``empty_ok`` (a testbench
+    program's trace, which may carry none)."""
     reader = csv.reader(lines)
     header = next(reader, None)
     if header is None:
@@ -95,15 +97,15 @@ def parse_trace(lines, params, source: str = "trace") -> list[TraceRow]:
                              f"row's cycle {last_cycle}; the trace must be sorted by cycle")
         last_cycle = values["cycle"]
         rows.append(TraceRow(len(rows), **values))
-    if not rows:
+    if not rows and not empty_ok:
         raise TraceError(f"{source}: no requests after the header; a trace needs at least one row "
                          f"({','.join(TRACE_HEADER)})")
     return rows
 
 
-def read_trace(path: str | Path, params) -> list[TraceRow]:
+def read_trace(path: str | Path, params, *, empty_ok: bool = False) -> list[TraceRow]:
     with open(path, newline="") as f:
-        return parse_trace(f, params, source=str(path))
+        return parse_trace(f, params, source=str(path), empty_ok=empty_ok)
 
 
 def write_trace(path: str | Path, rows) -> None:

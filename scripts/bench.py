@@ -106,9 +106,9 @@ def bench_cosim_trace(scale: float) -> list[dict]:
     out = []
     for sim, cycles in (("icarus", int(20_000 * scale)), ("verilator", int(1_000_000 * scale))):
         build_trace_tb(params, sim)  # not timed
-        events = soak_stimulus(params, 1, cycles, tail=min(60_000, cycles // 4))
+        events, rows = soak_stimulus(params, 1, cycles, tail=min(60_000, cycles // 4))
         t0 = time.perf_counter()
-        res = run_check(params, events, [sim], BUILD_ROOT / "bench" / f"trace-{sim}", jobs=2)
+        res = run_check(params, events, rows, [sim], BUILD_ROOT / "bench" / f"trace-{sim}", jobs=2)
         wall = time.perf_counter() - t0
         s = res.sims[0]
         out.append({"sim": sim, "what": "trace-driven (plain-Verilog testbench, no Python per cycle), "

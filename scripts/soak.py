@@ -58,10 +58,10 @@ def soak_segment(tenants: int, channels: int, sim: str, index: int, seed: int, c
     """One sweep task: a segment's stimulus through ``sim`` and the model, compared."""
     params = FabricParams(tenants=tenants, channels=channels)
     t0 = time.monotonic()
-    events = soak_stimulus(params, seed, cycles)
+    events, rows = soak_stimulus(params, seed, cycles)
     gen_s = time.monotonic() - t0
     work = BUILD_ROOT / "soak" / sim / f"segment-{index:05d}"
-    res = run_check(params, events, [sim], work, jobs=1, log=lambda *a, **k: None, stimulus_seconds=gen_s)
+    res = run_check(params, events, rows, [sim], work, jobs=1, log=lambda *a, **k: None, stimulus_seconds=gen_s)
     (s,) = res.sims
     if s.mismatch is None:
         shutil.rmtree(work, ignore_errors=True)  # logs of a passing segment are not kept

@@ -91,12 +91,12 @@ def replay_trace_tb(params, config, trace_rows, sim: str, *, bytes_per_cycle, wo
 
     rows = list(trace_rows)
     valid = valid_rule(params, config)
-    events, start = replay_stimulus(params, config, rows, bytes_per_cycle)
+    events, start = replay_stimulus(params, config, bytes_per_cycle)
     expected = sum(1 for r in rows if valid(r))
-    last = max(e.cycle for e in events)
+    last = start + max((r.cycle for r in rows), default=0)
     events.append(Event(WAIT, last, expected, stall_limit(params, config)))
     work_dir = Path(work_dir)
-    write_stimulus(work_dir / "stimulus.txt", events, params.channels)
+    write_stimulus(work_dir / "stimulus.txt", events, rows, params)
     b = build_trace_tb(params, sim)
     t0 = time.monotonic()
 

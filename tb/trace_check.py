@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from fractions import Fraction
 from pathlib import Path
 
-from .trace_compare import first_mismatch, read_sim_log, write_model_log
+from .trace_compare import first_mismatch, read_sim_log
 from .trace_format import END, write_stimulus
 from .trace_model import model_log_parallel
 from .trace_tb import PROGRESS_EVERY, build_trace_tb, run_trace_tb
@@ -53,7 +53,7 @@ class SimResult:
 @dataclass
 class CheckResult:
     cycles: int
-    stimulus_events: int
+    stimulus_events: int  # the program's events and its trace's rows
     stimulus_seconds: float
     model_seconds: float
     model_cpu_seconds: float
@@ -63,22 +63,24 @@ class CheckResult:
     max_waiting: int
     wall_seconds: float
     sims: list = field(default_factory=list)
+    model: object = None  # trace_model.ModelRun
 
     @property
     def ok(self) -> bool:
         return all(s.mismatch is None for s in self.sims)
 
 
-def run_check(params, events, sims, work_dir, *, jobs: int = 2, log=print,
+def run_check(params, events, rows, sims, work_dir, *, jobs: int = 2, log=print,
               stimulus_seconds: float = 0.0, progress_every: int = PROGRESS_EVERY) -> CheckResult:
-    """Check ``events`` (a soak stimulus, ending in END) on every simulator of ``sims``
-    against the model; everything is written under ``work_dir``.  Each simulator
-    logs its progress every ``progress_every`` cycles (0: never)."""
+    """Check program ``events`` (ending in END) and trace ``rows`` on every
+    simulator of ``sims`` against the model; everything is written under
+    ``work_dir``.  Each simulator logs its progress every ``progress_every``
+    cycles (0: never)."""
     t_start = time.monotonic()
     work_dir = Path(work_dir).resolve()
     work_dir.mkdir(parents=True, exist_ok=True)
     stim = work_dir / "stimulus.txt"
-    nev = write_stimulus(stim, events, params.channels)
+    nev = write_stimulus(stim, events, rows, params) + len(rows)
     end = next(e.cycle for e in reversed(events) if e.op == END)
     builds = {}
     for sim in sims:  # one at a time: a Verilator 8x8 build takes minutes
@@ -99,7 +101,6 @@ def run_check(params, events, sims, work_dir, *, jobs: int = 2, log=print,
     t0 = time.monotonic()
     model = model_log_parallel(params, stim, jobs)
     model_s = time.monotonic() - t0
-    write_model_log(work_dir / "model.log", model)
     log(f"[trace-check] model: {end} cycles in {model_s:.1f} s ({end / model_s:,.0f} cycles/s, "
         f"{model.cpu_seconds:.1f} CPU s in {jobs} processes, "
         f"{model.stepped:,} channel-cycles stepped, the rest skipped exactly)")
@@ -108,8 +109,7 @@ def run_check(params, events, sims, work_dir, *, jobs: int = 2, log=print,
     if errors:
         raise next(iter(errors.values()))
     result = CheckResult(end, nev, stimulus_seconds, model_s, model.cpu_seconds, len(model.grants),
-                         model.stepped,
-                         model.waiting_at_end, model.max_waiting, 0.0)
+                         model.stepped, model.waiting_at_end, model.max_waiting, 0.0, model=model)
     for sim in sims:
         r = runs[sim]
         actual = read_sim_log(r.log)
@@ -127,7 +127,7 @@ class Differential:
     replay_logs: dict  # engine -> grant-log CSV of kvfabric replay
     replay_same: dict  # engine -> byte-identical to the model engine's CSV
     credit_check: CheckResult | None
-    credit_same: dict  # simulator -> its log byte-identical to the model's
+    credit_same: dict  # simulator -> its grant-log CSV byte-identical to the model's
     max_waiting: int  # most requests waiting at once on one (channel, tenant), model engine
     credited_grants: int  # grants of the run with credits
 
@@ -166,13 +166,14 @@ def differential_check(params, config, rows, bytes_per_cycle, sims, work_dir, *,
        and returns each credit class's credits with probability
        ``credit_return`` per cycle (late: a grant's credit comes back tens of
        cycles after it was selected), run by the trace model and each
-       simulator (:func:`run_check`); the logs must be byte-identical too.
-       The replay CSV format has no credit returns, so this half runs on the
-       stimulus format.
+       simulator (:func:`run_check`); their grant-log CSVs
+       (:func:`kvfabric.model.replay.grant_log` of each port log) must be
+       byte-identical too.  Spec §8's replay has no credit returns, so this
+       half runs a testbench program (with the same trace).
     """
     import filecmp
 
-    from kvfabric.model.replay import replay_model
+    from kvfabric.model.replay import grant_log, replay_model
     from kvfabric.model.trace import write_log
 
     from .replay_engine import replay_rtl
@@ -200,12 +201,12 @@ def differential_check(params, config, rows, bytes_per_cycle, sims, work_dir, *,
     result = Differential(len(rows), logs, same, None, {}, _max_waiting(model), 0)
     if credit_config is None:
         return result
-    events, _ = replay_stimulus(params, credit_config, rows, bytes_per_cycle, backpressure=backpressure,
-                                credit_return=credit_return, seed=seed)
+    events, start = replay_stimulus(params, credit_config, bytes_per_cycle, backpressure=backpressure,
+                                    credit_return=credit_return, seed=seed)
     # Long enough for every request to be granted (the model says how long).
-    end = first = max(e.cycle for e in events) + 1000
+    end = first = start + (rows[-1].cycle if rows else 0) + 1000
     while True:
-        run = model_log(params, events + [Event(END, end)])
+        run = model_log(params, events + [Event(END, end)], rows)
         if run.waiting_at_end == 0 and not _in_flight(run, rows, credit_config, params):
             break
         if end > 64 * first:
@@ -213,12 +214,19 @@ def differential_check(params, config, rows, bytes_per_cycle, sims, work_dir, *,
                                f"model: credit_return {credit_return} too rare for this trace?")
         end *= 2
     events.append(Event(END, end + 100))
-    check = run_check(params, events, sims, work_dir / "credits", jobs=1, log=log)
+    check = run_check(params, events, rows, sims, work_dir / "credits", jobs=1, log=log)
     result.credit_check = check
     result.credited_grants = check.model_grants
+    valid = valid_rule(params, credit_config)
+
+    def csv_log(path, grants):
+        write_log(path, grant_log(rows, [(g[0] - start, *g[1:]) for g in grants], valid,
+                                  params.id_width, where=str(path))[0])
+        return path
+    model_csv = csv_log(work_dir / "credits" / "model.csv", check.model.grants)
     for s in check.sims:
         result.credit_same[s.sim] = s.mismatch is None and filecmp.cmp(
-            work_dir / "credits" / "model.log", s.log, shallow=False)
+            model_csv, csv_log(s.log.with_suffix(".csv"), read_sim_log(s.log).grants), shallow=False)
         log(f"[differential] {s.sim} with credits: {s.cycles:,} cycles {s.seconds:.1f} s, "
             f"{s.grants:,} grants, " + ("byte-identical" if result.credit_same[s.sim] else
                                         f"DIFFERS: {s.mismatch or 'log bytes'}"))
@@ -268,18 +276,24 @@ def check_driver_rule(params, stimulus, io_log) -> int:
     recorded for ``stimulus``: each driven cycle's inputs of every channel and
     the RTL's outputs that the rules react to.  Here the Python rule
     (:class:`kvfabric.model.replay.ChannelDriver`, :class:`~kvfabric.model.replay.MemorySide`
-    and :func:`kvfabric.tb.trace_format.draw`) is fed the same RTL outputs and
+    and :func:`kvfabric.tb.trace_format.draw`), with the trace's rows arriving
+    at the program's TRACE cycle plus their own, is fed the same RTL outputs and
     must drive the same ``req`` (valid and payload), ``grant.ready`` and
     ``credit_return`` in every cycle; returns the number of channel-cycles
     checked, or raises AssertionError naming the first cycle, channel and
     field that differ."""
     from kvfabric.model.replay import ChannelDriver, MemorySide
 
-    from .trace_format import END, MEMORY, MODE, REQ, RESET, SEED, WAIT, draw, read_stimulus
+    from .trace_format import END, MEMORY, MODE, RESET, SEED, WAIT, draw, read_stimulus, trace_start
 
     p = params
     C, n, BB = p.channels, p.tenants, p.bytes_bits
-    events = [e for e in read_stimulus(stimulus)]
+    events, rows = read_stimulus(stimulus, p)
+    start = trace_start(events)
+    if start is None:
+        rows = []
+    id_mask = (1 << p.id_width) - 1
+    ri = 0  # the next trace row to arrive
     drivers = [ChannelDriver(n) for _ in range(C)]
     mem = MemorySide(C, 64)
     seed = 0
@@ -299,9 +313,7 @@ def check_driver_rule(params, stimulus, io_log) -> int:
                 while ei < len(events) and events[ei].cycle == t and events[ei].op not in (END, WAIT):
                     e = events[ei]
                     ei += 1
-                    if e.op == REQ:
-                        drivers[e.a].arrive(e.b, (e.c, e.d))
-                    elif e.op == MODE:
+                    if e.op == MODE:
                         for d in drivers:
                             d.strict = bool(e.a & 1)
                         p_idle, p_bp, p_cr = e.b, e.c, e.d
@@ -311,6 +323,10 @@ def check_driver_rule(params, stimulus, io_log) -> int:
                         seed = e.a | e.b << 32
                     elif e.op == RESET:
                         rst_until = t + e.a
+                while ri < len(rows) and start + rows[ri].cycle == t:
+                    r = rows[ri]
+                    drivers[r.channel].arrive(r.tenant, (r.bytes, r.id & id_mask))
+                    ri += 1
                 if t < rst_until:
                     for d in drivers:
                         d.flush()

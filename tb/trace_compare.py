@@ -1,6 +1,18 @@
-"""Compare the testbench's grant log with the model's and name the first mismatch.
+"""The trace testbench's port log: its one reader, and its comparison with the model.
 
-Why per channel: grants of different channels are independent, so each
+The port log is the internal wire format of the plain-Verilog testbench
+(tb/trace_tb.py writes it, :func:`read_sim_log` here is its only reader), not
+a user format: ``G cycle channel tenant bytes id kind`` per transferred grant
+(port id, kind code), ``A cycle address`` per AXI write at the cycle of its
+later handshake, ``E cycle`` at the end, ``S cycle`` instead if a WAIT
+stopped for lack of progress.  It records what the ports did, which a grant
+log cannot: register-write handshakes, the end, grants of requests a reset
+later makes unmatchable.  The grant log users see is the CSV of
+:mod:`kvfabric.model.trace`, made from it by
+:func:`kvfabric.model.replay.grant_log` (``kvfabric replay``, the
+differential check).
+
+Why the comparison is per channel: grants of different channels are independent, so each
 channel's grants are compared in order and the mismatch reported is the
 earliest cycle at which any channel differs, with the field that differs
 (cycle, tenant, bytes, id, kind), the expected and actual values and the
@@ -16,16 +28,16 @@ from pathlib import Path
 from kvfabric.model.trace import TraceError, parse_int
 from kvfabric.spec import KIND_NAMES
 
-__all__ = ["LogFormatError", "SimLog", "read_sim_log", "Mismatch", "first_mismatch", "write_model_log"]
+__all__ = ["LogFormatError", "SimLog", "read_sim_log", "Mismatch", "first_mismatch"]
 
 FIELDS = ("cycle", "channel", "tenant", "bytes", "id", "kind")
 
 
 class LogFormatError(TraceError):
-    """A malformed grant log of the testbench; the message names file, line and field."""
+    """A malformed port log of the testbench; the message names file, line and field."""
 
 
-#: The fields of each line kind of the testbench's grant log (tb/trace_format.py).
+#: The fields of each line kind of the testbench's port log (the module docstring).
 LINE_FIELDS = {"G": FIELDS, "A": ("cycle", "address"), "E": ("cycle",), "S": ("cycle",)}
 
 
@@ -38,7 +50,7 @@ class SimLog:
 
 
 def read_sim_log(path) -> SimLog:
-    """Parse a grant log written by the testbench (or by :func:`write_model_log`)."""
+    """Parse a port log written by the testbench."""
     grants, writes = [], []
     end = stalled = None
     with open(path) as f:
@@ -46,7 +58,7 @@ def read_sim_log(path) -> SimLog:
             parts = line.split()
             fields = LINE_FIELDS.get(parts[0]) if parts else None
             if fields is None:
-                raise LogFormatError(f"{path}:{lineno}: not a grant-log line (G, A, E or S): "
+                raise LogFormatError(f"{path}:{lineno}: not a port-log line (G, A, E or S): "
                                      f"{line.strip()!r}")
             if len(parts) != 1 + len(fields):
                 raise LogFormatError(f"{path}:{lineno}: a {parts[0]} line has {len(fields)} fields "
@@ -65,21 +77,6 @@ def read_sim_log(path) -> SimLog:
             else:
                 stalled = values[0]
     return SimLog(grants, writes, end, stalled)
-
-
-def write_model_log(path, run) -> None:
-    """The model's log in the testbench's format (for a look with diff)."""
-    with open(path, "w") as f:
-        gi = wi = 0
-        grants, writes = run.grants, run.writes
-        while gi < len(grants) or wi < len(writes):
-            if wi < len(writes) and (gi >= len(grants) or writes[wi][0] < grants[gi][0]):
-                f.write("A %d %d\n" % writes[wi])
-                wi += 1
-            else:
-                f.write("G %d %d %d %d %d %d\n" % grants[gi])
-                gi += 1
-        f.write(f"E {run.end}\n")
 
 
 @dataclass

@@ -1,15 +1,24 @@
-"""The stimulus file and grant log of the trace-driven co-simulation (issue #16).
+"""The testbench program of the trace-driven co-simulation (issue #16): one
+program file beside one CSV trace.
 
-Why a file format of its own: for a 10 M-cycle soak nothing may pass through
-Python per cycle on the simulator side.  Python writes every input event once
-(this format), the plain-Verilog testbench of :mod:`kvfabric.tb.trace_tb` reads
-it with ``$fscanf`` as the simulation reaches each event's cycle and writes
-the grant log with ``$fwrite``; the golden model (:mod:`kvfabric.tb.trace_model`)
-reads the same events, and :mod:`kvfabric.tb.trace_compare` compares the logs.
+Why a program: for a 10 M-cycle soak nothing may pass through Python per
+cycle on the simulator side.  Python writes every input once, the
+plain-Verilog testbench of :mod:`kvfabric.tb.trace_tb` reads it with
+``$fscanf`` as the simulation reaches each cycle, and the golden model
+(:mod:`kvfabric.tb.trace_model`) reads the same files.  What a trace cannot
+say (register writes, resets, driver modes, the memory side's rate, the seed
+of the per-cycle draws, when to stop) is the program; the requests are a
+trace in the one trace format of :mod:`kvfabric.model.trace` (``cycle,channel,
+tenant,bytes``, a request's id is its row index), written by
+:func:`kvfabric.model.trace.write_trace` and read back by
+:func:`~kvfabric.model.trace.read_trace` (the one reader: same checks, same
+errors, file, line, field and range) by every Python side; the Verilog reads
+its rows with ``$fscanf("%d,%d,%d,%d")``.
 
-Stimulus: one event per line, seven decimal integers ``op cycle a b c d e``,
-sorted by ``cycle`` (global cycles: cycle 0 is the first cycle after the
-testbench's initial reset; resets inside the run do not restart it):
+Program (``stimulus.txt``): one event per line, seven decimal integers ``op
+cycle a b c d e``, sorted by ``cycle`` (global cycles: cycle 0 is the first
+cycle after the testbench's initial reset; resets inside the run do not
+restart it):
 
 ====  =========  ==============================================================
 op    name       fields
@@ -20,38 +29,43 @@ op    name       fields
 3     MODE       a = fcfs (upstream driver order), b = idle, c = backpressure,
                  d = credit_return probability, each in 1/4096
 4     MEMORY     a / b = B, the memory side's bytes per cycle (spec §8)
-5     REQ        a = channel, b = tenant tag, c = bytes, d = id: a request that
-                 arrives at the channel's upstream driver in ``cycle``
+5     TRACE      the trace starts: its row of cycle x arrives at the channel's
+                 upstream driver in cycle ``cycle`` + x (at most one TRACE;
+                 without one no request arrives); port id = row index mod
+                 2^id_width
 6     ZERO       every bucket level deposited to 0 before ``cycle`` is driven
-                 (the replay engine's alignment with the model, see trace_sim)
+                 (the replay engine's alignment with the model, see
+                 trace_stimulus.replay_stimulus)
 7     SEED       a, b = low and high 32 bits of the per-cycle random draws' seed
 8     WAIT       last event: from ``cycle`` on, stop when a grants have been
                  transferred in all (``E``), or after b cycles without one (``S``)
 9     END        last event: the last simulated cycle is ``cycle - 1``
 ====  =========  ==============================================================
 
-Request file (``<stimulus>.reqs``, written by :func:`write_stimulus` beside the
-stimulus): the payloads of the REQ events again, grouped by queue ``q =
-channel * 16 + tag`` so that the testbench can read the head of any queue
-with ``$fseek`` instead of holding every waiting request (issue #24: no
-per-(channel, tenant) limit).  Fixed-width records of :data:`REQ_RECORD_BYTES`
-bytes, three 12-digit decimal fields each: record 0 is ``channels 16
-REQ_FILE_MAGIC``, records 1 .. ``16 * channels`` are ``first length q`` (queue
-q's requests are records ``1 + 16 * channels + first`` .. ``+ length - 1``),
-then per queue, in stimulus order,
-``seq bytes id`` with ``seq`` the request's position among its channel's REQ
-events (the upstream driver's row order, spec §8).
+Trace (``stimulus.csv``, :func:`trace_file`): the CSV trace.  Index
+(``stimulus.idx``, :func:`index_file`): where each row is, for the Verilog
+only, derived from the written CSV by :func:`write_stimulus` and read nowhere
+else.  It holds no request field, so it cannot disagree with the trace: the
+driver looks only at the oldest waiting request of each (channel, tenant
+tag), so the testbench keeps per queue ``q = channel * 16 + tag`` two
+counters and that one head, and reads the head's row with ``$fseek`` when it
+changes (issue #24: no per-(channel, tenant) limit).  Fixed-width records of
+:data:`REQ_RECORD_BYTES` bytes, three 12-digit decimal fields each: record 0
+is ``channels rows REQ_FILE_MAGIC``, records 1 .. ``16 * channels`` are
+``first length q`` (queue q's rows are records ``1 + 16 * channels + first``
+.. ``+ length - 1``), then per queue, in row order, ``row offset q`` with
+``offset`` the byte offset of the row's line in the CSV.
 
 Per-cycle randomness (idle insertion, extra backpressure, credit returns) is
-not in the file: both sides draw it from :func:`draw`, a counter-based hash
+not in the files: both sides draw it from :func:`draw`, a counter-based hash
 (splitmix64's finaliser) of (seed, cycle, channel), so a side that skips idle
 cycles skips the draws too, and 40 bits per channel per cycle never have to be
 read from a file.
 
-Grant log (written by the testbench, and in the same form by the model):
-``G cycle channel tenant bytes id kind`` per transferred grant, ``A cycle
-address`` per AXI write at the cycle of its later handshake, ``E cycle`` at
-the end, ``S cycle`` instead if a WAIT stopped for lack of progress.
+The testbench reports what its ports did in a port log of its own
+(:mod:`kvfabric.tb.trace_compare`), which is not a user format: the grant log
+users see is the CSV of :mod:`kvfabric.model.trace`, made from the port log
+by :func:`kvfabric.model.replay.grant_log`.
 """
 
 from __future__ import annotations
@@ -59,29 +73,28 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-from kvfabric.model.trace import TraceError, parse_int
+from kvfabric.model.trace import TraceError, parse_int, read_trace, write_trace
 
 __all__ = [
-    "RESET", "WRITE", "MODE", "MEMORY", "REQ", "ZERO", "SEED", "WAIT", "END", "OP_NAMES",
-    "PROB_ONE", "Event", "write_stimulus", "read_stimulus", "draw", "split_draw",
-    "NQ_TAGS", "REQ_RECORD_BYTES", "REQ_FILE_MAGIC", "request_file", "FIELD_NAMES",
+    "RESET", "WRITE", "MODE", "MEMORY", "TRACE", "ZERO", "SEED", "WAIT", "END", "OP_NAMES",
+    "PROB_ONE", "Event", "write_stimulus", "read_program", "read_stimulus", "trace_start", "draw",
+    "split_draw", "NQ_TAGS", "REQ_RECORD_BYTES", "REQ_FILE_MAGIC", "trace_file", "index_file", "FIELD_NAMES",
 ]
 
-RESET, WRITE, MODE, MEMORY, REQ, ZERO, SEED, WAIT, END = 1, 2, 3, 4, 5, 6, 7, 8, 9
-OP_NAMES = {RESET: "RESET", WRITE: "WRITE", MODE: "MODE", MEMORY: "MEMORY", REQ: "REQ",
+RESET, WRITE, MODE, MEMORY, TRACE, ZERO, SEED, WAIT, END = 1, 2, 3, 4, 5, 6, 7, 8, 9
+OP_NAMES = {RESET: "RESET", WRITE: "WRITE", MODE: "MODE", MEMORY: "MEMORY", TRACE: "TRACE",
             ZERO: "ZERO", SEED: "SEED", WAIT: "WAIT", END: "END"}
 #: Probabilities are integers in 1/PROB_ONE (12-bit fields of one draw).
 PROB_ONE = 4096
 
-#: Tenant tags a request can carry (4 bits, spec §2): the request file's queues per channel.
+#: Tenant tags a request can carry (4 bits, spec §2): the index's queues per channel.
 NQ_TAGS = 16
-#: One record of the request file: three 12-digit fields, two spaces, a newline.
+#: One record of the index: three 12-digit fields, two spaces, a newline.
 REQ_RECORD_BYTES = 3 * 12 + 3
-_FIELD_MAX = 10 ** 12 - 1
-#: The third field of a request file's record 0 ("KVF").
+#: The third field of an index's record 0 ("KVF").
 REQ_FILE_MAGIC = 0x4B5646
 #: The testbench seeks with a 32-bit signed offset.
-_REQ_FILE_MAX = (1 << 31) - 1
+_SEEK_MAX = (1 << 31) - 1
 
 _M64 = (1 << 64) - 1
 _GOLDEN = 0x9E3779B97F4A7C15
@@ -98,79 +111,101 @@ class Event:
     e: int = 0
 
 
-def request_file(stimulus) -> Path:
-    """The request file that :func:`write_stimulus` writes beside ``stimulus``."""
-    stimulus = Path(stimulus)
-    return stimulus.with_name(stimulus.name + ".reqs")
+def trace_file(stimulus) -> Path:
+    """The CSV trace that :func:`write_stimulus` writes beside program ``stimulus``."""
+    return Path(stimulus).with_suffix(".csv")
 
 
-def write_stimulus(path, events, channels: int) -> int:
-    """Write ``events`` (sorted by cycle) to ``path`` and their requests to
-    :func:`request_file` (``path``) for a design of ``channels`` channels;
-    returns how many events.  A request outside the channels, or with a tag
-    outside 0..15, is an error naming the event."""
+def index_file(stimulus) -> Path:
+    """The testbench's row index that :func:`write_stimulus` writes beside ``stimulus``."""
+    return Path(stimulus).with_suffix(".idx")
+
+
+def trace_start(events) -> int | None:
+    """The cycle of the program's TRACE event (its rows' cycle 0), or None; a
+    second TRACE is an error."""
+    starts = [e.cycle for e in events if e.op == TRACE]
+    if len(starts) > 1:
+        raise TraceError(f"the program has {len(starts)} TRACE events (at cycles {starts[:4]}); "
+                         f"at most one is allowed")
+    return starts[0] if starts else None
+
+
+def write_stimulus(path, events, rows, params) -> int:
+    """Write program ``events`` (sorted by cycle) to ``path``, trace ``rows``
+    (``model.trace.TraceRow``, ids = row indices) to :func:`trace_file` and
+    its index to :func:`index_file`; returns how many events.  The trace is
+    read back with :func:`kvfabric.model.trace.read_trace`, so a row the
+    design cannot take is refused as any trace's is (file, line, field,
+    range)."""
+    path = Path(path)
+    if path.suffix in (".csv", ".idx"):
+        raise ValueError(f"{path}: a program's name must not end in .csv or .idx (its trace and "
+                         f"index are written beside it under those)")
     n = 0
     last = -1
-    path = Path(path)
-    queues: dict[int, list[tuple[int, int, int]]] = {}
-    seq: dict[int, int] = {}
     with open(path, "w") as f:
         for ev in events:
             if ev.cycle < last:
                 raise ValueError(f"{path}: event {n} ({OP_NAMES.get(ev.op, ev.op)}) at cycle "
                                  f"{ev.cycle} comes after cycle {last}; events must be sorted")
             last = ev.cycle
-            if ev.op == REQ:
-                if not (0 <= ev.a < channels and 0 <= ev.b < NQ_TAGS):
-                    raise ValueError(f"{path}: event {n} (REQ at cycle {ev.cycle}): channel {ev.a}, "
-                                     f"tag {ev.b}; allowed channels 0..{channels - 1}, tags 0..{NQ_TAGS - 1}")
-                if not (0 <= ev.c <= _FIELD_MAX and 0 <= ev.d <= _FIELD_MAX):
-                    raise ValueError(f"{path}: event {n} (REQ at cycle {ev.cycle}): bytes {ev.c} or id "
-                                     f"{ev.d} outside 0..{_FIELD_MAX}")
-                k = seq.get(ev.a, 0)
-                seq[ev.a] = k + 1
-                queues.setdefault(ev.a * NQ_TAGS + ev.b, []).append((k, ev.c, ev.d))
             f.write(f"{ev.op} {ev.cycle} {ev.a} {ev.b} {ev.c} {ev.d} {ev.e}\n")
             n += 1
-    _write_requests(request_file(path), queues, channels)
+    trace_start(events)
+    csv_path = trace_file(path)
+    for k, r in enumerate(rows):
+        if r.id != k:
+            raise ValueError(f"trace row {k} has id {r.id}; a trace's ids are its row indices")
+    write_trace(csv_path, rows)
+    rows = read_trace(csv_path, params, empty_ok=True)
+    _write_index(index_file(path), csv_path, rows, params.channels)
     return n
 
 
-def _write_requests(path: Path, queues: dict, channels: int) -> None:
+def _write_index(path: Path, csv_path: Path, rows, channels: int) -> None:
     nq = channels * NQ_TAGS
-    total = 1 + nq + sum(len(q) for q in queues.values())
-    if total * REQ_RECORD_BYTES > _REQ_FILE_MAX:
-        raise ValueError(f"{path}: {total - nq - 1:,} requests need {total * REQ_RECORD_BYTES:,} bytes of "
-                         f"request file; the testbench seeks at most {_REQ_FILE_MAX:,} "
-                         f"(split the trace into runs of at most "
-                         f"{_REQ_FILE_MAX // REQ_RECORD_BYTES - nq - 1:,} requests)")
+    for what, nbytes in ((csv_path, csv_path.stat().st_size), (path, (1 + nq + len(rows)) * REQ_RECORD_BYTES)):
+        if nbytes > _SEEK_MAX:
+            raise ValueError(f"{what}: {len(rows):,} requests need {nbytes:,} bytes; the testbench "
+                             f"seeks at most {_SEEK_MAX:,} bytes into it (split the trace into shorter runs)")
+    offsets = []
+    with open(csv_path, "rb") as f:
+        at = len(f.readline())  # the header
+        for line in f:
+            if line.strip():
+                offsets.append(at)
+            at += len(line)
+    assert len(offsets) == len(rows), (csv_path, len(offsets), len(rows))
+    queues: dict[int, list[int]] = {}
+    for r in rows:
+        queues.setdefault(r.channel * NQ_TAGS + r.tenant, []).append(r.id)
     with open(path, "w") as f:
-        f.write(f"{channels:012d} {NQ_TAGS:012d} {REQ_FILE_MAGIC:012d}\n")
+        f.write(f"{channels:012d} {len(rows):012d} {REQ_FILE_MAGIC:012d}\n")
         first = 0
         for q in range(nq):
             length = len(queues.get(q, ()))
             f.write(f"{first:012d} {length:012d} {q:012d}\n")
             first += length
         for q in range(nq):
-            for rec in queues.get(q, ()):
-                f.write("%012d %012d %012d\n" % rec)
+            for row in queues.get(q, ()):
+                f.write(f"{row:012d} {offsets[row]:012d} {q:012d}\n")
 
 
 #: What fields a .. e of each op mean (the table above), for error messages.
 FIELD_NAMES = {
     RESET: ("cycles",), WRITE: ("address", "data", "strobes"),
     MODE: ("fcfs", "idle", "backpressure", "credit_return"), MEMORY: ("bytes", "cycles"),
-    REQ: ("channel", "tenant", "bytes", "id"), ZERO: (), SEED: ("seed_lo", "seed_hi"),
-    WAIT: ("grants", "stall_cycles"), END: (),
+    TRACE: (), ZERO: (), SEED: ("seed_lo", "seed_hi"), WAIT: ("grants", "stall_cycles"), END: (),
 }
 _FIELDS = ("op", "cycle", "a", "b", "c", "d", "e")
 
 
-def read_stimulus(path):
-    """Yield the events of a stimulus file; a bad line is a
+def read_program(path):
+    """Yield the events of a program file; a bad line is a
     :class:`kvfabric.model.trace.TraceError` naming the file, the line and the
-    field (by its meaning for the line's op), like every reader of the trace
-    and grant-log formats."""
+    field (by its meaning for the line's op), like the trace's and the grant
+    log's readers."""
     with open(path) as f:
         for lineno, line in enumerate(f, 1):
             parts = line.split()
@@ -190,6 +225,12 @@ def read_stimulus(path):
                     raise TraceError(f"{path}:{lineno}: {OP_NAMES[op]} {name} = {value} out of range >= 0")
                 values.append(value)
             yield Event(op, *values)
+
+
+def read_stimulus(path, params) -> tuple[list[Event], list]:
+    """The program of ``path`` and its trace (:func:`trace_file`, read by
+    :func:`kvfabric.model.trace.read_trace`)."""
+    return list(read_program(path)), read_trace(trace_file(path), params, empty_ok=True)
 
 
 def draw(seed: int, cycle: int, channel: int, channels: int) -> int:

@@ -1,10 +1,10 @@
 """The golden model's side of the trace-driven co-simulation: its grant log.
 
-Runs :class:`kvfabric.model.channel.ChannelModel` on a stimulus of
+Runs :class:`kvfabric.model.channel.ChannelModel` on a program and trace of
 :mod:`kvfabric.tb.trace_format` under exactly the rules the Verilog testbench
 applies to the RTL (tb/trace_tb.py: upstream driver, memory side, credit
-returns, AXI writes, resets), and writes the log the testbench would write if
-the RTL were the model.  Nothing of the RTL's run is read here: the two logs
+returns, AXI writes, resets), and gives what the testbench's port log would
+hold if the RTL were the model.  Nothing of the RTL's run is read here: the two logs
 are produced independently and compared afterwards (tb/trace_compare.py).
 
 Why per channel: channels share only the configuration and telemetry
@@ -30,18 +30,18 @@ from kvfabric.model.replay import ChannelDriver, MemorySide
 from kvfabric.model.registers import FabricConfig
 
 from kvfabric.model.regfile import RegisterFile
-from .trace_format import END, MEMORY, MODE, REQ, RESET, SEED, WAIT, WRITE, ZERO, draw, read_stimulus
+from .trace_format import END, MEMORY, MODE, RESET, SEED, WAIT, WRITE, ZERO, draw, read_stimulus, trace_start
 
 __all__ = ["StimulusError", "ModelRun", "model_log", "model_log_parallel"]
 
 # Per-channel timeline entries (cycle, order, kind, payload); order keeps the
 # stimulus order within a cycle.
 _CFG = 100  # a configuration becomes active (before the step of its cycle)
+_REQ = 101  # a trace row arrives
 
 
 class StimulusError(ValueError):
-    """The stimulus is not one the testbench runs (no END, a request on a channel
-    the design does not have, a WAIT stimulus)."""
+    """The stimulus is not one the testbench runs (no END, a WAIT stimulus)."""
 
 
 @dataclass
@@ -55,21 +55,24 @@ class ModelRun:
     cpu_seconds: float = 0.0  # process time of the model's run(s)
 
 
-def _split(events, params):
+def _split(events, rows, params):
     """Global timeline (resets, modes, memory, zero, configuration changes), the
     requests of each channel, the expected write log, the seed and the end."""
     mirror = RegisterFile(params)
     glob, writes = [], []
     per_channel = [[] for _ in range(params.channels)]
+    start = trace_start(events)
+    if start is not None:
+        id_mask = (1 << params.id_width) - 1
+        after = len(events)  # a cycle's arrivals come after its events, in row order
+        for r in rows:
+            per_channel[r.channel].append((start + r.cycle, after + r.id, _REQ,
+                                           (r.tenant, r.bytes, r.id & id_mask)))
     seed = 0
     end = wait = None
     for k, e in enumerate(events):
         op = e.op
-        if op == REQ:
-            if not 0 <= e.a < params.channels:
-                raise StimulusError(f"event {k}: channel {e.a} out of range 0..{params.channels - 1}")
-            per_channel[e.a].append((e.cycle, k, REQ, (e.b, e.c, e.d)))
-        elif op == WRITE:
+        if op == WRITE:
             writes.append((e.cycle, e.a))
             mirror.write(e.a, e.b, e.c)
             if mirror.changed:
@@ -96,10 +99,11 @@ def _split(events, params):
     return glob, per_channel, writes, seed, end
 
 
-def model_log(params, events, channels=None) -> ModelRun:
-    """The model's grant log for ``events`` (trace_format.Event), of the channels
-    in ``channels`` (default all: a subset lets processes share the work)."""
-    glob, per_channel, writes, seed, end = _split(events, params)
+def model_log(params, events, rows, channels=None) -> ModelRun:
+    """The model's port log for program ``events`` (trace_format.Event) and trace
+    ``rows``, of the channels in ``channels`` (default all: a subset lets
+    processes share the work)."""
+    glob, per_channel, writes, seed, end = _split(events, rows, params)
     grants = []
     stepped = waiting = max_waiting = 0
     for c in (range(params.channels) if channels is None else channels):
@@ -138,7 +142,7 @@ def _run_channel(params, c, glob, mine, seed, end):
         while timeline[ti][0] == t:
             _, _, kind, x = timeline[ti]
             ti += 1
-            if kind == REQ:
+            if kind == _REQ:
                 driver.arrive(x[0], (x[1], x[2]))
                 if driver.waiting > max_waiting:
                     max_waiting = driver.waiting
@@ -221,7 +225,7 @@ def _run_channel(params, c, glob, mine, seed, end):
 
 def _worker(params, stimulus_path, channels):
     t0 = time.process_time()
-    run = model_log(params, list(read_stimulus(stimulus_path)), channels)
+    run = model_log(params, *read_stimulus(stimulus_path, params), channels)
     run.cpu_seconds = time.process_time() - t0
     return run
 

@@ -21,10 +21,11 @@ from fractions import Fraction
 
 from kvfabric.model.regfile import config_writes
 from kvfabric.model.registers import FabricConfig
+from kvfabric.model.trace import TraceRow
 
 from .stimulus import drainable_config, random_config, random_requests
 
-from .trace_format import END, MEMORY, MODE, PROB_ONE, REQ, RESET, SEED, WRITE, ZERO, Event
+from .trace_format import END, MEMORY, MODE, PROB_ONE, RESET, SEED, TRACE, WRITE, ZERO, Event
 
 __all__ = ["WRITE_GAP", "program_events", "soak_stimulus", "replay_stimulus"]
 
@@ -47,18 +48,18 @@ def _prob(p: float) -> int:
 
 
 def soak_stimulus(params, seed: int, cycles: int, *, bytes_per_cycle: int = 64,
-                  tail: int = 60_000, max_span: int = 20_000) -> list[Event]:
+                  tail: int = 60_000, max_span: int = 20_000) -> tuple[list[Event], list[TraceRow]]:
     """``cycles`` cycles of random phases (the cocotb soak's choices, see the module
     docstring) of at most ``max_span`` cycles of traffic each, the last ``tail``
     cycles a drainable configuration without new traffic, so every request that
-    a reset did not flush is granted."""
+    a reset did not flush is granted: the program and its trace (from cycle 0)."""
     rng = random.Random(seed)
     p = params
     seed64 = rng.getrandbits(64)
-    ev = [Event(SEED, 0, seed64 & 0xFFFFFFFF, seed64 >> 32), Event(MEMORY, 0, bytes_per_cycle, 1)]
-    reqs: list[Event] = []
-    next_id = [0] * p.channels
-    id_mask = (1 << p.id_width) - 1
+    ev = [Event(SEED, 0, seed64 & 0xFFFFFFFF, seed64 >> 32), Event(MEMORY, 0, bytes_per_cycle, 1),
+          Event(TRACE, 0)]
+    reqs: list[tuple[int, int, int, int]] = []
+    requests: list[tuple[int, int, int, int]] = []
     t = 0
     last_phase = max(0, cycles - tail)
 
@@ -75,42 +76,36 @@ def soak_stimulus(params, seed: int, cycles: int, *, bytes_per_cycle: int = 64,
         # Per channel one request every 16..128 cycles on average: from about 1.5x
         # the memory side's bandwidth (B = 64, mean request ~1.5 kB) down to 0.2x.
         count = span * p.channels // rng.choice([16, 32, 64, 128])
-        reqs += [Event(REQ, cyc, ch, tenant, nbytes, 0)
-                 for cyc, ch, tenant, nbytes in random_requests(p, rng, count, start=t, span=span)]
+        reqs += random_requests(p, rng, count, start=t, span=span)
         if rng.random() < 0.2:
             # Reset in the middle of the traffic; traffic after it is dropped by
             # the generator (the drivers flush at reset anyway).
             r = t + rng.randrange(span)
             k = rng.randrange(1, 4)
             ev.append(Event(RESET, r, k))
-            reqs = [q for q in reqs if q.cycle < r]
+            reqs = [q for q in reqs if q[0] < r]
             t = r + k + 1
         else:
             # The next phase reprograms a fabric that may still be busy.
             t += span + rng.randrange(span // 2 + 1)
-        ev.extend(reqs)
+        requests.extend(reqs)
         reqs = []
     t = program_events(ev, max(t, last_phase), drainable_config(p, rng))
     ev.append(Event(MODE, t, 0, 0, 0, 0))
     end = max(cycles, t + 1)
     ev.append(Event(END, end))
     ev.sort(key=lambda e: e.cycle)  # stable: same-cycle events keep their order
-    out = []
-    for e in ev:
-        if e.op == REQ:
-            ch = e.a
-            e = Event(REQ, e.cycle, ch, e.b, e.c, next_id[ch])
-            next_id[ch] = (next_id[ch] + 1) & id_mask
-        out.append(e)
-    return out
+    requests.sort(key=lambda q: q[0])  # stable: same-cycle requests keep their order
+    return ev, [TraceRow(k, *q) for k, q in enumerate(requests)]
 
 
-def replay_stimulus(params, config: FabricConfig, rows, bytes_per_cycle, *, backpressure: float = 0.0,
+def replay_stimulus(params, config: FabricConfig, bytes_per_cycle, *, backpressure: float = 0.0,
                     credit_return: float = 0.0, seed: int = 0) -> tuple[list[Event], int]:
-    """The stimulus of ``kvfabric replay --engine icarus|verilator`` for trace ``rows``.
+    """The program of ``kvfabric replay --engine icarus|verilator`` (its trace, the
+    replayed one, is written beside it by :func:`kvfabric.tb.trace_format.write_stimulus`).
 
-    The configuration is programmed from cycle 0; the trace's cycle 0 is the
-    testbench's cycle ``start`` (returned), in which every bucket level is
+    The configuration is programmed from cycle 0; the trace starts (TRACE) in
+    the testbench's cycle ``start`` (returned), in which every bucket level is
     deposited back to 0 (ZERO), so the RTL starts the trace from the state the
     model engine starts from (tags and V are still 0: no request has arrived).
     A request's id on the port is its row index modulo 2^id_width (as in the
@@ -127,14 +122,5 @@ def replay_stimulus(params, config: FabricConfig, rows, bytes_per_cycle, *, back
     start = t + 4  # the last write (a COMMIT) is active from its handshake + 2
     ev.append(Event(MODE, start, int(config.fcfs_bypass), 0, _prob(backpressure), _prob(credit_return)))
     ev.append(Event(ZERO, start))
-    id_mask = (1 << params.id_width) - 1
-    last = 0
-    for r in rows:
-        if not (0 <= r.channel < params.channels and 0 <= r.tenant < 16
-                and 0 <= r.bytes < 1 << params.bytes_bits):
-            raise ValueError(f"trace row {r.id} (cycle {r.cycle}): channel {r.channel}, tenant {r.tenant}, "
-                             f"bytes {r.bytes}; the generated Verilog takes channels 0..{params.channels - 1}, "
-                             f"tenant tags 0..15, bytes 0..{(1 << params.bytes_bits) - 1}")
-        ev.append(Event(REQ, start + r.cycle, r.channel, r.tenant, r.bytes, r.id & id_mask))
-        last = max(last, r.cycle)
+    ev.append(Event(TRACE, start))
     return ev, start

@@ -71,26 +71,27 @@ def _refused(reader, path, text, message):
     ("5 10 0 1 64 0\n", r"s\.txt:2: expected 7 fields 'op cycle a b c d e', got 6"),
     ("12 10 0 1 64 0 0\n", r"s\.txt:2: op = 12 is not an op \(allowed: 1 RESET, 2 WRITE"),
     ("x 10 0 1 64 0 0\n", r"s\.txt:2: op must be an integer in decimal digits .*not 'x'"),
-    ("5 10 0 1 6_4 0 0\n", r"s\.txt:2: REQ bytes must be an integer in decimal digits"),
-    ("5 10 0 -1 64 0 0\n", r"s\.txt:2: REQ tenant = -1 out of range >= 0"),
+    ("2 10 4096 6_4 15 0 0\n", r"s\.txt:2: WRITE data must be an integer in decimal digits"),
+    ("3 10 0 -1 0 0 0\n", r"s\.txt:2: MODE idle = -1 out of range >= 0"),
     ("2 10 4096 1 +15 0 0\n", r"s\.txt:2: WRITE strobes must be an integer"),
     ("3 10 0 0 0 0 x\n", r"s\.txt:2: MODE e \(unused by MODE\) must be an integer"),
     ("9 1e3 0 0 0 0 0\n", r"s\.txt:2: END cycle must be an integer"),
 ])
 def test_stimulus_errors_name_line_and_field(tmp_path, line, message):
-    """The trace-driven testbench's stimulus (tb/trace_format.py) is refused like
-    a trace: file, line, and the field by its meaning for the line's op."""
-    from kvfabric.tb.trace_format import read_stimulus
-    _refused(read_stimulus, tmp_path / "s.txt", "7 0 1 0 0 0 0\n" + line, message)
+    """The trace-driven testbench's program (tb/trace_format.py) is refused like
+    a trace: file, line, and the field by its meaning for the line's op (its
+    requests are a CSV trace, refused by model/trace.py's reader)."""
+    from kvfabric.tb.trace_format import read_program
+    _refused(read_program, tmp_path / "s.txt", "7 0 1 0 0 0 0\n" + line, message)
 
 
 @pytest.mark.parametrize("line, message", [
-    ("X 3 0\n", r"l\.log:2: not a grant-log line \(G, A, E or S\): 'X 3 0'"),
+    ("X 3 0\n", r"l\.log:2: not a port-log line \(G, A, E or S\): 'X 3 0'"),
     ("G 3 0 1 64 5\n", r"l\.log:2: a G line has 6 fields \(cycle channel tenant bytes id kind\), got 5"),
     ("G 3 0 1 6x4 5 0\n", r"l\.log:2: G bytes must be an integer in decimal digits .*not '6x4'"),
     ("A 3 0x10\n", r"l\.log:2: A address must be an integer"),
     ("E\n", r"l\.log:2: a E line has 1 fields \(cycle\), got 0"),
-    ("\n", r"l\.log:2: not a grant-log line"),
+    ("\n", r"l\.log:2: not a port-log line"),
 ])
 def test_testbench_grant_log_errors_name_line_and_field(tmp_path, line, message):
     from kvfabric.tb.trace_compare import read_sim_log

@@ -15,7 +15,7 @@ from kvfabric.cli import main as kvfabric
 from kvfabric.model.contract import load_contract
 from kvfabric.model.replay import replay_model
 from kvfabric.model.scenario import essay_trace
-from kvfabric.model.trace import TraceRow, read_log, write_trace
+from kvfabric.model.trace import TraceError, TraceRow, read_log, write_trace
 from kvfabric.tb.runner import sims_from_env
 from kvfabric.tb.vcd_check import check_vcd, grant_log_from_vcd
 
@@ -219,8 +219,9 @@ def test_replay_deep_backlog(sim, tmp_path, monkeypatch):
 def test_rtl_replay_refuses_what_the_verilog_cannot_take(tmp_path, monkeypatch, capsys):
     """A trace row outside the generated Verilog (a channel it does not have, a
     size wider than its bytes field) is refused before anything is built or
-    simulated, naming the row and the allowed ranges; so is a CSV naming a
-    channel beyond the contract's, from the command line."""
+    simulated, by the one trace reader (model/trace.py) reading the trace the
+    testbench would read: its file, line, field and allowed range; so is a CSV
+    naming a channel beyond the contract's, from the command line."""
     from kvfabric.tb import replay_engine, trace_tb
 
     def no_build(*args, **kwargs):
@@ -228,10 +229,10 @@ def test_rtl_replay_refuses_what_the_verilog_cannot_take(tmp_path, monkeypatch, 
     monkeypatch.setattr(trace_tb, "build_trace_tb", no_build)
     compiled = load_contract_text(tmp_path, CONTRACT)
     p = compiled.params
-    for bad, field in ((TraceRow(1, 3, 2, 0, 64), "channel 2"),
-                       (TraceRow(1, 3, 0, 0, 1 << p.bytes_bits), f"bytes {1 << p.bytes_bits}")):
-        with pytest.raises(ValueError, match=rf"trace row 1 \(cycle 3\): .*{field}.*channels 0\.\.1, "
-                                             rf"tenant tags 0\.\.15, bytes 0\.\.{(1 << p.bytes_bits) - 1}"):
+    for bad, message in ((TraceRow(1, 3, 2, 0, 64), r"channel = 2 out of range 0\.\.1"),
+                         (TraceRow(1, 3, 0, 0, 1 << p.bytes_bits),
+                          rf"bytes = {1 << p.bytes_bits} out of range 0\.\.{(1 << p.bytes_bits) - 1}")):
+        with pytest.raises(TraceError, match=rf"stimulus\.csv:3: {message}$"):
             replay_engine.replay_trace_tb(p, compiled.config, [TraceRow(0, 0, 0, 0, 64), bad], "icarus",
                                           bytes_per_cycle=compiled.bytes_per_cycle, work_dir=tmp_path)
     trace = tmp_path / "t.csv"

@@ -13,14 +13,14 @@ from dataclasses import replace
 
 import pytest
 
-from kvfabric.model.trace import read_log
+from kvfabric.model.trace import TraceError, TraceRow, read_log, read_trace
 from kvfabric.spec import FabricParams
 from kvfabric.tb.axil import CREDITS
 from kvfabric.tb.runner import node_dir, sims_from_env
 from kvfabric.tb.trace_check import run_check
 from kvfabric.tb.trace_compare import SimLog, first_mismatch, read_sim_log
-from kvfabric.tb.trace_format import (MODE, REQ, REQ_FILE_MAGIC, REQ_RECORD_BYTES, RESET, SEED, WRITE,
-                                      Event, draw, read_stimulus, request_file, write_stimulus)
+from kvfabric.tb.trace_format import (MODE, REQ_FILE_MAGIC, REQ_RECORD_BYTES, RESET, SEED, TRACE, WRITE,
+                                      Event, draw, index_file, read_stimulus, trace_file, write_stimulus)
 from kvfabric.tb.trace_model import StimulusError, model_log
 from kvfabric.tb.trace_stimulus import soak_stimulus
 
@@ -35,11 +35,11 @@ def test_trace_cosim_matches_model(sim, seed, request):
     """20k cycles of the soak stimulus (reconfiguration, FCFS, idle, backpressure,
     credit returns, resets) give the model's grant log exactly, and the stimulus
     did exercise what it is for."""
-    events = soak_stimulus(SMALL, seed, CYCLES, tail=4000, max_span=2500)
+    events, rows = soak_stimulus(SMALL, seed, CYCLES, tail=4000, max_span=2500)
     ops = {e.op for e in events}
-    assert {REQ, WRITE, MODE} <= ops
+    assert {TRACE, WRITE, MODE} <= ops and len(rows) > 100
     lines = []
-    res = run_check(SMALL, events, [sim], node_dir(request.node.nodeid), jobs=1, log=lines.append,
+    res = run_check(SMALL, events, rows, [sim], node_dir(request.node.nodeid), jobs=1, log=lines.append,
                     progress_every=4096)
     s = res.sims[0]
     # The testbench's progress lines, every 4096 cycles (issue #24), reach the log.
@@ -65,18 +65,19 @@ def test_testbench_rules_are_the_models(sim, seed, request, tmp_path):
     from kvfabric.tb.trace_check import IO_FIELDS, check_driver_rule
     from kvfabric.tb.trace_tb import build_trace_tb, run_trace_tb
 
-    events = soak_stimulus(SMALL, seed, 8000, tail=1500, max_span=1500)
+    events, rows = soak_stimulus(SMALL, seed, 8000, tail=1500, max_span=1500)
     # Backlogs deeper than a queue on every channel, so queues fill up, the last
     # one behind an FCFS driver (strictly the first request: held while its
     # queue is full), with idle cycles, backpressure and credit returns.
-    events = sorted(events + [Event(MODE, 5400, 1, 1000, 800, 400)]
-                    + [Event(REQ, cyc, c, tenant, 64, k) for cyc in (1500, 3500, 5500)
-                       for c in range(SMALL.channels) for tenant in (0, 1) for k in range(12)],
-                    key=lambda e: e.cycle)
+    events = sorted(events + [Event(MODE, 5400, 1, 1000, 800, 400)], key=lambda e: e.cycle)
+    deep = [(cyc, c, tenant, 64) for cyc in (1500, 3500, 5500)
+            for c in range(SMALL.channels) for tenant in (0, 1) for _ in range(12)]
+    merged = sorted([(r.cycle, r.channel, r.tenant, r.bytes) for r in rows] + deep, key=lambda q: q[0])
+    rows = [TraceRow(k, *q) for k, q in enumerate(merged)]
     work = node_dir(request.node.nodeid)
     work.mkdir(parents=True, exist_ok=True)
     stim, io = work / "stimulus.txt", work / "io.log"
-    write_stimulus(stim, events, SMALL.channels)
+    write_stimulus(stim, events, rows, SMALL)
     run_trace_tb(build_trace_tb(SMALL, sim), stim, work / "grants.log", io_log=io)
     checked = check_driver_rule(SMALL, stim, io)
     lines = [ln.split()[1:] for ln in io.read_text().splitlines()]
@@ -100,8 +101,7 @@ def test_testbench_rules_are_the_models(sim, seed, request, tmp_path):
 
 
 def _model_and_log(seed):
-    events = soak_stimulus(SMALL, seed, 6000, tail=2000)
-    run = model_log(SMALL, events)
+    run = model_log(SMALL, *soak_stimulus(SMALL, seed, 6000, tail=2000))
     log = SimLog(list(run.grants), list(run.writes), run.end, None)
     return run, log
 
@@ -139,61 +139,72 @@ def test_corrupted_logs_are_reported(seed):
 def test_model_reacts_to_the_stimulus(seed):
     """The model's log depends on what the testbench would see: a changed seed of
     the per-cycle draws or a reset moves grants (so equal logs are not trivial)."""
-    events = soak_stimulus(SMALL, seed, 6000, tail=2000)
-    base = model_log(SMALL, events).grants
+    events, rows = soak_stimulus(SMALL, seed, 6000, tail=2000)
+    base = model_log(SMALL, events, rows).grants
     reseeded = [replace(e, a=e.a ^ 1) if e.op == SEED else e for e in events]
-    assert model_log(SMALL, reseeded).grants != base or all(
+    assert model_log(SMALL, reseeded, rows).grants != base or all(
         e.b == e.c == e.d == 0 for e in events if e.op == MODE)
-    first_req = next(e for e in events if e.op == REQ)
-    reset = Event(RESET, first_req.cycle + 50, 2)
+    reset = Event(RESET, rows[0].cycle + 50, 2)
     with_reset = sorted(events + [reset], key=lambda e: e.cycle)
-    assert model_log(SMALL, with_reset).grants != base
+    assert model_log(SMALL, with_reset, rows).grants != base
+    # The trace is what arrives: a later TRACE start moves grants.
+    later = [replace(e, cycle=e.cycle + 7) if e.op == TRACE else e for e in events]
+    assert model_log(SMALL, sorted(later, key=lambda e: e.cycle), rows).grants != base
 
 
-def _read_request_file(path, channels):
-    """The request file by its documented layout (trace_format's docstring)."""
+def _read_index(path, channels):
+    """The index by its documented layout (trace_format's docstring)."""
     raw = path.read_bytes()
     assert len(raw) % REQ_RECORD_BYTES == 0
     recs = [tuple(int(x) for x in raw[k:k + REQ_RECORD_BYTES].split())
             for k in range(0, len(raw), REQ_RECORD_BYTES)]
     nq = channels * 16
-    assert recs[0] == (channels, 16, REQ_FILE_MAGIC)
+    assert recs[0][0] == channels and recs[0][2] == REQ_FILE_MAGIC
     queues = {}
     for q in range(nq):
         first, length, name = recs[1 + q]
         assert name == q
         queues[q] = recs[1 + nq + first:1 + nq + first + length]
-    assert sum(map(len, queues.values())) == len(recs) - 1 - nq
+    assert sum(map(len, queues.values())) == len(recs) - 1 - nq == recs[0][1]
     return queues
 
 
-def test_stimulus_file_round_trip_and_errors(tmp_path):
-    events = soak_stimulus(SMALL, 3, 3000, tail=1000)
+def test_stimulus_files_round_trip_and_errors(tmp_path):
+    """The program round-trips; its requests are a CSV trace that model/trace.py
+    reads back (the one trace format); the index names, per (channel, tag) in
+    row order, each row and the byte where its line starts in that CSV."""
+    events, rows = soak_stimulus(SMALL, 3, 3000, tail=1000)
     path = tmp_path / "s.txt"
-    assert write_stimulus(path, events, SMALL.channels) == len(events)
-    assert list(read_stimulus(path)) == events
-    # The request file holds every request once, per (channel, tag) in stimulus
-    # order, with its position among its channel's requests (the driver's order).
-    queues = _read_request_file(request_file(path), SMALL.channels)
+    assert write_stimulus(path, events, rows, SMALL) == len(events)
+    assert read_stimulus(path, SMALL) == (events, rows)
+    assert read_trace(trace_file(path), SMALL) == rows
+    queues = _read_index(index_file(path), SMALL.channels)
+    raw = trace_file(path).read_bytes()
     expected = {q: [] for q in queues}
-    seq = [0] * SMALL.channels
-    for e in events:
-        if e.op == REQ:
-            expected[e.a * 16 + e.b].append((seq[e.a], e.c, e.d))
-            seq[e.a] += 1
-    assert queues == expected and sum(seq) > 10
+    for r in rows:
+        q = r.channel * 16 + r.tenant
+        at = raw.index(f"\n{r.cycle},{r.channel},{r.tenant},{r.bytes}\n".encode(),
+                       expected[q][-1][1] if expected[q] else 0) + 1
+        expected[q].append((r.id, at, q))
+    assert queues == expected and len(rows) > 10
+    for r in rows:
+        (rec,) = [x for x in queues[r.channel * 16 + r.tenant] if x[0] == r.id]
+        line = raw[rec[1]:raw.index(b"\n", rec[1])].decode()
+        assert line == f"{r.cycle},{r.channel},{r.tenant},{r.bytes}"
     path.write_text("5 10 0 1 64 0\n")
     with pytest.raises(ValueError, match=r"s.txt:1: expected 7 fields"):
-        list(read_stimulus(path))
+        read_stimulus(path, SMALL)
     with pytest.raises(ValueError, match="must be sorted"):
-        write_stimulus(path, [Event(REQ, 5), Event(REQ, 4)], 1)
-    with pytest.raises(ValueError, match=r"event 1 \(REQ at cycle 6\): channel 2, tag 0; allowed "
-                                         r"channels 0..1, tags 0..15"):
-        write_stimulus(path, [Event(REQ, 5, 1, 3, 64), Event(REQ, 6, 2, 0, 64)], 2)
-    with pytest.raises(ValueError, match=r"tag 16; allowed"):
-        write_stimulus(path, [Event(REQ, 5, 1, 16, 64)], 2)
+        write_stimulus(path, [Event(WRITE, 5), Event(WRITE, 4)], [], SMALL)
+    # A row the design cannot take is refused as any trace's is: file, line, field, range.
+    with pytest.raises(TraceError, match=r"s\.csv:3: channel = 2 out of range 0\.\.1"):
+        write_stimulus(path, [Event(TRACE, 0)], [TraceRow(0, 5, 1, 3, 64), TraceRow(1, 6, 2, 0, 64)], SMALL)
+    with pytest.raises(TraceError, match=r"s\.csv:2: tenant = 16 out of range 0\.\.15"):
+        write_stimulus(path, [Event(TRACE, 0)], [TraceRow(0, 5, 1, 16, 64)], SMALL)
+    with pytest.raises(TraceError, match=r"2 TRACE events"):
+        write_stimulus(path, [Event(TRACE, 0), Event(TRACE, 3)], [], SMALL)
     with pytest.raises(StimulusError, match="no END"):
-        model_log(SMALL, [Event(REQ, 1, 0, 0, 64, 0)])
+        model_log(SMALL, [Event(TRACE, 1)], [TraceRow(0, 0, 0, 0, 64)])
 
 
 def test_draw_is_splitmix64():
@@ -267,9 +278,10 @@ def _check_differential(seed, rows, config, credited, res, *, deep):
     n_valid = sum(1 for r in rows if r.tenant < DIFF.tenants and credited.tenants[r.tenant].enable
                   and 0 < r.bytes <= DIFF.max_request_bytes)
     assert check.model_grants == n_valid and check.waiting_at_end == 0
-    stim = list(read_stimulus(check.sims[0].log.parent / "stimulus.txt"))
+    stim, trace = read_stimulus(check.sims[0].log.parent / "stimulus.txt", DIFF)
+    assert trace == rows
     free = [replace(e, b=e.b & ~0xFFFFFF) if e.op == WRITE and e.a == CREDITS else e for e in stim]
-    assert model_log(DIFF, free).grants != model_log(DIFF, stim).grants, "credits changed nothing"
+    assert model_log(DIFF, free, rows).grants != model_log(DIFF, stim, rows).grants, "credits changed nothing"
 
 
 def test_differential_engines(seed, request):
