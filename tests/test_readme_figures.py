@@ -33,6 +33,30 @@ def test_a_changed_report_makes_the_table_stale(tmp_path):
     assert row.endswith("| `0123456` |")
 
 
+def test_synthesis_doc_table_is_generated_from_synth_json(tmp_path):
+    """docs/synthesis.md's "Where it stands" table is synth.json's rows: a changed
+    report makes it stale (and only it: the README's table has the same rows),
+    and the generator brings it back."""
+    reports = tmp_path / "reports"
+    shutil.copytree(ROOT / "reports", reports)
+    shutil.copy(ROOT / "README.md", tmp_path / "README.md")
+    (tmp_path / "docs").mkdir()
+    doc = tmp_path / "docs" / "synthesis.md"
+    shutil.copy(ROOT / "docs" / "synthesis.md", doc)
+    args = ["--readme", str(tmp_path / "README.md"), "--reports", str(reports)]
+    assert readme_figures.main(["--check", *args]) == 0
+    synth = json.loads((reports / "synth.json").read_text())
+    key = next(iter(synth["targets"]))
+    synth["targets"][key]["revision"] = "fedcba9876"
+    (reports / "synth.json").write_text(json.dumps(synth))
+    assert readme_figures.main(["--check", *args]) == 1
+    assert readme_figures.main(args) == 0
+    assert readme_figures.main(["--check", *args]) == 0
+    section = doc.read_text().split(readme_figures.SYNTH_BEGIN)[1].split(readme_figures.SYNTH_END)[0]
+    assert section.strip() == readme_figures.synth_table(reports)
+    assert sum(line.endswith("| `fedcba9` |") for line in section.splitlines()) == 1
+
+
 def test_every_row_names_its_command_and_revision():
     rows = readme_figures.rows(ROOT / "reports")
     assert len(rows) >= 8
