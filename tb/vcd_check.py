@@ -22,18 +22,22 @@ arrival cycle is the first cycle it was presented (``valid``), which is its
 trace cycle for the spec §8 driver unless its queue was full; requests are
 numbered in arrival order.  Given the original trace, rows and ids are taken
 from it instead (a request's id on the port is its row index modulo
-``2^id_width``).
+``2^id_width``).  Requests and grants are matched by the replay's one rule,
+:meth:`kvfabric.model.replay.InFlight.take`: a tenant's requests are accepted
+in row order and granted in acceptance order on their channel (spec §4, §8),
+checked by port id and bytes, so ids that repeat in a deep backlog are no
+ambiguity.
 """
 
 from __future__ import annotations
 
 import logging
-from collections import defaultdict, deque
 from pathlib import Path
 
 from vcdvcd import VCDVCD
 
-from kvfabric.model.replay import replay_model
+from kvfabric.model.channel import ChannelModel
+from kvfabric.model.replay import InFlight, PortGrant, replay_model
 from kvfabric.model.trace import LogRow, TraceRow, read_trace
 
 from kvfabric.spec import KIND_NAMES
@@ -134,18 +138,29 @@ def _start_cycle(samples) -> int:
     raise VcdError("reset is never released in the VCD")
 
 
-def grant_log_from_vcd(path, params, trace_rows: list[TraceRow] | None = None, *, samples=None):
+def grant_log_from_vcd(path, params, trace_rows: list[TraceRow] | None = None, *, samples=None,
+                       invalid=None):
     """Rebuild ``(log, trace)``: the grant log (``LogRow``s sorted by id) and the
-    trace as the ports saw it (``TraceRow``s), from a VCD of the top level."""
+    trace as the ports saw it (``TraceRow``s), from a VCD of the top level.
+
+    ``invalid(tenant, bytes)``: spec §4's requests that are accepted and
+    dropped, never granted (default: the rule's part that needs no
+    configuration, a tag >= N or a size 0 or above LMAX; a disabled tenant's
+    requests then stay in flight, which no grant of that tenant meets)."""
     if samples is None:
         samples = sample_ports(path, params)
     start = _start_cycle(samples)
     lay = Layouts.of(params)
     id_mask = (1 << params.id_width) - 1
     C = params.channels
+    if invalid is None:
+        def invalid(tenant, nbytes):
+            return tenant >= params.tenants or not 0 < nbytes <= params.max_request_bytes
     presented_since = [None] * C
     accepted = []  # (arrival, accept_cycle, channel, tenant, bytes, port_id)
-    in_flight = [defaultdict(deque) for _ in range(C)]
+    # InFlight matches by tenant and checks ``id & id_mask`` and bytes: here a row's
+    # id is the accepted request's port id and its cycle the request's index in ``accepted``.
+    in_flight = [InFlight() for _ in range(C)]
     grants = {}
     for k in range(start, len(samples)):
         s = samples[k]
@@ -159,41 +174,44 @@ def grant_log_from_vcd(path, params, trace_rows: list[TraceRow] | None = None, *
                     presented_since[c] = cyc
                 if s[f"req__{c}__ready"]:
                     tenant, nbytes, rid = lay.unpack_req(s[f"req__{c}__payload"])
-                    rec = [presented_since[c], cyc, c, tenant, nbytes, rid]
-                    accepted.append(rec)
-                    in_flight[c][rid].append(rec)
+                    if not invalid(tenant, nbytes):
+                        in_flight[c].add(TraceRow(rid, len(accepted), c, tenant, nbytes))
+                    accepted.append((presented_since[c], cyc, c, tenant, nbytes, rid))
                     presented_since[c] = None
             else:
                 presented_since[c] = None
             if s[f"grant__{c}__valid"] and s[f"grant__{c}__ready"]:
                 tenant, nbytes, gid, kind = lay.unpack_grant(s[f"grant__{c}__payload"])
-                q = in_flight[c].get(gid)
-                if not q:
-                    raise VcdError(f"cycle {cyc} channel {c}: grant of id {gid} with no accepted request")
-                rec = q.popleft()
-                if (rec[3], rec[4]) != (tenant, nbytes):
-                    raise VcdError(f"cycle {cyc} channel {c}: grant tenant {tenant} bytes {nbytes} "
-                                   f"for a request of tenant {rec[3]} bytes {rec[4]}")
-                grants[id(rec)] = (cyc, KINDS.get(kind, str(kind)))
+                try:
+                    j = in_flight[c].take(PortGrant(cyc, c, tenant, nbytes, gid, kind), id_mask,
+                                          f"cycle {cyc} channel {c}").cycle
+                except AssertionError as e:
+                    raise VcdError(str(e)) from None
+                grants[j] = (cyc, KINDS.get(kind, str(kind)))
     if trace_rows is None:
-        order = sorted(accepted, key=lambda r: (r[0], r[2]))
-        rows = [TraceRow(i, r[0], r[2], r[3], r[4]) for i, r in enumerate(order)]
+        order = sorted(range(len(accepted)), key=lambda k: (accepted[k][0], accepted[k][2]))
+        rows = [TraceRow(i, *(accepted[k][j] for j in (0, 2, 3, 4))) for i, k in enumerate(order)]
         pairs = list(zip(rows, order))
     else:
-        # Match each accepted request to its trace row: same channel, id = row index mod 2^id_width.
-        pending = defaultdict(deque)
+        # Each accepted request is its (channel, tenant)'s oldest trace row not yet
+        # accepted, with its port id (row index mod 2^id_width) and bytes.
+        pending = [InFlight() for _ in range(C)]
         for row in trace_rows:
-            pending[(row.channel, row.id & id_mask)].append(row)
+            if 0 <= row.channel < C:
+                pending[row.channel].add(row)
         pairs = []
-        for rec in sorted(accepted, key=lambda r: r[1]):
-            q = pending.get((rec[2], rec[5]))
-            if not q:
-                raise VcdError(f"cycle {rec[1]} channel {rec[2]}: accepted id {rec[5]} matches no trace row")
-            pairs.append((q.popleft(), rec))
+        for k, (_, cyc, c, tenant, nbytes, rid) in enumerate(accepted):
+            try:
+                row = pending[c].take(PortGrant(cyc, c, tenant, nbytes, rid, 0), id_mask,
+                                      f"cycle {cyc} channel {c}: accepted request")
+            except AssertionError as e:
+                raise VcdError(str(e)) from None
+            pairs.append((row, k))
         rows = list(trace_rows)
     log = []
-    for row, rec in pairs:
-        g = grants.get(id(rec))
+    for row, k in pairs:
+        rec = accepted[k]
+        g = grants.get(k)
         if g is None:
             log.append(LogRow(row.id, row.cycle, None, rec[2], rec[3], rec[4], "dropped"))
         else:
@@ -279,7 +297,8 @@ def check_vcd(vcd, compiled, trace=None) -> list[str]:
         return out
     trace_rows = read_trace(trace, params) if trace is not None else None
     try:
-        got, rows = grant_log_from_vcd(vcd, params, trace_rows, samples=samples)
+        got, rows = grant_log_from_vcd(vcd, params, trace_rows, samples=samples,
+                                       invalid=ChannelModel(params, compiled.config).is_invalid)
     except VcdError as e:
         return out + [f"{Path(vcd)}: {e}"]
     want = replay_model(params, compiled.config_without_credits, rows, compiled.bytes_per_cycle).log

@@ -17,7 +17,7 @@ from kvfabric.model.replay import replay_model
 from kvfabric.model.scenario import essay_trace
 from kvfabric.model.trace import TraceError, TraceRow, read_log, write_trace
 from kvfabric.tb.runner import sims_from_env
-from kvfabric.tb.vcd_check import check_vcd, grant_log_from_vcd
+from kvfabric.tb.vcd_check import VcdError, check_vcd, grant_log_from_vcd
 
 pytestmark = pytest.mark.cosim
 
@@ -241,3 +241,41 @@ def test_rtl_replay_refuses_what_the_verilog_cannot_take(tmp_path, monkeypatch, 
     assert kvfabric(["replay", "--config", str(tmp_path / "c.toml"), "--trace", str(trace),
                      "--out", "g.csv", "--engine", "icarus"]) == 2
     assert "t.csv:3: channel = 2 out of range 0..1" in capsys.readouterr().err
+
+
+def test_vcd_grants_are_matched_per_tenant_when_port_ids_repeat():
+    """The VCD's grant log pairs requests and grants by the replay's one rule
+    (model/replay.py InFlight.take): with 2-bit port ids, tenant 1's row 5 (port
+    id 1) is granted before tenant 0's row 1 (port id 1 too) and each grant still
+    finds its own request; an accepted invalid request (size 0) is dropped and
+    does not hold up its tenant's later grants; a grant no request explains is
+    an error naming its cycle and channel."""
+    from kvfabric.spec import FabricParams
+    from kvfabric.tb.monitor import Layouts
+
+    p = FabricParams(tenants=4, channels=1, id_width=2)
+    lay = Layouts.of(p)
+    bb, iw = p.bytes_bits, p.id_width
+    rows = [TraceRow(k, 0, 0, 0 if k != 5 else 1, 0 if k == 2 else 64 * (k + 1)) for k in range(7)]
+    idle = {"rst": 0, "s_axil__awvalid": 0, "s_axil__awready": 0, "s_axil__awaddr": 0, "s_axil__wvalid": 0,
+            "s_axil__wready": 0, "s_axil__wdata": 0, "s_axil__bvalid": 0, "s_axil__bready": 0,
+            "req__0__valid": 0, "req__0__ready": 0, "req__0__payload": 0,
+            "grant__0__valid": 0, "grant__0__ready": 0, "grant__0__payload": 0}
+    samples = [dict(idle) for _ in range(20)]
+    for k, r in enumerate(rows):  # accepted one per cycle, in row order
+        samples[k].update({"req__0__valid": 1, "req__0__ready": 1,
+                           "req__0__payload": lay.pack_req(r.tenant, r.bytes, r.id & 3)})
+
+    def grant(cycle, r, kind=1):
+        samples[cycle].update({"grant__0__valid": 1, "grant__0__ready": 1, "grant__0__payload":
+                               r.tenant | r.bytes << 4 | (r.id & 3) << (4 + bb) | kind << (4 + bb + iw)})
+    order = [5, 0, 1, 3, 4, 6]  # row 2 (size 0) is dropped
+    for k, i in enumerate(order):
+        grant(8 + k, rows[i])
+    log, _ = grant_log_from_vcd(None, p, rows, samples=samples)
+    assert [(r.id, r.grant_cycle) for r in log] == [(0, 9), (1, 10), (2, None), (3, 11), (4, 12), (5, 8),
+                                                    (6, 13)]
+    assert log[2].kind == "dropped"
+    grant(15, TraceRow(9, 0, 0, 2, 64))
+    with pytest.raises(VcdError, match=r"cycle 15 channel 0: grant of tenant 2 \(id 1\) with no request"):
+        grant_log_from_vcd(None, p, rows, samples=samples)
