@@ -58,6 +58,8 @@ from amaranth.hdl import C, Cat, Module, Mux, Signal
 from amaranth.lib import wiring
 from amaranth.lib.wiring import In, Out
 
+from .floor_timestamp import TimestampFloor
+
 __all__ = ["CLASS_BITS", "IDLE_CLASS", "CORES", "AllPairsFloor", "MatrixFloor", "StaleFloor", "FastMatrixFloor",
            "generate", "main"]
 
@@ -256,7 +258,8 @@ class FastMatrixFloor(MatrixFloor):
         return m
 
 
-CORES = {"allpairs": AllPairsFloor, "matrix": MatrixFloor, "stale": StaleFloor, "fast": FastMatrixFloor}
+CORES = {"allpairs": AllPairsFloor, "matrix": MatrixFloor, "stale": StaleFloor, "fast": FastMatrixFloor,
+         "timestamp": TimestampFloor}
 
 
 def generate(core, tenants=8, order_bits=24):

@@ -1,0 +1,356 @@
+"""Floor core ``timestamp``: one channel with all of its per-cycle state, under a timestamp rule.
+
+docs/synthesis.md "A timestamp rule: what the published designs do, measured"
+states the rule (a candidate for spec §6, not the spec) and what this core
+measured; ``tests/test_floor_timestamp.py`` checks it cycle by cycle against a
+Python model of that rule.  The question it answers: with token buckets as
+GCRA theoretical times (ITU-T I.371 "virtual scheduling"), whose state moves
+only by the tenant's own grants while ``now`` is known ahead, can a channel
+keep every per-cycle state of spec §6 (buckets, start tags, V, the lag
+clamps, starvation deadlines, per-class credits, queues) and still give the
+selection the ``fast`` core's registered class-relation / order-bit matrix?
+
+Why each structure (the rule is in the docs; these are the registers that make
+every next-key path one carry chain from registers, the winner choosing among
+candidates afterwards):
+
+- **GCRA in cumulative form.**  Each queue entry carries ``C``, the running sum
+  of its tenant's increments (``bytes * inc``, in 1/16 cycle, at least one
+  cycle) up to and including it, added at ingress.  Per tenant and bucket two
+  registers: ``z`` = ``now + 1 - B + tau`` and ``cpt`` = ``Cprev + tau``,
+  where ``R = B + Cprev`` is the floored theoretical time (GCRA's TAT after
+  ``max(TAT, now)``, never below ``now``) and ``Cprev`` the running sum before
+  the head.  The head conforms next cycle iff ``C_head <= z`` (or, when the
+  bucket is full and R is floored this cycle, ``C_head <= cpt``); the second
+  entry conforms after a charged grant iff ``C_second <= z``.  A grant adds a
+  cycle to ``z`` and moves ``cpt``; no per-cycle refill adds anything.
+- **Two order values per tenant, both registers.**  ``fin`` (= start tag +
+  head cost) and ``nxt`` (= ``fin`` + second cost) as in ``fast``, and the
+  head and second timestamps for the urgent class.  Per pair three order
+  subtractions per order kind: (neither wins) ``fin - fin``, (hi wins) ``nxt
+  - fin``, (lo wins) ``fin - nxt``.  The registered order bit is the
+  timestamp one when both candidates' keys are urgent.
+- **Credits one cycle old.**  ``has_credit`` for cycle t+1 is computed from
+  the count of cycle t, itself registered from the winner of t-1, so the
+  winner never feeds a counter in the cycle it is chosen.
+- **V, vmin.**  V's work term is the previous grant (as spec §6.4); vmin is a
+  three-stage registered tree, three cycles old.
+"""
+
+from amaranth.hdl import C, Cat, Const, Module, Mux, Signal
+from amaranth.lib import wiring
+from amaranth.lib.wiring import In, Out
+
+__all__ = ["TimestampFloor", "FRAC", "GCRA_BITS", "COST_BITS", "SRV_BITS", "IDLE_KEY"]
+
+#: Fractional bits of GCRA times and increments (1/16 cycle).
+FRAC = 4
+#: Width of GCRA times (modular): 20 integer bits and FRAC fractional.
+GCRA_BITS = 24
+COST_BITS = 16
+SRV_BITS = 8
+#: Key values: 0 urgent, 2 + 2*prio + ineligible guaranteed, 10 + ineligible burst, 15 does not compete.
+IDLE_KEY = 15
+CREDIT_CLASSES = 3
+
+
+def _lt(a, b, width):
+    """a before b modulo 2^width: the sign bit of one subtraction (spec §6.1)."""
+    return (a - b)[width - 1]
+
+
+def _le(a, b, width):
+    return ~_lt(b, a, width)
+
+
+def _key(m, name, urgent, confc, confp, elig, prio):
+    """The 4-bit key of spec §11: 0 urgent, 2*class + ineligible for classes 1..5, 15 none."""
+    key = Signal(4, name=name)
+    with m.If(urgent):
+        m.d.comb += key.eq(0)
+    with m.Elif(confc & confp):
+        m.d.comb += key.eq(Cat(~elig, prio, C(0, 1)) + 2)
+    with m.Elif(confp):
+        m.d.comb += key.eq(Cat(~elig, C(0b101, 3)))
+    with m.Else():
+        m.d.comb += key.eq(IDLE_KEY)
+    return key
+
+
+def _credit_class(m, name, key, prio, bulk):
+    """One-hot credit class of a key (spec §6.6): urgent, guaranteed (or burst when its
+    priority is bulk), burst; zero when the key does not compete."""
+    cc = Signal(CREDIT_CLASSES, name=name)
+    guaranteed = (key >= 2) & (key <= 9)
+    is_bulk = bulk.bit_select(prio, 1)
+    m.d.comb += cc.eq(Cat(key == 0, guaranteed & ~is_bulk, (guaranteed & is_bulk) | (key == 10) | (key == 11)))
+    return cc
+
+
+class TimestampFloor(wiring.Component):
+    """One channel under the timestamp rule (docs/synthesis.md), selection by the registered matrix.
+
+    Ports: one push per cycle (``push_valid``, ``push_tenant``, ``push_cost``
+    in tag units, ``push_srv`` = served units for V, ``push_xc``/``push_xp``
+    = the GCRA increments in 1/16 cycle); configuration ``tau_c``/``tau_p``
+    (tolerances = capacity / rate, 1/16 cycle, held constant after reset),
+    ``prio``, ``bulk``, ``starve`` (0 disables urgency), ``limit``;
+    ``credit_return``; outputs the one-hot ``win`` of this cycle and
+    ``full`` (a push now could overflow the tenant's queue).
+    """
+
+    def __init__(self, tenants=8, order_bits=24, depth=4):
+        self.tenants, self.depth = tenants, depth
+        self.ts_bits = order_bits
+        self.tag_bits = max(order_bits - 4, 8)
+        g = GCRA_BITS
+        super().__init__({
+            "push_valid": In(1), "push_tenant": In(max(1, (tenants - 1).bit_length())),
+            "push_cost": In(COST_BITS), "push_srv": In(SRV_BITS), "push_xc": In(g), "push_xp": In(g),
+            "tau_c": In(g).array(tenants), "tau_p": In(g).array(tenants), "prio": In(2).array(tenants),
+            "bulk": In(4), "starve": In(order_bits - 1), "limit": In(8).array(CREDIT_CLASSES),
+            "credit_return": In(CREDIT_CLASSES),
+            "win": Out(tenants), "full": Out(tenants),
+        })
+
+    def elaborate(self, platform):
+        m = Module()
+        n, D, T, TS, G = self.tenants, self.depth, self.tag_bits, self.ts_bits, GCRA_BITS
+        ONE = 1 << FRAC                      # one cycle in GCRA units
+        W = 1 << (T - 3)                     # LAG_WINDOW
+
+        # ---- time ------------------------------------------------------------------------
+        now = Signal(TS, name="now")
+        nowp2 = Signal(TS, name="now_plus2", init=2)
+        deadline = Signal(TS, name="deadline")        # now + 1 - starve: 'old' for next cycle
+        init = Signal(init=1, name="init")
+        m.d.sync += [now.eq(now + 1), nowp2.eq(nowp2 + 1), deadline.eq(nowp2 - self.starve), init.eq(0)]
+        urgency_on = self.starve != 0
+
+        # ---- ingress register: one entry, written into its queue the cycle after the push --
+        fields = [("cost", COST_BITS), ("srv", SRV_BITS), ("ts", TS), ("cc", G), ("cp", G), ("minc", 1)]
+        ing_valid = Signal(name="ing_valid")
+        ing_tenant = Signal(len(self.push_tenant), name="ing_tenant")
+        ing = {f: Signal(w, name=f"ing_{f}") for f, w in fields}
+        ing_qsum = Signal(T, name="ing_qsum")        # this cost + the cost pushed before it
+        clast_c = [Signal(G, name=f"clast_c_{i}") for i in range(n)]
+        clast_p = [Signal(G, name=f"clast_p_{i}") for i in range(n)]
+        lastcost = [Signal(COST_BITS, name=f"lastcost_{i}") for i in range(n)]
+
+        # Increments arrive at least one cycle (the ingress multiply rounds them, as it rounds
+        # cost).  Every tenant's sums are formed and the pushed tenant's chosen after the
+        # carry chains, so that no multiplexer sits in front of them.
+        xc_in, xp_in = self.push_xc, self.push_xp
+        sel_last = Signal(COST_BITS, name="push_lastcost")
+        sums_c = [Signal(G, name=f"push_cc_{i}") for i in range(n)]
+        sums_p = [Signal(G, name=f"push_cp_{i}") for i in range(n)]
+        m.d.comb += [sums_c[i].eq(clast_c[i] + xc_in) for i in range(n)]
+        m.d.comb += [sums_p[i].eq(clast_p[i] + xp_in) for i in range(n)]
+        new_cc = Signal(G, name="push_cc")
+        new_cp = Signal(G, name="push_cp")
+        with m.Switch(self.push_tenant):
+            for i in range(n):
+                with m.Case(i):
+                    m.d.comb += [new_cc.eq(sums_c[i]), new_cp.eq(sums_p[i]), sel_last.eq(lastcost[i])]
+        m.d.sync += [ing_valid.eq(self.push_valid), ing_tenant.eq(self.push_tenant),
+                     ing["cost"].eq(self.push_cost), ing["srv"].eq(self.push_srv), ing["ts"].eq(now),
+                     ing["cc"].eq(new_cc), ing["cp"].eq(new_cp), ing["minc"].eq(xc_in == ONE),
+                     ing_qsum.eq(self.push_cost + sel_last)]
+        with m.If(self.push_valid):
+            with m.Switch(self.push_tenant):
+                for i in range(n):
+                    with m.Case(i):
+                        m.d.sync += [clast_c[i].eq(sums_c[i]), clast_p[i].eq(sums_p[i]),
+                                     lastcost[i].eq(self.push_cost)]
+
+        # ---- per-tenant registers ----------------------------------------------------------
+        slots = [[{f: Signal(w, name=f"q{i}_{k}_{f}") for f, w in fields} for k in range(D)] for i in range(n)]
+        count = [Signal(range(D + 1), name=f"count_{i}") for i in range(n)]
+        S = [Signal(T, name=f"start_{i}") for i in range(n)]
+        fin = [Signal(T, name=f"fin_{i}") for i in range(n)]
+        nxt = [Signal(T, name=f"nxt_{i}") for i in range(n)]
+        q12 = [Signal(T, name=f"q12_{i}") for i in range(n)]
+        z = [[Signal(G, name=f"z_{b}_{i}") for i in range(n)] for b in "cp"]
+        cpt = [[Signal(G, name=f"cpt_{b}_{i}") for i in range(n)] for b in "cp"]
+        key = [Signal(4, name=f"key_{i}", init=IDLE_KEY) for i in range(n)]
+        ccls = [Signal(CREDIT_CLASSES, name=f"ccls_{i}") for i in range(n)]
+        active = [Signal(name=f"active_{i}") for i in range(n)]
+        V = Signal(T, name="vt")
+        served_q = Signal(SRV_BITS, name="served_q")
+        taus = [self.tau_c, self.tau_p]
+
+        # ---- credits: has_credit for t+1 from the count of t (one cycle old) -------------------
+        # cnt = n(t-1); n(t) = sat(cnt + sel_q) - ret' is a chain, so has_credit for t+1 (which the
+        # active candidates need before the winner) is a LUT of flags of cnt registered a cycle
+        # earlier: cnt < L, cnt + 1 < L, cnt <= L, cnt != 0, cnt == 255.
+        cnt = [Signal(8, name=f"inflight_prev_{k}") for k in range(CREDIT_CLASSES)]   # n(t-1)
+        sel_q = Signal(CREDIT_CLASSES, name="sel_q")            # class selected at t-1
+        ret_q = Signal(CREDIT_CLASSES, name="ret_q")
+        hc_next = Signal(CREDIT_CLASSES, name="has_credit_next")
+        for k in range(CREDIT_CLASSES):
+            L = self.limit[k]
+            lt0, lt1, le0, nz, full8 = (Signal(name=f"inflight_{what}_{k}", init=init) for what, init in
+                                        (("lt", 0), ("lt_minus1", 0), ("le", 1), ("nonzero", 0), ("sat", 0)))
+            sat = Signal(8, name=f"inflight_sat_{k}")
+            m.d.comb += sat.eq(Mux(sel_q[k] & ~full8, cnt[k] + 1, cnt[k]))
+            ret = ret_q[k] & (sel_q[k] | nz)
+            cur = Signal(8, name=f"inflight_{k}")              # n(t)
+            m.d.comb += cur.eq(Mux(ret, sat - 1, sat))
+            m.d.sync += [cnt[k].eq(cur), lt0.eq(cur < L), lt1.eq(cur + 1 < L), le0.eq(cur <= L),
+                         nz.eq(cur != 0), full8.eq(cur == 255)]
+            n_lt_limit = Mux(sel_q[k], Mux(ret, Mux(full8, L == 255, lt0), ~full8 & lt1),
+                             Mux(ret, le0, lt0))
+            m.d.comb += hc_next[k].eq((L == 0) | n_lt_limit)
+        m.d.sync += ret_q.eq(self.credit_return)
+
+        # ---- pair registers and the winner (as the fast core) -------------------------------
+        pair = {}
+        prec = {}
+        for hi in range(n):
+            for lo in range(hi):
+                pair[hi, lo] = [Signal(name=f"{w}_{hi}_{lo}") for w in ("class_less", "class_equal", "order_less")]
+                less, equal, before = pair[hi, lo]
+                prec[hi, lo] = less | (equal & before)
+        win = []
+        for i in range(n):
+            terms = [active[i]]
+            terms += [prec[i, lo] | ~active[lo] for lo in range(i)]
+            terms += [~(active[hi] & prec[hi, i]) for hi in range(i + 1, n)]
+            w = Signal(name=f"win_{i}")
+            m.d.comb += w.eq(Cat(*terms).all())
+            win.append(w)
+        m.d.comb += self.win.eq(Cat(*win))
+
+        # ---- candidates for t+1 ------------------------------------------------------------
+        VmW = Signal(T, name="v_minus_w")
+        VpW = Signal(T, name="v_plus_w")
+        m.d.comb += [VmW.eq(V - W), VpW.eq(V + W)]
+        cand = {}
+        for i in range(n):
+            h, e2 = slots[i][0], slots[i][1] if D > 1 else slots[i][0]
+            c = count[i]
+            ing_i = Signal(name=f"ing_for_{i}")
+            m.d.comb += ing_i.eq(ing_valid & (ing_tenant == i))
+            # bucket tests
+            confk, confpp = [], []
+            for b, field in ((0, "cc"), (1, "cp")):
+                fl = Signal(name=f"floor_{'cp'[b]}_{i}")
+                m.d.comb += fl.eq(_lt(cpt[b][i], z[b][i], G))
+                ck = Signal(name=f"conf_keep_{'cp'[b]}_{i}")
+                m.d.comb += ck.eq(Mux(fl, _le(h[field], cpt[b][i], G), _le(h[field], z[b][i], G)))
+                confk.append(ck)
+                cpop = Signal(name=f"conf_pop_{'cp'[b]}_{i}")
+                charged = _le(e2[field], z[b][i], G)
+                if b == 0:
+                    m.d.comb += cpop.eq(Mux((key[i] == 10) | (key[i] == 11), e2["minc"], charged))
+                else:
+                    m.d.comb += cpop.eq(charged)
+                confpp.append(cpop)
+            old_k = urgency_on & _le(h["ts"], deadline, TS)
+            old_p = urgency_on & _le(e2["ts"], deadline, TS)
+            elig_k = _le(S[i], V, T)
+            elig_p = _le(fin[i], V, T)
+            key_k = _key(m, f"key_keep_{i}", confk[0] & confk[1] & old_k, confk[0], confk[1], elig_k, self.prio[i])
+            key_p = _key(m, f"key_pop_{i}", confpp[0] & confpp[1] & old_p, confpp[0], confpp[1], elig_p,
+                         self.prio[i])
+            cc_k = _credit_class(m, f"ccls_keep_{i}", key_k, self.prio[i], self.bulk)
+            cc_p = _credit_class(m, f"ccls_pop_{i}", key_p, self.prio[i], self.bulk)
+            act_k = (c >= 1) & (key_k != IDLE_KEY) & (cc_k & hc_next).any()
+            act_p = (c >= 2) & (key_p != IDLE_KEY) & (cc_p & hc_next).any()
+            cand[i] = dict(key_k=key_k, key_p=key_p, ts_k=h["ts"], ts_p=e2["ts"], ing=ing_i)
+            m.d.sync += [key[i].eq(Mux(win[i], key_p, key_k)), ccls[i].eq(Mux(win[i], cc_p, cc_k)),
+                         active[i].eq(Mux(win[i], act_p, act_k))]
+
+        # ---- next pair bits, chosen by the winner -----------------------------------------------
+        def order_less(a_key, a_ts, a_fin, b_key, b_ts, b_fin):
+            return Mux((a_key == 0) & (b_key == 0), _lt(a_ts, b_ts, TS), _lt(a_fin, b_fin, T))
+        for (hi, lo), (less, equal, before) in pair.items():
+            a, b = cand[hi], cand[lo]
+            def pick(if_hi, if_lo, if_neither):
+                return Mux(win[hi], if_hi, Mux(win[lo], if_lo, if_neither))
+            m.d.sync += [
+                less.eq(pick(a["key_p"] < b["key_k"], a["key_k"] < b["key_p"], a["key_k"] < b["key_k"])),
+                equal.eq(pick(a["key_p"] == b["key_k"], a["key_k"] == b["key_p"], a["key_k"] == b["key_k"])),
+                before.eq(pick(order_less(a["key_p"], a["ts_p"], nxt[hi], b["key_k"], b["ts_k"], fin[lo]),
+                               order_less(a["key_k"], a["ts_k"], fin[hi], b["key_p"], b["ts_p"], nxt[lo]),
+                               order_less(a["key_k"], a["ts_k"], fin[hi], b["key_k"], b["ts_k"], fin[lo]))),
+            ]
+
+        # ---- per-tenant state updates ----------------------------------------------------------
+        for i in range(n):
+            c, q, h = count[i], slots[i], slots[i][0]
+            e2 = q[1] if D > 1 else q[0]
+            e3 = q[2] if D > 2 else e2
+            ing_i = cand[i]["ing"]
+            w = win[i]
+            # queue: shift on a win, the ingress entry appended behind the last entry
+            for k in range(D):
+                after_pop = q[k + 1] if k + 1 < D else q[k]
+                write = ing_i & Mux(w, c == k + 1, c == k)
+                for f, _ in fields:
+                    m.d.sync += q[k][f].eq(Mux(write, ing[f], Mux(w, after_pop[f], q[k][f])))
+            m.d.sync += c.eq(c + ing_i - w)
+            # tags (spec §6.4 clamps; the winner's start tag is its finish tag)
+            low_b = _lt(S[i], VmW, T)
+            low_e = _lt(S[i], V, T)
+            high = _lt(VpW, S[i], T)
+            q_sel = Mux(c >= 2, q12[i], ing_qsum)
+            c3 = Mux(c >= 3, e3["cost"], ing["cost"])
+            c2 = Mux(c >= 2, e2["cost"], ing["cost"])
+            with m.If(w):
+                m.d.sync += [S[i].eq(fin[i]), fin[i].eq(Mux(c >= 2, nxt[i], fin[i] + ing["cost"])),
+                             nxt[i].eq(nxt[i] + c3),
+                             q12[i].eq(Mux(c >= 3, e2["cost"] + e3["cost"], ing_qsum))]
+            with m.Elif(c >= 1):
+                with m.If(low_b):
+                    m.d.sync += [S[i].eq(VmW), fin[i].eq(VmW + h["cost"]), nxt[i].eq(VmW + q_sel)]
+                with m.Elif(high):
+                    m.d.sync += [S[i].eq(VpW), fin[i].eq(VpW + h["cost"]), nxt[i].eq(VpW + q_sel)]
+                with m.Else():
+                    m.d.sync += nxt[i].eq(Mux(c >= 2, nxt[i], fin[i] + c2))
+                m.d.sync += q12[i].eq(q_sel)
+            with m.Elif(ing_i):
+                m.d.sync += fin[i].eq(S[i] + ing["cost"])
+            with m.Else():
+                with m.If(low_e):
+                    m.d.sync += S[i].eq(V)
+                with m.Elif(high):
+                    m.d.sync += S[i].eq(VpW)
+            # GCRA: a grant charges (or, burst, empties the committed bucket); otherwise the floor
+            for b, field in ((0, "cc"), (1, "cp")):
+                fl = _lt(cpt[b][i], z[b][i], G)
+                burst = (key[i] == 10) | (key[i] == 11)
+                with m.If(init):
+                    m.d.sync += [z[b][i].eq(taus[b][i] + ONE), cpt[b][i].eq(taus[b][i])]
+                with m.Elif(w):
+                    m.d.sync += cpt[b][i].eq(h[field] + taus[b][i])
+                    if b == 0:
+                        m.d.sync += z[b][i].eq(Mux(burst, h[field] + 2 * ONE, z[b][i] + ONE))
+                    else:
+                        m.d.sync += z[b][i].eq(z[b][i] + ONE)
+                with m.Else():
+                    m.d.sync += z[b][i].eq(Mux(fl, cpt[b][i], z[b][i]) + ONE)
+            m.d.comb += self.full[i].eq(c + ing_i >= D)
+
+        # ---- channel: credit class and work of the winner, V, vmin ------------------------------
+        m.d.sync += sel_q.eq(Cat(*[Cat(*[win[i] & ccls[i][k] for i in range(n)]).any()
+                                   for k in range(CREDIT_CLASSES)]))
+        m.d.sync += served_q.eq(Cat(*[Cat(*[win[i] & slots[i][0]["srv"][b] for i in range(n)]).any()
+                                      for b in range(SRV_BITS)]))
+        level = [(S[i], count[i] != 0) for i in range(n)]
+        stage = 0
+        while len(level) > 1:
+            nxt_level = []
+            for j in range(0, len(level), 2):
+                (a, va), (b, vb) = level[j], level[j + 1] if j + 1 < len(level) else (level[j][0], C(0, 1))
+                val = Signal(T, name=f"vmin_{stage}_{j // 2}")
+                ok = Signal(name=f"vmin_valid_{stage}_{j // 2}")
+                take_b = vb & (~va | _lt(b, a, T))
+                m.d.sync += [val.eq(Mux(take_b, b, a)), ok.eq(va | vb)]
+                nxt_level.append((val, ok))
+            level, stage = nxt_level, stage + 1
+        vmin, vmin_ok = level[0]
+        vs = Signal(T, name="v_plus_served")
+        m.d.comb += vs.eq(V + served_q)
+        m.d.sync += V.eq(Mux(vmin_ok & _lt(vs, vmin, T), vmin, vs))
+        return m
