@@ -35,7 +35,8 @@ class TimestampRule:
         self.pending = None                     # (tenant, entry) pushed in the previous cycle
         self.S = [0] * N
         self.Rc, self.Rp = [0] * N, [0] * N       # floored theoretical times, unbounded, 1/16 cycle
-        self.V = self.Vprev = 0
+        self.V = 0
+        self.history = []                        # per cycle: (start tags, V, winner, its cost)
         self.served = 0                          # work of the previous cycle's grant
         self.vmin_hist = []                      # (min start tag of the backlogged, any) per cycle
         self.n = [0] * 3                         # in flight per credit class, n(t)
@@ -52,12 +53,24 @@ class TimestampRule:
     def clamp(self, s, lo, hi):
         return lo if self.lt(s, lo, self.T) else hi if self.lt(hi, s, self.T) else s
 
-    def key(self, i, h, start):
+    def start_two_back(self, i):
+        """Eligibility's start tag: the tag of cycle t-2 advanced by the tenant's grants of t-2
+        and t-1 (no clamp), compared with V of t-2."""
+        if len(self.history) < 2:
+            return 0, 0
+        starts, v, _, _ = self.history[-2]
+        s = starts[i]
+        for _, _, w, cost in self.history[-2:]:
+            s += cost if w == i else 0
+        return s % (1 << self.T), v
+
+    def key(self, i, h):
         cfg = self.cfg
         confc = self.Rc[i] + h["xc"] <= self.now * U + cfg["tau_c"][i]
         confp = self.Rp[i] + h["xp"] <= self.now * U + cfg["tau_p"][i]
         old = cfg["starve"] != 0 and self.le(h["ts"], (self.now - cfg["starve"]) % (1 << self.TS), self.TS)
-        inelig = int(not self.le(start, self.Vprev, self.T))
+        start, v_old = self.start_two_back(i)
+        inelig = int(not self.le(start, v_old, self.T))
         if confc and confp and old:
             return 0
         if confc and confp:
@@ -86,7 +99,7 @@ class TimestampRule:
             # A head competes once its order values were registers in the cycle before:
             # it was the head then, or the second entry of that cycle's winner.
             visible = self.count_prev[i] >= (2 if self.won_prev == i else 1)
-            keys[i] = self.key(i, h, self.S[i])
+            keys[i] = self.key(i, h)
             classes[i] = self.credit_class(i, keys[i])
             active[i] = visible and keys[i] != IDLE_KEY and has_credit[classes[i]]
             self.credit_blocked += visible and keys[i] != IDLE_KEY and not has_credit[classes[i]]
@@ -103,6 +116,8 @@ class TimestampRule:
                 w = i
 
         # ---- updates ----
+        self.S_before = list(self.S)
+        self.q_cost_won = self.q[w][0]["cost"] if w is not None else 0
         self.count_prev = [len(x) for x in self.q]
         self.fin_prev = [(self.S[i] + self.q[i][0]["cost"]) % (1 << T) if self.q[i] else self.fin_prev[i]
                          for i in range(N)]
@@ -132,7 +147,8 @@ class TimestampRule:
                     self.S[i] = self.clamp(self.S[i], self.V, (self.V + self.W) % (1 << T))
         old_vmin, old_any = self.vmin_hist[-4] if len(self.vmin_hist) >= 4 else (0, False)
         vs = (self.V + self.served) % (1 << T)
-        self.Vprev, self.V = self.V, old_vmin if old_any and self.lt(vs, old_vmin, T) else vs
+        self.history.append((list(self.S_before), self.V, w, self.q_cost_won))
+        self.V = old_vmin if old_any and self.lt(vs, old_vmin, T) else vs
         self.served = served
         self.n_prev = list(self.n)
         for k in range(3):
@@ -154,9 +170,12 @@ class TimestampRule:
 
 def _config(rng, credits):
     """Random configuration; ``credits`` False sets every limit to 0 (no credit check)."""
+    # Without limits the buckets are looser and priorities fewer, so that more heads compete
+    # in one class and eligibility and finish tags decide more grants.
     return dict(tau_c=[rng.choice([U, 3 * U, 8 * U, 40 * U + 5]) for _ in range(N)],
-                tau_p=[rng.choice([2 * U, 6 * U, 64 * U]) for _ in range(N)],
-                prio=[rng.choice([0, 0, 1, 3]) for _ in range(N)], bulk=rng.choice([0, 0b0010, 0b1000]),
+                tau_p=[rng.choice([16 * U, 64 * U] if not credits else [2 * U, 6 * U, 64 * U]) for _ in range(N)],
+                prio=[rng.choice([0, 0, 1] if not credits else [0, 0, 1, 3]) for _ in range(N)],
+                bulk=rng.choice([0, 0b0010, 0b1000]),
                 starve=rng.choice([12, 30]), limit=[rng.choice([1, 2, 3]) if credits else 0 for _ in range(3)])
 
 
@@ -180,25 +199,31 @@ def run(seed, cycles, order_bits, credits):
         phase, phase_left = "burst", 0
         for cycle in range(cycles):
             if phase_left == 0:
-                phase = rng.choice(["burst", "burst", "steady", "idle", "ties"])
+                phase = rng.choice(["burst", "burst", "steady", "idle", "ties", "skew", "stall"])
                 phase_left = rng.randrange(20, 120)
+                same = [(a, b) for a in range(N) for b in range(a) if cfg["prio"][a] == cfg["prio"][b]]
+                light, heavy = rng.choice(same) if same else (0, 3)
             phase_left -= 1
-            rate = {"burst": 0.95, "steady": 0.4, "idle": 0.0, "ties": 0.9}[phase]
+            rate = {"burst": 0.95, "steady": 0.4, "idle": 0.0, "ties": 0.9, "skew": 0.9, "stall": 1.0}[phase]
             push = None
-            t = rng.randrange(N) if phase != "ties" else rng.choice([1, 2, 5])
+            t = {"ties": rng.choice([1, 2, 5]), "skew": rng.choice([light, heavy])}.get(phase, rng.randrange(N))
             if rng.random() < rate and not ref.full(t):
                 if phase == "ties":
                     push = (t, 4, 2, 2 * U, U)
+                elif phase == "skew":       # two tenants of one priority, one light: runs of grants
+                    push = (t, 1 if t == light else 8, 2, U, U)
                 else:
                     # Increments below one cycle are rounded up to one by the ingress multiply.
                     push = (t, rng.choice([1, 2, 4, 8]), rng.choice([1, 2, 4]),
                             max(U, rng.choice([U // 2, U, 3 * U // 2, 4 * U, 16 * U])), rng.choice([U, 2 * U, 5 * U]))
-            ret = rng.randrange(8) if rng.random() < 0.5 else 0
+            # "stall": the memory side returns no credit, so that (with limits) every queue fills
+            # and, when returns resume, all tenants compete at once.
+            ret = rng.randrange(8) if rng.random() < 0.5 and phase != "stall" else 0
             full = ctx.get(dut.full)
             assert [full >> i & 1 for i in range(N)] == [int(ref.full(i)) for i in range(N)], \
                 f"seed {seed} cycle {cycle}: full"
             won = [i for i in range(N) if ctx.get(dut.win) >> i & 1]
-            keys_before = [ref.key(i, ref.q[i][0], ref.S[i]) if ref.q[i] else IDLE_KEY for i in range(N)]
+            keys_before = [ref.key(i, ref.q[i][0]) if ref.q[i] else IDLE_KEY for i in range(N)]
             starts_before = list(ref.S)
             want = ref.step(push, ret)
             assert won == ([] if want is None else [want]), \
@@ -242,11 +267,11 @@ def test_timestamp_core_grants_what_the_rule_grants(seed):
     print(f"seed {seed}")
     free = run(seed, 3000, 12, credits=False)
     print("12-bit order, no credit limits:", free)
-    assert free["grants"] > 300 and free["burst"] > 10 and free["clamps"] > 100 and free["idle_cycles"] > 100, free
+    assert free["grants"] > 300 and free["burst"] > 10 and free["clamps"] > 0 and free["idle_cycles"] > 100, free
     tight = run(seed + 1, 3000, 12, credits=True)
     print("12-bit order, limits 1-3:", tight)
     assert tight["grants"] > 500 and tight["key_ties"] > 30 and tight["urgent"] > 10, tight
-    assert tight["credit_blocked"] > 100, tight
+    assert tight["credit_blocked"] > 100 and tight["clamps"] > 100, tight
     assert free["order_ties"] + tight["order_ties"] > 2, (free, tight)
     wide = run(seed + 2, 1000, 24, credits=False)
     print("24-bit order, no credit limits:", wide)

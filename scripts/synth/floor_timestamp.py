@@ -121,17 +121,20 @@ class TimestampFloor(wiring.Component):
 
         # ---- time ------------------------------------------------------------------------
         now = Signal(TS, name="now")
-        nowp2 = Signal(TS, name="now_plus2", init=2)
-        deadline = Signal(TS, name="deadline")        # now + 1 - starve: 'old' for next cycle
+        nowp3 = Signal(TS, name="now_plus3", init=3)
+        deadline2 = Signal(TS, name="deadline2")      # now + 2 - starve: 'old' two cycles ahead
         init = Signal(init=1, name="init")
-        m.d.sync += [now.eq(now + 1), nowp2.eq(nowp2 + 1), deadline.eq(nowp2 - self.starve), init.eq(0)]
+        m.d.sync += [now.eq(now + 1), nowp3.eq(nowp3 + 1), deadline2.eq(nowp3 - self.starve), init.eq(0)]
         urgency_on = self.starve != 0
 
         # ---- ingress register: one entry, written into its queue the cycle after the push --
-        fields = [("cost", COST_BITS), ("srv", SRV_BITS), ("ts", TS), ("cc", G), ("cp", G), ("minc", 1)]
+        # cc, cp: running sums of the increments (this entry included); ccp, cpp: the same plus
+        # tau; minc, min2: the committed increment is one cycle, at most two cycles.
+        fields = [("cost", COST_BITS), ("srv", SRV_BITS), ("ts", TS), ("cc", G), ("cp", G), ("ccp", G),
+                  ("cpp", G), ("minc", 1), ("min2", 1)]
         ing_valid = Signal(name="ing_valid")
         ing_tenant = Signal(len(self.push_tenant), name="ing_tenant")
-        ing = {f: Signal(w, name=f"ing_{f}") for f, w in fields}
+        ing = {f: Signal(w, name=f"ing_{f}") for f, w in fields if f not in ("ccp", "cpp")}
         ing_qsum = Signal(T, name="ing_qsum")        # this cost + the cost pushed before it
         clast_c = [Signal(G, name=f"clast_c_{i}") for i in range(n)]
         clast_p = [Signal(G, name=f"clast_p_{i}") for i in range(n)]
@@ -155,6 +158,7 @@ class TimestampFloor(wiring.Component):
         m.d.sync += [ing_valid.eq(self.push_valid), ing_tenant.eq(self.push_tenant),
                      ing["cost"].eq(self.push_cost), ing["srv"].eq(self.push_srv), ing["ts"].eq(now),
                      ing["cc"].eq(new_cc), ing["cp"].eq(new_cp), ing["minc"].eq(xc_in == ONE),
+                     ing["min2"].eq(xc_in <= 2 * ONE),
                      ing_qsum.eq(self.push_cost + sel_last)]
         with m.If(self.push_valid):
             with m.Switch(self.push_tenant):
@@ -162,6 +166,10 @@ class TimestampFloor(wiring.Component):
                     with m.Case(i):
                         m.d.sync += [clast_c[i].eq(sums_c[i]), clast_p[i].eq(sums_p[i]),
                                      lastcost[i].eq(self.push_cost)]
+
+        def ing_for(i):
+            """The ingress entry as tenant i's queue stores it (tau added on the way in)."""
+            return dict(ing, ccp=ing["cc"] + self.tau_c[i], cpp=ing["cp"] + self.tau_p[i])
 
         # ---- per-tenant registers ----------------------------------------------------------
         slots = [[{f: Signal(w, name=f"q{i}_{k}_{f}") for f, w in fields} for k in range(D)] for i in range(n)]
@@ -172,6 +180,10 @@ class TimestampFloor(wiring.Component):
         q12 = [Signal(T, name=f"q12_{i}") for i in range(n)]
         z = [[Signal(G, name=f"z_{b}_{i}") for i in range(n)] for b in "cp"]
         cpt = [[Signal(G, name=f"cpt_{b}_{i}") for i in range(n)] for b in "cp"]
+        zu = [[Signal(G, name=f"z_plus1_{b}_{i}") for i in range(n)] for b in "cp"]         # z + 1 cycle
+        cptu = [[Signal(G, name=f"cpt_plus1_{b}_{i}") for i in range(n)] for b in "cp"]     # cpt + 1 cycle
+        key_keep = [Signal(4, name=f"key_keep_{i}", init=IDLE_KEY) for i in range(n)]  # key at t+1 if kept at t
+        key_pop = [Signal(4, name=f"key_pop_{i}", init=IDLE_KEY) for i in range(n)]    # ... if granted at t
         key = [Signal(4, name=f"key_{i}", init=IDLE_KEY) for i in range(n)]
         ccls = [Signal(CREDIT_CLASSES, name=f"ccls_{i}") for i in range(n)]
         active = [Signal(name=f"active_{i}") for i in range(n)]
@@ -225,39 +237,57 @@ class TimestampFloor(wiring.Component):
         VmW = Signal(T, name="v_minus_w")
         VpW = Signal(T, name="v_plus_w")
         m.d.comb += [VmW.eq(V - W), VpW.eq(V + W)]
+        # Keys two cycles ahead (for t+2, computed in t from registers, one carry chain each):
+        # KK kept in t and t+1, KP kept then granted, PK granted then kept, PP granted twice.
+        # The winner of t picks which pair becomes key_keep / key_pop for t+1.
+        def is_burst(k):
+            return (k == 10) | (k == 11)
         cand = {}
         for i in range(n):
-            h, e2 = slots[i][0], slots[i][1] if D > 1 else slots[i][0]
-            c = count[i]
+            q, c = slots[i], count[i]
             ing_i = Signal(name=f"ing_for_{i}")
             m.d.comb += ing_i.eq(ing_valid & (ing_tenant == i))
-            # bucket tests
-            confk, confpp = [], []
-            for b, field in ((0, "cc"), (1, "cp")):
-                fl = Signal(name=f"floor_{'cp'[b]}_{i}")
-                m.d.comb += fl.eq(_lt(cpt[b][i], z[b][i], G))
-                ck = Signal(name=f"conf_keep_{'cp'[b]}_{i}")
-                m.d.comb += ck.eq(Mux(fl, _le(h[field], cpt[b][i], G), _le(h[field], z[b][i], G)))
-                confk.append(ck)
-                cpop = Signal(name=f"conf_pop_{'cp'[b]}_{i}")
-                charged = _le(e2[field], z[b][i], G)
+            # the queue of t+1 as it will be after the ingress entry is written
+            entering = ing_for(i)
+            pos = [{f: Mux(c >= k + 1, q[min(k, D - 1)][f], entering[f]) for f, _ in fields} for k in range(3)]
+            burst_now, burst_next_kept, burst_next_popped = is_burst(key[i]), is_burst(key_keep[i]), \
+                is_burst(key_pop[i])
+            conf = {sc: [] for sc in ("KK", "KP", "PK", "PP")}
+            for b, field, plus in ((0, "cc", "ccp"), (1, "cp", "cpp")):
+                zz, cc_, cu = zu[b][i], cpt[b][i], cptu[b][i]
+                kk = _le(pos[0][field], zz, G) & _le(pos[0][field], cc_, G)
+                kp_charged = _le(pos[1][field], zz, G) & _le(pos[1][field], cu, G)
+                ok2 = _le(pos[1][field], q[0][plus], G)              # x2 <= tau
+                pk_charged = _le(pos[1][field], zz, G) & ok2
+                pp_charged = _le(pos[2][field], zz, G)
                 if b == 0:
-                    m.d.comb += cpop.eq(Mux((key[i] == 10) | (key[i] == 11), e2["minc"], charged))
+                    kp = Mux(burst_next_kept, pos[1]["minc"], kp_charged)
+                    pk = Mux(burst_now, pos[1]["min2"] & ok2, pk_charged)
+                    pp = Mux(burst_next_popped, pos[2]["minc"],
+                             Mux(burst_now, pos[1]["minc"] & pos[2]["minc"], pp_charged))
                 else:
-                    m.d.comb += cpop.eq(charged)
-                confpp.append(cpop)
-            old_k = urgency_on & _le(h["ts"], deadline, TS)
-            old_p = urgency_on & _le(e2["ts"], deadline, TS)
-            elig_k = _le(S[i], V, T)
-            elig_p = _le(fin[i], V, T)
-            key_k = _key(m, f"key_keep_{i}", confk[0] & confk[1] & old_k, confk[0], confk[1], elig_k, self.prio[i])
-            key_p = _key(m, f"key_pop_{i}", confpp[0] & confpp[1] & old_p, confpp[0], confpp[1], elig_p,
-                         self.prio[i])
+                    kp, pk, pp = kp_charged, pk_charged, pp_charged
+                for sc, v in (("KK", kk), ("KP", kp), ("PK", pk), ("PP", pp)):
+                    bit = Signal(name=f"conf_{sc}_{'cp'[b]}_{i}")
+                    m.d.comb += bit.eq(v)
+                    conf[sc].append(bit)
+            head = {"KK": pos[0], "KP": pos[1], "PK": pos[1], "PP": pos[2]}
+            start = {"KK": S[i], "KP": fin[i], "PK": fin[i], "PP": nxt[i]}
+            key2 = {}
+            for sc in conf:
+                old = urgency_on & _le(head[sc]["ts"], deadline2, TS)
+                elig = _le(start[sc], V, T)
+                cc2, cp2 = conf[sc]
+                key2[sc] = _key(m, f"key_{sc}_{i}", cc2 & cp2 & old, cc2, cp2, elig, self.prio[i])
+            m.d.sync += [key_keep[i].eq(Mux(win[i], key2["PK"], key2["KK"])),
+                         key_pop[i].eq(Mux(win[i], key2["PP"], key2["KP"]))]
+            key_k, key_p = key_keep[i], key_pop[i]
             cc_k = _credit_class(m, f"ccls_keep_{i}", key_k, self.prio[i], self.bulk)
             cc_p = _credit_class(m, f"ccls_pop_{i}", key_p, self.prio[i], self.bulk)
             act_k = (c >= 1) & (key_k != IDLE_KEY) & (cc_k & hc_next).any()
             act_p = (c >= 2) & (key_p != IDLE_KEY) & (cc_p & hc_next).any()
-            cand[i] = dict(key_k=key_k, key_p=key_p, ts_k=h["ts"], ts_p=e2["ts"], ing=ing_i)
+            e2 = q[1] if D > 1 else q[0]
+            cand[i] = dict(key_k=key_k, key_p=key_p, ts_k=q[0]["ts"], ts_p=e2["ts"], ing=ing_i)
             m.d.sync += [key[i].eq(Mux(win[i], key_p, key_k)), ccls[i].eq(Mux(win[i], cc_p, cc_k)),
                          active[i].eq(Mux(win[i], act_p, act_k))]
 
@@ -287,8 +317,9 @@ class TimestampFloor(wiring.Component):
             for k in range(D):
                 after_pop = q[k + 1] if k + 1 < D else q[k]
                 write = ing_i & Mux(w, c == k + 1, c == k)
+                entering = ing_for(i)
                 for f, _ in fields:
-                    m.d.sync += q[k][f].eq(Mux(write, ing[f], Mux(w, after_pop[f], q[k][f])))
+                    m.d.sync += q[k][f].eq(Mux(write, entering[f], Mux(w, after_pop[f], q[k][f])))
             m.d.sync += c.eq(c + ing_i - w)
             # tags (spec §6.4 clamps; the winner's start tag is its finish tag)
             low_b = _lt(S[i], VmW, T)
@@ -320,16 +351,20 @@ class TimestampFloor(wiring.Component):
             for b, field in ((0, "cc"), (1, "cp")):
                 fl = _lt(cpt[b][i], z[b][i], G)
                 burst = (key[i] == 10) | (key[i] == 11)
+                plus = "ccp" if b == 0 else "cpp"
                 with m.If(init):
-                    m.d.sync += [z[b][i].eq(taus[b][i] + ONE), cpt[b][i].eq(taus[b][i])]
+                    m.d.sync += [z[b][i].eq(taus[b][i] + ONE), zu[b][i].eq(taus[b][i] + 2 * ONE),
+                                 cpt[b][i].eq(taus[b][i]), cptu[b][i].eq(taus[b][i] + ONE)]
                 with m.Elif(w):
-                    m.d.sync += cpt[b][i].eq(h[field] + taus[b][i])
+                    m.d.sync += [cpt[b][i].eq(h[plus]), cptu[b][i].eq(h[plus] + ONE)]
                     if b == 0:
-                        m.d.sync += z[b][i].eq(Mux(burst, h[field] + 2 * ONE, z[b][i] + ONE))
+                        m.d.sync += [z[b][i].eq(Mux(burst, h[field] + 2 * ONE, z[b][i] + ONE)),
+                                     zu[b][i].eq(Mux(burst, h[field] + 3 * ONE, z[b][i] + 2 * ONE))]
                     else:
-                        m.d.sync += z[b][i].eq(z[b][i] + ONE)
+                        m.d.sync += [z[b][i].eq(z[b][i] + ONE), zu[b][i].eq(z[b][i] + 2 * ONE)]
                 with m.Else():
-                    m.d.sync += z[b][i].eq(Mux(fl, cpt[b][i], z[b][i]) + ONE)
+                    m.d.sync += [z[b][i].eq(Mux(fl, cpt[b][i], z[b][i]) + ONE),
+                                 zu[b][i].eq(Mux(fl, cpt[b][i], z[b][i]) + 2 * ONE)]
             m.d.comb += self.full[i].eq(c + ing_i >= D)
 
         # ---- channel: credit class and work of the winner, V, vmin ------------------------------
