@@ -11,7 +11,8 @@ age, oldest first), 1..4 = guaranteed at priority 0..3, 5 = burst, and the
 sub-key of classes 1..5 is WF2Q+ order: eligible (start tag <= the previous
 cycle's V) before
 ineligible, then the smaller finish tag. In FCFS-bypass mode every non-empty
-queue competes and the oldest head wins. Buckets refill every cycle; the
+queue competes and the oldest head wins. Buckets refill every cycle (and
+start full when a tenant is enabled); the
 winner's start tag becomes its finish tag; everyone else's tag is clamped to
 V (empty queue) or to V - LAG_WINDOW (backlogged). V advances by the previous
 grant's unweighted cost and catches up to the previous cycle's minimum start
@@ -196,10 +197,11 @@ class ChannelArbiter(wiring.Component):
         timing = ChannelTiming(
             vt=self.vt, vt_lo=vt_lo, vt_hi=vt_hi, fcfs=self.fcfs_bypass, fcfs_next=self.fcfs_bypass_next,
             starve_on_next=starve_on_next, deadline_next=deadline_next)
+        fill = self._enabled_now(m)
         tenants = [tenant_candidates(m, p, i, timing, cfg=self.tenant_cfg[i], q=queues[i],
                                       level=self.dyn_level[i], peak=self.dyn_peak[i], tag=self.dyn_tag[i],
                                       burst_level=self.burst_level[i], priority_next=self.priority_next[i],
-                                      bulk_prio_next=self.bulk_prio_next)
+                                      bulk_prio_next=self.bulk_prio_next, fill=fill[i])
                    for i in range(n)]
 
         win, any_win, has_credit = self._selection(m, tenants)
@@ -248,6 +250,20 @@ class ChannelArbiter(wiring.Component):
                 ingress.inv_weight[i].eq(cfg.inv_weight),
             ]
         return queues
+
+    def _enabled_now(self, m):
+        """Spec §6.3's start: tenant i is enabled in this cycle (``enable`` is
+        1 and was 0 in the previous cycle), so its buckets are full at t+1.
+        ``cfg_enable_prev_i`` is the previous cycle's ``enable`` (reset 0)."""
+        fill = []
+        for i in range(self._params.tenants):
+            enable = self.tenant_cfg[i].enable
+            prev = Signal(name=f"cfg_enable_prev_{i}")
+            f = Signal(name=f"bucket_fill_{i}")
+            m.d.sync += prev.eq(enable)
+            m.d.comb += f.eq(enable & ~prev)
+            fill.append(f)
+        return fill
 
     def _grant_port(self, m):
         """Spec §2: the grant register drives the grant port; ``load`` (§6.2)

@@ -66,11 +66,12 @@ class TenantCandidates:
 
 
 def tenant_candidates(m, p, i, timing, *, cfg, q, level, peak, tag, burst_level, priority_next,
-                       bulk_prio_next):
+                       bulk_prio_next, fill):
     """Tenant i's selection key registers and, from registers only, its next
     state for both outcomes of the selection (spec §6.3-§6.4, §11): the
     bucket levels and tag if it wins or not, and next cycle's key if its
-    head is kept or popped."""
+    head is kept or popped. ``fill``: the tenant is enabled in this cycle,
+    so its buckets are full at t+1 whatever happens (spec §6.3)."""
     T = p.tag_bits
     W = max(T, p.ts_bits)
     vt, vt_lo, vt_hi = timing.vt, timing.vt_lo, timing.vt_hi
@@ -94,7 +95,7 @@ def tenant_candidates(m, p, i, timing, *, cfg, q, level, peak, tag, burst_level,
 
     # Next-state candidates, all from registers, in parallel with selection.
     buckets = bucket_update(m, p, i, cfg=cfg, level=level, peak=peak, need=need, conform=k_conf,
-                             burst_level=burst_level)
+                             burst_level=burst_level, fill=fill)
     s_li, s_lw_g, s_pi, s_pw = buckets.level_sum, buckets.level_sum_debited, buckets.peak_sum, \
         buckets.peak_sum_debited
     cap = cfg.capacity
@@ -103,7 +104,8 @@ def tenant_candidates(m, p, i, timing, *, cfg, q, level, peak, tag, burst_level,
 
     # The key of the next cycle's head, for both outcomes of this
     # cycle's selection. Bucket tests use min(a, cap) >= n <=> a >= n
-    # and cap >= n, so no comparison waits for a min().
+    # and cap >= n, so no comparison waits for a min(). Full buckets
+    # (``fill``) cover any head the capacity covers (PCAP covers LMAX).
     keep_head = Signal.like(head, name=f"keep_head_{i}")
     m.d.comb += keep_head.eq(Mux(q.r_rdy, head, q.w_data))
     keep_need = Signal(p.peak_bits, name=f"keep_need_{i}")
@@ -122,8 +124,8 @@ def tenant_candidates(m, p, i, timing, *, cfg, q, level, peak, tag, burst_level,
     keep = next_key(
         m, p, f"keep_{i}",
         valid=q.r_rdy | q.w_en, head=keep_head,
-        level_ok=_ge(s_li, keep_need) & _ge(cap, keep_need),
-        peak_ok=_ge(s_pi, keep_need),
+        level_ok=(fill | _ge(s_li, keep_need)) & _ge(cap, keep_need),
+        peak_ok=fill | _ge(s_pi, keep_need),
         eligible=elig_ti, finish=keep_fin, deadline_next=deadline_next,
         fcfs_next=fcfs_next, starve_on_next=starve_on_next,
         priority_next=priority_next, bulk_next=bulk_next)
@@ -136,10 +138,11 @@ def tenant_candidates(m, p, i, timing, *, cfg, q, level, peak, tag, burst_level,
     pop_need = Signal(p.peak_bits, name=f"pop_need_{i}")
     m.d.comb += pop_need.eq(pop_head.bytes << p.frac)
     pop_cap_ok = _ge(cap, pop_need)
-    pop_level_ok = Mux(fcfs, _ge(s_li, pop_need) & pop_cap_ok,
-                       Mux(k_conf, _ge(s_lw_g, pop_need) & pop_cap_ok,
-                           _ge(burst_level, pop_need)))
-    pop_peak_ok = Mux(fcfs, _ge(s_pi, pop_need), _ge(s_pw, pop_need))
+    pop_level_ok = Mux(fill, pop_cap_ok,
+                       Mux(fcfs, _ge(s_li, pop_need) & pop_cap_ok,
+                           Mux(k_conf, _ge(s_lw_g, pop_need) & pop_cap_ok,
+                               _ge(burst_level, pop_need))))
+    pop_peak_ok = fill | Mux(fcfs, _ge(s_pi, pop_need), _ge(s_pw, pop_need))
     pop_tag = Signal(T, name=f"pop_tag_{i}")
     pop_fin = Signal(T, name=f"pop_finish_{i}")
     elig_fin = Signal(name=f"eligible_finish_{i}")
@@ -163,12 +166,13 @@ def tenant_candidates(m, p, i, timing, *, cfg, q, level, peak, tag, burst_level,
         tag_idle=ti, key_next_keep=keep, key_next_pop=won)
 
 
-def bucket_update(m, p, i, *, cfg, level, peak, need, conform, burst_level):
+def bucket_update(m, p, i, *, cfg, level, peak, need, conform, burst_level, fill):
     """Spec §6.3 for tenant i, from registers only: the committed and peak
     levels at t+1 if it wins (``win``) and if not (``idle``), and the sums
     the next keys' bucket tests read (``need`` is the head's ``s << FRAC``,
     ``conform`` its registered class, so a burst grant spends the committed
-    tokens, B_i = 0)."""
+    tokens, B_i = 0). ``fill`` (the tenant is enabled in this cycle) makes
+    both outcomes full buckets, so the choice stays off the winner's path."""
     # level - need is only used when the head conforms (level >= need),
     # peak - need only when it is burst_ok (peak >= need).
     # Sum widths: the larger operand plus a carry (peak_rate is wider
@@ -191,11 +195,11 @@ def bucket_update(m, p, i, *, cfg, level, peak, need, conform, burst_level):
     pw = Signal(p.peak_bits, name=f"pk_win_{i}")
     pi_ = Signal(p.peak_bits, name=f"pk_idle_{i}")
     m.d.comb += [
-        li.eq(_min(s_li, cap)),
-        pw.eq(min_pow2(s_pw, p.pcap)),
-        pi_.eq(min_pow2(s_pi, p.pcap)),
+        li.eq(Mux(fill, cap, _min(s_li, cap))),
+        pw.eq(Mux(fill, p.pcap, min_pow2(s_pw, p.pcap))),
+        pi_.eq(Mux(fill, p.pcap, min_pow2(s_pi, p.pcap))),
         # A burst grant spends the committed tokens (B_i = 0).
-        lw.eq(Mux(conform, _min(s_lw_g, cap), burst_level)),
+        lw.eq(Mux(fill, cap, Mux(conform, _min(s_lw_g, cap), burst_level))),
     ]
     return BucketUpdate(level_sum=s_li, level_sum_debited=s_lw_g, peak_sum=s_pi, peak_sum_debited=s_pw,
                          level_win=lw, level_idle=li, peak_win=pw, peak_idle=pi_)

@@ -122,6 +122,9 @@ class ChannelModel:
         self.vmin_valid = 0
         #: Per-channel in-flight counters of the credit classes (spec §6.6).
         self.inflight = [0] * CREDIT_CLASSES
+        #: Each tenant's ``enable`` in the previous cycle (0 before cycle 0):
+        #: a tenant enabled in this cycle starts with full buckets (spec §6.3).
+        self.enable_prev = [0] * n
 
     # ---- combinational outputs of cycle t -------------------------------------------
     def is_invalid(self, tenant: int, nbytes: int) -> bool:
@@ -245,6 +248,7 @@ class ChannelModel:
 
         next_vt = self._next_virtual_time(head if fabric_grant else None)
         self._update_buckets(winner if fabric_grant else -1, kind, head)
+        self._fill_enabled_buckets()
         self._update_tags(winner if fabric_grant else -1, head)
         self._count_credits(choice, credit_return)
         self.vt_prev, self.vt = self.vt, next_vt
@@ -304,6 +308,29 @@ class ChannelModel:
                 level[i] = x if x < cfg.capacity else cfg.capacity
                 x = peak[i] + cfg.peak_rate
                 peak[i] = x if x < pcap else pcap
+
+    def _fill_enabled_buckets(self) -> None:
+        """Spec §6.3's start: a tenant enabled in this cycle (``enable`` 1 now,
+        0 in the previous cycle) has full buckets at t+1, whatever
+        :meth:`_update_buckets` wrote; only the enabling edge fills."""
+        pcap = self.params.pcap
+        for i, cfg in enumerate(self.config.tenants):
+            if cfg.enable and not self.enable_prev[i]:
+                self.level[i] = cfg.capacity
+                self.peak[i] = pcap
+            self.enable_prev[i] = cfg.enable
+
+    def restart_buckets(self) -> None:
+        """Bucket levels and every tenant's previous-cycle ``enable`` back to
+        their reset values (0), as in cycle 0, so that a tenant enabled now
+        fills in this cycle (spec §6.3). The replay engines do this to the
+        RTL (and the lockstep checks to the model) at a trace's start, after
+        the configuration was programmed, to start from the model engine's
+        initial state."""
+        n = self.params.tenants
+        self.level = [0] * n
+        self.peak = [0] * n
+        self.enable_prev = [0] * n
 
     def _update_tags(self, winner: int, head: QueueEntry | None) -> None:
         """Spec §6.4 with cycle-t V: a fabric-mode ``winner``'s start tag
@@ -372,11 +399,13 @@ class ChannelModel:
             self.tag[i] = mod_max(self.tag[i], self.vt, self.params.tag_bits)
 
     def _refill(self, cycles: int) -> None:
-        """``cycles`` refills without grants: min(x + rate, cap) applied k times."""
+        """``cycles`` refills without grants: min(x + rate, cap) applied k times
+        (after the first, a tenant enabled in it is full, spec §6.3)."""
         pcap = self.params.pcap
         for i, cfg in enumerate(self.config.tenants):
             self.level[i] = min(self.level[i] + cycles * cfg.rate, cfg.capacity)
             self.peak[i] = min(self.peak[i] + cycles * cfg.peak_rate, pcap)
+        self._fill_enabled_buckets()
 
     def cycles_until_competing(self) -> int | None:
         """Cycles until some head's peak bucket covers it (0: one competes now),

@@ -101,6 +101,10 @@ MUTANTS = [
       ("level[i] = min(level[i] - debit + cfg.rate, cfg.capacity)", "level[i] = min(level[i] - debit, cfg.capacity)"),
       ("level[i] = min(cfg.rate, cfg.capacity)", "level[i] = 0"),
       ("x = level[i] + cfg.rate", "x = level[i]"), listed=True),
+    M("buckets_start_empty", "a tenant's buckets do not start full when it is enabled (spec §6.3)",
+      ("if cfg.enable and not self.enable_prev[i]:", "if False:")),
+    M("buckets_full_every_cycle", "every cycle of an enabled tenant counts as its enabling (spec §6.3)",
+      ("if cfg.enable and not self.enable_prev[i]:", "if cfg.enable:")),
     # ---- selection ----
     M("tie_to_higher_index", "equal keys go to the higher tenant index",
       ("if best is None or self._beats(key, best_key):", "if best is None or not self._beats(best_key, key):")),

@@ -132,6 +132,8 @@ class ChannelPorts:
             self.r_inflight = [reader(_child(inst, f"inflight_{k}")) for k in range(3)]
             self.h_level = [_child(inst, f"dyn_level_{i}") for i in range(n)]
             self.h_peak = [_child(inst, f"dyn_peak_{i}") for i in range(n)]
+            # Each tenant's enable of the previous cycle (spec §6.3's start fill).
+            self.h_enable_prev = [_child(inst, f"cfg_enable_prev_{i}") for i in range(n)]
             # Flat list in the scoreboard's order, with the spec's field names.
             self.r_state = [*self.r_level, *self.r_peak, *self.r_tag, *self.r_occ, self.r_vt,
                             self.r_served, self.r_vmin, self.r_vmin_valid, self.r_dropped,

@@ -33,7 +33,8 @@ op    name       fields
                  upstream driver in cycle ``cycle`` + x (at most one TRACE;
                  without one no request arrives); port id = row index mod
                  2^id_width
-6     ZERO       every bucket level deposited to 0 before ``cycle`` is driven
+6     ZERO       every bucket level and previous-cycle enable deposited to 0
+                 before ``cycle`` is driven
                  (the replay engine's alignment with the model, see
                  trace_stimulus.replay_stimulus)
 7     SEED       a, b = low and high 32 bits of the per-cycle random draws' seed

@@ -172,8 +172,7 @@ def _run_channel(params, c, glob, mine, seed, end):
             epoch = t
             fresh = False
         if zero:
-            ch.level = [0] * n
-            ch.peak = [0] * n
+            ch.restart_buckets()
         # Fast-forward: nothing waiting, nothing held, channel quiescent and no
         # credit return that could change an in-flight counter.
         if (not driver.waiting and ch.quiescent()

@@ -105,9 +105,11 @@ def replay_stimulus(params, config: FabricConfig, bytes_per_cycle, *, backpressu
     replayed one, is written beside it by :func:`kvfabric.tb.trace_format.write_stimulus`).
 
     The configuration is programmed from cycle 0; the trace starts (TRACE) in
-    the testbench's cycle ``start`` (returned), in which every bucket level is
-    deposited back to 0 (ZERO), so the RTL starts the trace from the state the
-    model engine starts from (tags and V are still 0: no request has arrived).
+    the testbench's cycle ``start`` (returned), in which every bucket level and
+    every tenant's previous-cycle ``enable`` are deposited back to 0 (ZERO), so
+    the RTL starts the trace from the state the model engine starts from (tags
+    and V are still 0: no request has arrived), and a tenant the configuration
+    enables starts it with full buckets in both (spec §6.3).
     A request's id on the port is its row index modulo 2^id_width (as in the
     cocotb replay engine).
 

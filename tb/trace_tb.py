@@ -102,6 +102,7 @@ def testbench_verilog(params, top: str) -> str:
                      f" v_valid[{c}], v_pay[{c}], v_gready[{c}], v_cr[{c}], o_rready[{c}], o_gvalid[{c}],"
                      f" o_gpay[{c}][4 + BB - 1:4]);")
         zero.extend(f"      dut.channel_{c}.dyn_level_{i} = 0; dut.channel_{c}.dyn_peak_{i} = 0;"
+                    f" dut.channel_{c}.cfg_enable_prev_{i} = 0;"
                     for i in range(N))
     qfull_case = "\n".join(f"        {c}: qf = queue_full_{c};" for c in range(C))
     return _TEMPLATE.format(

@@ -224,8 +224,9 @@ def lockstep_vcd(path, params, samples=None) -> list[str]:
     """Drive the golden model with the port inputs recorded in the VCD (requests,
     grant ready, AXI4-Lite writes, resets) and compare the recorded outputs every
     cycle with the lockstep scoreboard of the co-simulation (``tb/scoreboard.py``).
-    At a replay marker the model's buckets are zeroed, as the replay engine
-    zeroes the RTL's.  Returns the first mismatch (or an empty list)."""
+    At a replay marker the model's buckets restart
+    (:meth:`~kvfabric.model.channel.ChannelModel.restart_buckets`), as the
+    replay engine restarts the RTL's.  Returns the first mismatch (or an empty list)."""
     from .monitor import Sample
     from .scoreboard import Mismatch, Scoreboard
     if samples is None:
@@ -246,8 +247,7 @@ def lockstep_vcd(path, params, samples=None) -> list[str]:
             in_reset = False
         if k == mark:
             for ch in sb.model.channels:
-                ch.level = [0] * params.tenants
-                ch.peak = [0] * params.tenants
+                ch.restart_buckets()
         smp = Sample()
         for c in range(C):
             v = x[f"req__{c}__valid"]

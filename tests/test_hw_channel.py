@@ -247,7 +247,7 @@ CASES = {
     "small_wrap": (FabricParams(tenants=3, queue_depth=2, max_request_bytes=256, id_width=4,
                                 tag_bits=12),
                    Traffic(cycles=3000, p_req=0.8, p_ready=0.9, now_offset=(1 << 24) - 1500,
-                           max_inv_weight=256, small_bytes=256), 4),
+                           max_inv_weight=256, small_bytes=256), 16),
     # Narrow tags and weights far from the rates: tenants served by priority
     # while ineligible run ahead of V until the clamp to V + LAG_WINDOW
     # (spec §6.4, §6.5) acts; max_cost = 128 stays below LAG_WINDOW / 3.

@@ -205,6 +205,9 @@ def urgent_channel(credits):
     p = FabricParams(tenants=2, channels=1)
     cfg = FabricConfig([TenantConfig(**FULL) for _ in range(2)], starve_limit=10, credits=credits)
     ch = ChannelModel(p, cfg)
+    # Enabled before the cycles below, so their first step is no enabling
+    # edge (spec §6.3's start fill would set the level to the capacity).
+    ch.enable_prev = [1, 1]
     for i in range(2):
         ch.level[i] = ch.peak[i] = 4 * p.pcap
     backlog(ch, 0, 1, ts=0)

@@ -298,26 +298,28 @@ def test_starvation_bound_all_urgent(seed):
 def test_equal_keys_go_to_the_lower_index():
     """Spec §6.2 rule 3, from its words: four tenants of equal weight, priority and
     request size queue one request each, in reverse index order, while their peak
-    buckets (empty at reset, refilling 25.6 B/cycle) cannot cover a request yet.
-    At cycle 10 all four buckets cover it at once, every tag and V are still 0,
-    so class, eligibility and finish tag are equal and the grants go out in
-    index order."""
+    buckets (full after the enabling cycle 0, spec §6.3, then emptied here;
+    refilling 25.6 B/cycle) cannot cover a request yet. At cycle 11 all four
+    buckets cover it at once, every tag and V are still 0, so class,
+    eligibility and finish tag are equal and the grants go out in index order."""
     from kvfabric.model.channel import ChannelModel, Request  # the model under test, not an oracle
 
     p = FabricParams(channels=1, tenants=4)
     cfg = FabricConfig([TenantConfig(rate=0, capacity=0, peak_rate=205, inv_weight=1024, enable=1)
                         for _ in range(4)])
     ch = ChannelModel(p, cfg)
+    ch.step(0, None, True)
+    ch.peak = [0] * 4
     order = []
     offers = [Request(t, 256, t) for t in (3, 2, 1, 0)]
-    for cycle in range(30):
+    for cycle in range(1, 30):
         res = ch.step(cycle, offers[0] if offers else None, True)
         if res.accepted:
             offers.pop(0)
         if res.transferred is not None:
             order.append((res.transferred.tenant, cycle))
     assert [t for t, _ in order[:4]] == [0, 1, 2, 3], order
-    assert order[0][1] == 11, order  # selected at 10 (2050 >= 2048), transferred at 11
+    assert order[0][1] == 12, order  # selected at 11 (10 * 205 = 2050 >= 2048), transferred at 12
 
 
 def test_charged_service_with_small_requests():
@@ -398,16 +400,19 @@ def test_virtual_time_and_tags_follow_6_4_every_cycle(seed, tag_bits, lmax):
 def test_ready_counts_the_ingress_register():
     """Spec §4: occupancy includes a request held in the ingress register, and an
     upstream may present a request while queue_full is set. Tenant 0's heads never
-    compete (peak rate 0), so its queue only fills: offers in cycles 0..4 see
-    occupancy 0, 1, 2, 3 and 4 (three in the FIFO, one in ingress): the fifth is
-    refused, and again in cycle 5 (four in the FIFO)."""
+    compete (peak rate 0, its full start bucket emptied after cycle 0), so its
+    queue only fills: offers in cycles 1..5 see occupancy 0, 1, 2, 3 and 4
+    (three in the FIFO, one in ingress): the fifth is refused, and again in
+    cycle 6 (four in the FIFO)."""
     from kvfabric.model.channel import ChannelModel, Request  # the model under test
 
     p = FabricParams(channels=1, tenants=2)
     cfg = FabricConfig([TenantConfig(peak_rate=0, inv_weight=512, enable=1),
                         TenantConfig(peak_rate=MAX16, inv_weight=512, enable=1)])
     ch = ChannelModel(p, cfg)
-    accepted = [ch.step(t, Request(0, 64, t), True).accepted for t in range(6)]
+    ch.step(0, None, True)
+    ch.peak[0] = 0
+    accepted = [ch.step(t, Request(0, 64, t), True).accepted for t in range(1, 7)]
     assert accepted == [True, True, True, True, False, False], accepted
 
 

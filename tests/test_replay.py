@@ -107,12 +107,14 @@ def test_backlog_deeper_than_the_id_space_replays():
 
 
 def test_stuck_requests_are_an_error():
-    """A tenant with zero burst and guaranteed rate can never be served: error, not a drop."""
+    """A tenant with zero burst and guaranteed rate gets only the full peak
+    bucket it starts with (PCAP = one LMAX request, spec §6.3); its next request
+    can never be served: error, not a drop."""
     doc = {"fabric": dict(CONTRACT["fabric"]),
            "tenant": [{"id": 0, "name": "mute", "guaranteed_gbps": 0, "burst_gbps": 0, "weight": 1,
                        "burst_duration_ms": 1, "priority": 0, "latency_slo_us": 1}]}
     compiled = compile_contract(doc)
-    rows = [TraceRow(0, 0, 0, 0, 64)]
+    rows = [TraceRow(0, 0, 0, 0, compiled.params.max_request_bytes), TraceRow(1, 0, 0, 0, 64)]
     with pytest.raises(ReplayError, match="can never be granted"):
         replay_model(compiled.params, compiled.config, rows, compiled.bytes_per_cycle)
 

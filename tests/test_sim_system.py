@@ -190,8 +190,13 @@ def test_fabric_equal_weights_split_a_saturated_channel_evenly(seed):
 
 def test_fabric_priority_protects_decode_from_a_backlogged_prefill():
     """The arbiter admits the decode's transactions almost at once; the
-    controller then decides how much of that survives (kind-aware or not)."""
-    prio = _contract([_tenant(0, priority=2, guaranteed_gbps=10),
+    controller then decides how much of that survives (kind-aware or not).
+
+    The prefill's burst is 10 us (100 KB): its bucket starts full (spec §6.3),
+    and what it holds is guaranteed traffic by contract, which a kind-aware
+    controller cannot tell from the decode's; with the 0.1 ms default that
+    start burst (1 MB) would fill half of this 60,000-cycle run."""
+    prio = _contract([_tenant(0, priority=2, guaranteed_gbps=10, burst_duration_ms=0.01),
                       _tenant(1, priority=1, guaranteed_gbps=2, burst_duration_ms=1)])
     results = {}
     for name, policy in (("fabric", FabricPolicy(prio)), ("kind-aware", FabricPolicy(prio, kind_aware=True)),

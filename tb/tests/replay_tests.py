@@ -13,10 +13,12 @@ and every bucket, tag and V at 0:
 2. write the *trace-start marker* (``MARK_DATA`` to the unmapped address
    ``MARK_ADDR``; spec §9: ignored, OKAY) and wait for its write response;
 3. the trace's cycle 0 is the second cycle after the marker's B handshake;
-   just before it, every channel's ``dyn_level``/``dyn_peak`` is deposited
-   back to 0 (what they would be had all COMMITs landed at once; tags and V
-   are still 0, no request having been seen), so the RTL starts from exactly
-   the model's initial state.  ``vcd-check`` finds the marker in the VCD the
+   just before it, every channel's ``dyn_level``/``dyn_peak`` and each
+   tenant's previous-cycle enable (``cfg_enable_prev_i``) are deposited back
+   to 0 (what they would be had all COMMITs landed at once; tags and V are
+   still 0, no request having been seen), so the RTL starts from exactly the
+   model's initial state, and an enabled tenant's buckets fill in the trace's
+   cycle 0 in both (spec §6.3).  ``vcd-check`` finds the marker in the VCD the
    same way.
 """
 
@@ -79,10 +81,11 @@ async def replay(dut):
     await task
     for _ in range(MARK_GAP - 1):
         await FallingEdge(dut.clk)
-    # Now just after the falling edge of trace cycle 0: zero the buckets, then
+    # Now just after the falling edge of trace cycle 0: zero the buckets (and
+    # the enabling edge's register), then
     # drive cycle 0 in the same slot (_replay checks the state at its ReadOnly).
     for pt in ports:
-        for h in (*pt.h_level, *pt.h_peak):
+        for h in (*pt.h_level, *pt.h_peak, *pt.h_enable_prev):
             h.value = 0
 
     log = await _replay(dut, p, cfg, bpc, rows, ports)
