@@ -43,6 +43,7 @@ MODULE = "kvfabric.model.channel"
 #: Fast model-level tests, most discriminating first (the run stops at the first failure).
 TESTS = [
     "tests/test_model_credits.py",  # seconds: kills the credit mutants before the long oracles run
+    "tests/test_model_bucket_start.py",
     "tests/test_oracles.py",
     "tests/test_model_bounds.py",
     "tests/test_model_urgency.py",
