@@ -37,7 +37,7 @@ candidates afterwards):
   three-stage registered tree, three cycles old.
 """
 
-from amaranth.hdl import C, Cat, Const, Module, Mux, Signal
+from amaranth.hdl import C, Cat, Const, Module, Mux, Signal, signed
 from amaranth.lib import wiring
 from amaranth.lib.wiring import In, Out
 
@@ -173,7 +173,15 @@ class TimestampFloor(wiring.Component):
 
         # ---- per-tenant registers ----------------------------------------------------------
         slots = [[{f: Signal(w, name=f"q{i}_{k}_{f}") for f, w in fields} for k in range(D)] for i in range(n)]
-        count = [Signal(range(D + 1), name=f"count_{i}") for i in range(n)]
+        # Queue occupancy as a thermometer (bit k: at least k + 1 entries), so that every
+        # "at least k entries" choice in front of a carry chain is a register bit.
+        occ = [Signal(D, name=f"occupancy_{i}") for i in range(n)]
+
+        def at_least(i, k):
+            return C(1, 1) if k <= 0 else occ[i][k - 1]
+
+        def exactly(i, k):
+            return ~occ[i][0] if k == 0 else occ[i][k - 1] & (~occ[i][k] if k < D else C(1, 1))
         S = [Signal(T, name=f"start_{i}") for i in range(n)]
         fin = [Signal(T, name=f"fin_{i}") for i in range(n)]
         nxt = [Signal(T, name=f"nxt_{i}") for i in range(n)]
@@ -186,7 +194,6 @@ class TimestampFloor(wiring.Component):
         key_pop = [Signal(4, name=f"key_pop_{i}", init=IDLE_KEY) for i in range(n)]    # ... if granted at t
         key = [Signal(4, name=f"key_{i}", init=IDLE_KEY) for i in range(n)]
         ccls = [Signal(CREDIT_CLASSES, name=f"ccls_{i}") for i in range(n)]
-        active = [Signal(name=f"active_{i}") for i in range(n)]
         V = Signal(T, name="vt")
         served_q = Signal(SRV_BITS, name="served_q")
         taus = [self.tau_c, self.tau_p]
@@ -201,36 +208,57 @@ class TimestampFloor(wiring.Component):
         hc_next = Signal(CREDIT_CLASSES, name="has_credit_next")
         for k in range(CREDIT_CLASSES):
             L = self.limit[k]
+            # The limit plus -2..2, registered (configuration one cycle late), so that each flag
+            # of the next count is one comparison of registers chosen by the count's step.
+            thr = {d: Signal(signed(10), name=f"limit_{k}_plus{d}".replace("-", "m")) for d in range(-2, 3)}
+            m.d.sync += [thr[d].eq(L + d) for d in thr]
             lt0, lt1, le0, nz, full8 = (Signal(name=f"inflight_{what}_{k}", init=init) for what, init in
                                         (("lt", 0), ("lt_minus1", 0), ("le", 1), ("nonzero", 0), ("sat", 0)))
-            sat = Signal(8, name=f"inflight_sat_{k}")
-            m.d.comb += sat.eq(Mux(sel_q[k] & ~full8, cnt[k] + 1, cnt[k]))
+            up = sel_q[k] & ~full8
             ret = ret_q[k] & (sel_q[k] | nz)
+            step_up, step_down = up & ~ret, ret & ~up
             cur = Signal(8, name=f"inflight_{k}")              # n(t)
-            m.d.comb += cur.eq(Mux(ret, sat - 1, sat))
-            m.d.sync += [cnt[k].eq(cur), lt0.eq(cur < L), lt1.eq(cur + 1 < L), le0.eq(cur <= L),
-                         nz.eq(cur != 0), full8.eq(cur == 255)]
+            m.d.comb += cur.eq(Mux(step_up, cnt[k] + 1, Mux(step_down, cnt[k] - 1, cnt[k])))
+
+            def below(d):       # n(t) < L + d
+                return Mux(step_up, cnt[k] < thr[d - 1] if d - 1 >= -2 else cnt[k] < L - 3,
+                           Mux(step_down, cnt[k] < thr[d + 1], cnt[k] < thr[d]))
+            m.d.sync += [cnt[k].eq(cur), lt0.eq(below(0)), lt1.eq(below(-1)), le0.eq(below(1)),
+                         nz.eq(Mux(step_up, 1, Mux(step_down, cnt[k] != 1, cnt[k] != 0))),
+                         full8.eq(Mux(step_up, cnt[k] >= 254, Mux(step_down, 0, cnt[k] == 255)))]
             n_lt_limit = Mux(sel_q[k], Mux(ret, Mux(full8, L == 255, lt0), ~full8 & lt1),
                              Mux(ret, le0, lt0))
             m.d.comb += hc_next[k].eq((L == 0) | n_lt_limit)
         m.d.sync += ret_q.eq(self.credit_return)
 
         # ---- pair registers and the winner (as the fast core) -------------------------------
-        pair = {}
-        prec = {}
-        for hi in range(n):
-            for lo in range(hi):
-                pair[hi, lo] = [Signal(name=f"{w}_{hi}_{lo}") for w in ("class_less", "class_equal", "order_less")]
-                less, equal, before = pair[hi, lo]
-                prec[hi, lo] = less | (equal & before)
-        win = []
-        for i in range(n):
-            terms = [active[i]]
-            terms += [prec[i, lo] | ~active[lo] for lo in range(i)]
-            terms += [~(active[hi] & prec[hi, i]) for hi in range(i + 1, n)]
-            w = Signal(name=f"win_{i}")
-            m.d.comb += w.eq(Cat(*terms).all())
-            win.append(w)
+        # The winner drives some 600 register inputs per tenant (queue shift, tags, buckets, keys).
+        # One winner net that wide is mostly routing, so the pair bits and active bits are kept
+        # in three copies (``keep``: Yosys would merge equal registers) and each copy's winner
+        # drives one group: "sel" the pair bits, keys and grant, "queue" the queue, "state"
+        # the tags and buckets.
+        copies = ("sel", "queue", "state")
+        pair_copies = {g: {} for g in copies}
+        active_copies = {g: [Signal(name=f"active_{g}_{i}", attrs={"keep": 1}) for i in range(n)] for g in copies}
+        wins = {}
+        for g in copies:
+            prec = {}
+            for hi in range(n):
+                for lo in range(hi):
+                    pair_copies[g][hi, lo] = [Signal(name=f"{w}_{g}_{hi}_{lo}", attrs={"keep": 1})
+                                              for w in ("class_less", "class_equal", "order_less")]
+                    less, equal, before = pair_copies[g][hi, lo]
+                    prec[hi, lo] = less | (equal & before)
+            act = active_copies[g]
+            wins[g] = []
+            for i in range(n):
+                terms = [act[i]]
+                terms += [prec[i, lo] | ~act[lo] for lo in range(i)]
+                terms += [~(act[hi] & prec[hi, i]) for hi in range(i + 1, n)]
+                w = Signal(name=f"win_{g}_{i}")
+                m.d.comb += w.eq(Cat(*terms).all())
+                wins[g].append(w)
+        win = wins["sel"]
         m.d.comb += self.win.eq(Cat(*win))
 
         # ---- candidates for t+1 ------------------------------------------------------------
@@ -244,12 +272,13 @@ class TimestampFloor(wiring.Component):
             return (k == 10) | (k == 11)
         cand = {}
         for i in range(n):
-            q, c = slots[i], count[i]
+            q = slots[i]
             ing_i = Signal(name=f"ing_for_{i}")
             m.d.comb += ing_i.eq(ing_valid & (ing_tenant == i))
             # the queue of t+1 as it will be after the ingress entry is written
             entering = ing_for(i)
-            pos = [{f: Mux(c >= k + 1, q[min(k, D - 1)][f], entering[f]) for f, _ in fields} for k in range(3)]
+            pos = [{f: Mux(at_least(i, k + 1), q[min(k, D - 1)][f], entering[f]) for f, _ in fields}
+                   for k in range(3)]
             burst_now, burst_next_kept, burst_next_popped = is_burst(key[i]), is_burst(key_keep[i]), \
                 is_burst(key_pop[i])
             conf = {sc: [] for sc in ("KK", "KP", "PK", "PP")}
@@ -284,61 +313,64 @@ class TimestampFloor(wiring.Component):
             key_k, key_p = key_keep[i], key_pop[i]
             cc_k = _credit_class(m, f"ccls_keep_{i}", key_k, self.prio[i], self.bulk)
             cc_p = _credit_class(m, f"ccls_pop_{i}", key_p, self.prio[i], self.bulk)
-            act_k = (c >= 1) & (key_k != IDLE_KEY) & (cc_k & hc_next).any()
-            act_p = (c >= 2) & (key_p != IDLE_KEY) & (cc_p & hc_next).any()
+            act_k = at_least(i, 1) & (key_k != IDLE_KEY) & (cc_k & hc_next).any()
+            act_p = at_least(i, 2) & (key_p != IDLE_KEY) & (cc_p & hc_next).any()
             e2 = q[1] if D > 1 else q[0]
             cand[i] = dict(key_k=key_k, key_p=key_p, ts_k=q[0]["ts"], ts_p=e2["ts"], ing=ing_i)
             m.d.sync += [key[i].eq(Mux(win[i], key_p, key_k)), ccls[i].eq(Mux(win[i], cc_p, cc_k)),
-                         active[i].eq(Mux(win[i], act_p, act_k))]
+                         *[a[i].eq(Mux(win[i], act_p, act_k)) for a in active_copies.values()]]
 
         # ---- next pair bits, chosen by the winner -----------------------------------------------
         def order_less(a_key, a_ts, a_fin, b_key, b_ts, b_fin):
             return Mux((a_key == 0) & (b_key == 0), _lt(a_ts, b_ts, TS), _lt(a_fin, b_fin, T))
-        for (hi, lo), (less, equal, before) in pair.items():
+        for hi, lo in pair_copies["sel"]:
             a, b = cand[hi], cand[lo]
             def pick(if_hi, if_lo, if_neither):
                 return Mux(win[hi], if_hi, Mux(win[lo], if_lo, if_neither))
-            m.d.sync += [
-                less.eq(pick(a["key_p"] < b["key_k"], a["key_k"] < b["key_p"], a["key_k"] < b["key_k"])),
-                equal.eq(pick(a["key_p"] == b["key_k"], a["key_k"] == b["key_p"], a["key_k"] == b["key_k"])),
-                before.eq(pick(order_less(a["key_p"], a["ts_p"], nxt[hi], b["key_k"], b["ts_k"], fin[lo]),
-                               order_less(a["key_k"], a["ts_k"], fin[hi], b["key_p"], b["ts_p"], nxt[lo]),
-                               order_less(a["key_k"], a["ts_k"], fin[hi], b["key_k"], b["ts_k"], fin[lo]))),
-            ]
+            less = pick(a["key_p"] < b["key_k"], a["key_k"] < b["key_p"], a["key_k"] < b["key_k"])
+            equal = pick(a["key_p"] == b["key_k"], a["key_k"] == b["key_p"], a["key_k"] == b["key_k"])
+            before = pick(order_less(a["key_p"], a["ts_p"], nxt[hi], b["key_k"], b["ts_k"], fin[lo]),
+                          order_less(a["key_k"], a["ts_k"], fin[hi], b["key_p"], b["ts_p"], nxt[lo]),
+                          order_less(a["key_k"], a["ts_k"], fin[hi], b["key_k"], b["ts_k"], fin[lo]))
+            for g in copies:
+                m.d.sync += [reg.eq(v) for reg, v in zip(pair_copies[g][hi, lo], (less, equal, before))]
 
         # ---- per-tenant state updates ----------------------------------------------------------
         for i in range(n):
-            c, q, h = count[i], slots[i], slots[i][0]
+            q, h = slots[i], slots[i][0]
             e2 = q[1] if D > 1 else q[0]
             e3 = q[2] if D > 2 else e2
             ing_i = cand[i]["ing"]
-            w = win[i]
+            w, w_queue = wins["state"][i], wins["queue"][i]
             # queue: shift on a win, the ingress entry appended behind the last entry
             for k in range(D):
                 after_pop = q[k + 1] if k + 1 < D else q[k]
-                write = ing_i & Mux(w, c == k + 1, c == k)
+                write = ing_i & Mux(w_queue, exactly(i, k + 1), exactly(i, k))
                 entering = ing_for(i)
                 for f, _ in fields:
-                    m.d.sync += q[k][f].eq(Mux(write, entering[f], Mux(w, after_pop[f], q[k][f])))
-            m.d.sync += c.eq(c + ing_i - w)
+                    m.d.sync += q[k][f].eq(Mux(write, entering[f], Mux(w_queue, after_pop[f], q[k][f])))
+            with m.If(ing_i & ~w):
+                m.d.sync += occ[i].eq(Cat(C(1, 1), occ[i][:-1]))
+            with m.Elif(w & ~ing_i):
+                m.d.sync += occ[i].eq(Cat(occ[i][1:], C(0, 1)))
             # tags (spec §6.4 clamps; the winner's start tag is its finish tag)
             low_b = _lt(S[i], VmW, T)
             low_e = _lt(S[i], V, T)
             high = _lt(VpW, S[i], T)
-            q_sel = Mux(c >= 2, q12[i], ing_qsum)
-            c3 = Mux(c >= 3, e3["cost"], ing["cost"])
-            c2 = Mux(c >= 2, e2["cost"], ing["cost"])
+            q_sel = Mux(at_least(i, 2), q12[i], ing_qsum)
+            c3 = Mux(at_least(i, 3), e3["cost"], ing["cost"])
+            c2 = Mux(at_least(i, 2), e2["cost"], ing["cost"])
             with m.If(w):
-                m.d.sync += [S[i].eq(fin[i]), fin[i].eq(Mux(c >= 2, nxt[i], fin[i] + ing["cost"])),
+                m.d.sync += [S[i].eq(fin[i]), fin[i].eq(Mux(at_least(i, 2), nxt[i], fin[i] + ing["cost"])),
                              nxt[i].eq(nxt[i] + c3),
-                             q12[i].eq(Mux(c >= 3, e2["cost"] + e3["cost"], ing_qsum))]
-            with m.Elif(c >= 1):
+                             q12[i].eq(Mux(at_least(i, 3), e2["cost"] + e3["cost"], ing_qsum))]
+            with m.Elif(at_least(i, 1)):
                 with m.If(low_b):
                     m.d.sync += [S[i].eq(VmW), fin[i].eq(VmW + h["cost"]), nxt[i].eq(VmW + q_sel)]
                 with m.Elif(high):
                     m.d.sync += [S[i].eq(VpW), fin[i].eq(VpW + h["cost"]), nxt[i].eq(VpW + q_sel)]
                 with m.Else():
-                    m.d.sync += nxt[i].eq(Mux(c >= 2, nxt[i], fin[i] + c2))
+                    m.d.sync += nxt[i].eq(Mux(at_least(i, 2), nxt[i], fin[i] + c2))
                 m.d.sync += q12[i].eq(q_sel)
             with m.Elif(ing_i):
                 m.d.sync += fin[i].eq(S[i] + ing["cost"])
@@ -365,14 +397,14 @@ class TimestampFloor(wiring.Component):
                 with m.Else():
                     m.d.sync += [z[b][i].eq(Mux(fl, cpt[b][i], z[b][i]) + ONE),
                                  zu[b][i].eq(Mux(fl, cpt[b][i], z[b][i]) + 2 * ONE)]
-            m.d.comb += self.full[i].eq(c + ing_i >= D)
+            m.d.comb += self.full[i].eq(occ[i][D - 1] | (occ[i][D - 2] & ing_i))
 
         # ---- channel: credit class and work of the winner, V, vmin ------------------------------
         m.d.sync += sel_q.eq(Cat(*[Cat(*[win[i] & ccls[i][k] for i in range(n)]).any()
                                    for k in range(CREDIT_CLASSES)]))
         m.d.sync += served_q.eq(Cat(*[Cat(*[win[i] & slots[i][0]["srv"][b] for i in range(n)]).any()
                                       for b in range(SRV_BITS)]))
-        level = [(S[i], count[i] != 0) for i in range(n)]
+        level = [(S[i], occ[i][0]) for i in range(n)]
         stage = 0
         while len(level) > 1:
             nxt_level = []
