@@ -36,3 +36,11 @@ def os_getpid():
     """The process the task ran in."""
     import os
     return os.getpid()
+
+
+def worker_settings(keys):
+    """The worker's Dask settings ``keys`` and its parent process."""
+    import os
+
+    import dask
+    return [dask.config.get(k) for k in keys], os.getppid()

@@ -10,7 +10,7 @@ import pytest
 
 from kvfabric.sweep import SweepError, run_sweep
 
-from sweep_tasks import environ_get, os_getpid, seeded_draw, square_after, square_recording_pid
+from sweep_tasks import environ_get, os_getpid, seeded_draw, square_after, square_recording_pid, worker_settings
 
 
 def _tasks(n, seed):
@@ -118,6 +118,21 @@ def test_thread_workers_run_in_this_process():
     assert [r.value for r in res] == [i * i for i in range(6)]
     pids = run_sweep(os_getpid, [("a", ()), ("b", ())], workers=2, progress=False, processes=False)
     assert {r.value for r in pids} == {os.getpid()}
+
+
+def test_local_workers_are_forked_from_a_fork_server_with_the_sweeps_settings():
+    """The overhead settings (kvfabric.sweep._local_config) reach the workers,
+    which are forked by the fork server, not spawned by this process."""
+    from kvfabric.sweep import _local_config
+
+    keys = sorted(_local_config())
+    res = run_sweep(worker_settings, [(f"w{i}", (keys,)) for i in range(2)], workers=2, progress=False)
+    for r in res:
+        values, parent = r.value
+        assert dict(zip(keys, values)) == _local_config()
+        assert parent != os.getpid()
+    assert _local_config()["distributed.worker.multiprocessing-method"] == "forkserver"
+    assert _local_config()["distributed.worker.profile.enabled"] is False
 
 
 def test_no_scheduler_at_the_address_is_a_clear_error(monkeypatch):
