@@ -1,10 +1,16 @@
 """``kvfabric system``: a user's contract and workload through the system model.
 
-One HBM3 channel (51.2 GB/s, 1600 MHz) carries the workload; the contract is
-taken per channel (each tenant keeps its share of a channel, see
-:func:`kvfabric.sim.workload.one_channel_contract`) and drives the golden
-model's arbiter for the ``fabric`` and ``fabric-qos`` policies (``fabric-qos``
-with the contract's ``CREDITS`` when it gives them, spec §12).
+The contract's ``channels`` HBM3-6400 channels (51.2 GB/s each, memory clock
+1600 MHz) carry the workload, each with its own controller and front end; the
+workload's ``[mapping]`` and per-tenant ``channels`` say which channel serves
+each address (:func:`kvfabric.sim.workload.channel_map`).  For ``fabric`` and
+``fabric-qos`` every channel's front end is one golden-model channel
+(``ChannelModel``, as ``model/fabric.py`` has one per channel) with the
+contract's per-channel registers at the contract's ``clock_mhz``
+(``fabric-qos`` with the contract's ``CREDITS`` when it gives them, spec §12).
+A contract for another channel rate than 51.2 GB/s cannot be simulated as
+written: each tenant keeps its share of a channel, rescaled to 51.2 GB/s
+(:func:`kvfabric.sim.workload.simulated_contract`), and the command says so.
 
 A decode whose measured demand exceeds :data:`HEADROOM` of its guarantee is
 warned about: its bucket can run dry, and its reads then go burst-kind,
@@ -83,20 +89,23 @@ class SystemRun:
     workload: object        # kvfabric.sim.workload.Workload
     doc: dict               # the contract as written
     compiled: object        # ... compiled
-    channel_doc: dict       # the one simulated channel's contract (one_channel_contract)
+    channel_doc: dict       # the simulated contract (simulated_contract: as written, or rescaled)
     channel: object         # ... compiled
+    rescaled: bool = False  # whether channel_doc rescales the contract's GB/s
 
 
 def build_system(contract_path, workload_path, policy_name, *, seed=None, cycles=None, idle_prefills=False):
     """The system ``kvfabric system`` runs (its one construction, also the
-    workload family's): the contract rescaled to one simulated channel, the
-    workload's tenants, the CXL link when a decode spills, the policy.
-    ``seed`` and ``cycles`` override the workload file's; ``idle_prefills``
-    turns every prefill idle (a decode-only baseline)."""
-    from kvfabric.sim.fabric import FABRIC_MHZ
+    workload family's): the contract's channels at its clock (its GB/s
+    rescaled per channel when its channel rate is not HBM3-6400's), the
+    workload's tenants and channel map, one CXL link per channel when a
+    decode spills, one policy per channel.  ``seed`` and ``cycles`` override
+    the workload file's; ``idle_prefills`` turns every prefill idle (a
+    decode-only baseline)."""
     from kvfabric.sim.hbm3 import CHANNEL_GBPS, ns_to_cycles
     from kvfabric.sim.system import CxlLink, System
-    from kvfabric.sim.workload import TenantSpec, build_tenants, load_workload, needs_cxl, one_channel_contract
+    from kvfabric.sim.workload import (TenantSpec, build_tenants, channel_map, load_workload, needs_cxl,
+                                       simulated_contract)
 
     try:
         with open(contract_path, "rb") as f:
@@ -108,13 +117,14 @@ def build_system(contract_path, workload_path, policy_name, *, seed=None, cycles
     if ids != list(range(len(ids))):
         raise ContractError(f"{contract_path}: kvfabric system needs tenant ids 0..{len(ids) - 1}, "
                             f"found {', '.join(map(str, ids))}")
-    channel_doc = one_channel_contract(doc, CHANNEL_GBPS, FABRIC_MHZ)
+    channel_doc, rescaled = simulated_contract(doc, CHANNEL_GBPS)
     try:
-        channel = compile_contract(channel_doc, source=f"{contract_path} (one simulated channel)")
+        channel = compile_contract(channel_doc, source=f"{contract_path} (as simulated)")
     except ContractError as e:
-        raise ContractError(f"{e}; the contract's per-channel shares do not fit one "
+        raise ContractError(f"{e}; the contract's per-channel shares do not fit a "
                             f"{float(CHANNEL_GBPS)} GB/s channel") from None
-    workload = load_workload(workload_path, ids)
+    n = channel.params.channels
+    workload = load_workload(workload_path, ids, channels=n)
     if seed is not None:
         workload.seed = seed
     if cycles:
@@ -122,12 +132,16 @@ def build_system(contract_path, workload_path, policy_name, *, seed=None, cycles
     if idle_prefills:
         workload.tenants = [t if t.kind != "prefill" else TenantSpec(t.id, "idle") for t in workload.tenants]
     tenants = build_tenants(workload)
-    policy = make_policy(policy_name, channel_doc, workload)
+    # One front end per channel: each holds its channel's arbiter or queue state.
+    policies = [make_policy(policy_name, channel_doc, workload) for _ in range(n)]
     cxl = None
     if needs_cxl(workload):
         # 320 ns behind a link of 25 GB/s per channel (setup B's scaled figures).
-        cxl = CxlLink(latency=ns_to_cycles(320), cycles_per_access=ns_to_cycles(Fraction(32, 25)))
-    return SystemRun(System(tenants, policy, cxl=cxl), workload, doc, compiled, channel_doc, channel)
+        links = [CxlLink(latency=ns_to_cycles(320), cycles_per_access=ns_to_cycles(Fraction(32, 25)))
+                 for _ in range(n)]
+        cxl = links[0] if n == 1 else links
+    system = System(tenants, policies[0] if n == 1 else policies, cxl=cxl, channel_map=channel_map(workload))
+    return SystemRun(system, workload, doc, compiled, channel_doc, channel, rescaled)
 
 
 def run_system(contract_path, workload_path, policy_name):
@@ -139,16 +153,22 @@ def run_system(contract_path, workload_path, policy_name):
     tenants = system.tenants
     system.run(workload.cycles)
     ns = Fraction(1000, MEMORY_MHZ)
-    stats = system.channel.stats
+    all_stats = [c.stats for c in system.channels]
+    n = len(all_stats)
+    sets = system.channel_map.sets
     rows, warnings = [], []
     for spec, t in zip(workload.tenants, tenants):
-        gbps = Fraction(stats.bytes[t.tenant_id] * MEMORY_MHZ, workload.cycles * 1000)
+        per_channel = [Fraction(st.bytes[t.tenant_id] * MEMORY_MHZ, workload.cycles * 1000) for st in all_stats]
+        gbps = sum(per_channel)
         if spec.kind == "decode":
-            warning = headroom_warning(compiled.tenant_by_id(spec.id), channel.tenant_by_id(spec.id), gbps)
+            warning = headroom_warning(compiled.tenant_by_id(spec.id), channel.tenant_by_id(spec.id), gbps,
+                                       channels=n, reach=len(sets[t.tenant_id]))
             if warning:
                 warnings.append(warning)
         row = {"id": spec.id, "kind": spec.kind, "steps": None, "p50_ns": None, "p99_ns": None,
                "gbps": round(float(gbps), 3)}
+        if n > 1:
+            row["channel_gbps"] = [round(float(g), 3) for g in per_channel]
         if spec.kind == "decode":
             lat = sorted(lat for _, lat in t.steps)
             row["steps"] = len(lat)
@@ -158,49 +178,105 @@ def run_system(contract_path, workload_path, policy_name):
         elif spec.kind == "prefill":
             row["jobs"] = len(t.jobs)
         rows.append(row)
-    utilisation = Fraction(sum(stats.bytes), workload.cycles * 32)
-    return {"policy": policy_name, "cycles": workload.cycles, "tenants": rows,
-            "utilisation": round(float(utilisation), 4), "warnings": warnings,
-            "simulated": simulated_channel(compiled, channel, doc)}
+    peak_bytes = sum(sum(st.bytes) for st in all_stats)
+    utilisation = Fraction(peak_bytes, workload.cycles * 32 * n)
+    result = {"policy": policy_name, "cycles": workload.cycles, "tenants": rows,
+              "utilisation": round(float(utilisation), 4), "warnings": warnings,
+              "simulated": simulated_channel(compiled, channel, doc, run.rescaled, system.channel_map)}
+    if n > 1:
+        result["channel_utilisation"] = [round(float(Fraction(sum(st.bytes), workload.cycles * 32)), 4)
+                                         for st in all_stats]
+    return result
 
 
-def simulated_channel(compiled, channel, doc):
-    """What the system model ran instead of the contract as written: one
-    HBM3-6400 channel with the arbiter at the front end's clock, each tenant's
-    per-channel share of the contract rescaled to it (sim/workload.py
-    one_channel_contract). Printed and written to the JSON, never silent."""
+def simulated_channel(compiled, channel, doc, rescaled=False, channel_map=None):
+    """What the system model ran for the contract as written: its channels
+    of HBM3-6400 with the arbiter at the contract's clock, each tenant's
+    guarantee over them (``guaranteed_gbps``: as written, as simulated; they
+    differ only when ``rescaled``, a contract for another channel rate, whose
+    per-channel shares sim/workload.py simulated_contract keeps), and the
+    address mapping. Printed and written to the JSON, never silent."""
     fab = doc["fabric"]
-    return {
+    out = {
         "contract": {"channels": int(fab.get("channels", 1)), "channel_gbps": float(fab["channel_gbps"]),
                      "clock_mhz": float(fab["clock_mhz"])},
-        "channel": {"channels": 1, "channel_gbps": float(channel.channel_gbps),
+        "channel": {"channels": channel.params.channels, "channel_gbps": float(channel.channel_gbps),
                     "clock_mhz": float(channel.clock_mhz)},
         "tenants": [{"id": t.id, "guaranteed_gbps": [float(t.guaranteed_gbps),
                                                       float(channel.tenant_by_id(t.id).guaranteed_gbps)]}
                     for t in compiled.tenants],
+        "rescaled": rescaled,
     }
+    if channel_map is not None:
+        out["mapping"] = {"interleave_bytes": channel_map.interleave_bytes,
+                          "tenant_channels": [list(s) for s in channel_map.sets]}
+    return out
 
 
-def headroom_warning(contract, channel, gbps):
+def headroom_warning(contract, channel, gbps, *, channels=1, reach=1):
     """The warning for a decode tenant whose measured ``gbps`` on the simulated
-    channel exceeds :data:`HEADROOM` of its guarantee there (``channel``, the
-    tenant in the one-channel contract; ``contract``, as the user wrote it), or None."""
-    guarantee = channel.guaranteed_gbps
+    channels exceeds :data:`HEADROOM` of its guarantee there (``channel``, the
+    tenant in the simulated contract; ``contract``, as the user wrote it), or None.
+
+    Each channel enforces 1/``channels`` of a tenant's guarantee (spec §12),
+    so a tenant whose addresses reach ``reach`` of them is guaranteed
+    ``reach / channels`` of its contract; that is the guarantee judged."""
+    guarantee = channel.guaranteed_gbps * reach / channels
     if gbps <= HEADROOM * guarantee:
         return None
     # The contract's figure that would put the demand at HEADROOM: the
-    # one-channel rescaling is linear, so scale the written guarantee.
+    # rescaling and the per-channel split are linear, so scale the written guarantee.
     if guarantee:
         need = contract.guaranteed_gbps * gbps / (HEADROOM * guarantee)
         share = f"{float(gbps / guarantee):.0%} of its guarantee of {float(guarantee):.3f} GB/s"
+        if reach < channels:
+            share += (f" (its addresses reach {reach} of {channels} channels, each of which enforces "
+                      f"1/{channels} of the contract's, spec §12)")
     else:
         need = None
         share = "and it has no guarantee"
     advice = (f"guarantee a latency-bound tenant at least {float(1 / HEADROOM):g}x its demand"
               + (f": guaranteed_gbps >= {float(need):.3f} in the contract" if need is not None else ""))
-    return (f"tenant {contract.id} ('{contract.name}', decode) measured {float(gbps):.3f} GB/s on the "
-            f"simulated channel, {share}: above {float(HEADROOM):.0%} its bucket can run dry and its "
+    where = "the simulated channel" if channels == 1 else f"the {channels} simulated channels"
+    return (f"tenant {contract.id} ('{contract.name}', decode) measured {float(gbps):.3f} GB/s on "
+            f"{where}, {share}: above {float(HEADROOM):.0%} its bucket can run dry and its "
             f"reads then go burst-kind, behind every guaranteed one; {advice}")
+
+
+def describe_simulated(sim):
+    """The first line ``kvfabric system`` prints: what it simulates, what it
+    takes as written and what it rescales."""
+    c, ch = sim["contract"], sim["channel"]
+    n = ch["channels"]
+    what = (f"one {ch['channel_gbps']:g} GB/s HBM3-6400 channel" if n == 1
+            else f"{n} x {ch['channel_gbps']:g} GB/s HBM3-6400 channels")
+    head = (f"simulated: {what}, arbiter at {ch['clock_mhz']:g} MHz; the contract's {c['channels']} x "
+            f"{c['channel_gbps']:g} GB/s at {c['clock_mhz']:g} MHz")
+    if sim["rescaled"]:
+        text = (f"{head}: its channel rate is not the HBM3 model's, so each tenant keeps its share of a "
+                f"channel, rescaled to {ch['channel_gbps']:g} GB/s (guaranteed GB/s, contract -> simulated: "
+                + ", ".join(f"{t['id']}: {t['guaranteed_gbps'][0]:g} -> {t['guaranteed_gbps'][1]:.3g}"
+                            for t in sim["tenants"]) + ")")
+    else:
+        text = f"{head}, as written (channels, clock and GB/s)"
+    mapping = sim.get("mapping")
+    if mapping and n > 1:
+        narrow = [f"tenant {t}: channels {', '.join(map(str, s))}"
+                  for t, s in enumerate(mapping["tenant_channels"]) if len(s) < n]
+        text += (f"; {mapping['interleave_bytes']} B interleave, "
+                 + ("; ".join(narrow) + ", the others on all" if narrow else "every tenant on all channels"))
+    return text
+
+
+def arbiter_note(sim):
+    """A note when the arbiter's clock cannot grant the channel's peak in 128 B
+    transactions (one grant per clock), or None."""
+    ch = sim["channel"]
+    grant_gbps = ch["clock_mhz"] * 128 / 1000
+    if grant_gbps + 1e-9 >= ch["channel_gbps"]:
+        return None
+    return (f"note: the arbiter at {ch['clock_mhz']:g} MHz grants at most {grant_gbps:g} GB/s of the system "
+            f"model's 128 B transactions per channel, below the channel's {ch['channel_gbps']:g} GB/s")
 
 
 def cmd_system(args) -> int:
@@ -208,14 +284,14 @@ def cmd_system(args) -> int:
     for warning in result["warnings"]:
         print(f"kvfabric system: warning: {warning}", file=sys.stderr)
     sim = result["simulated"]
-    c, ch = sim["contract"], sim["channel"]
-    print(f"simulated: one {ch['channel_gbps']:g} GB/s HBM3-6400 channel, arbiter at {ch['clock_mhz']:g} MHz; "
-          f"the contract's {c['channels']} x {c['channel_gbps']:g} GB/s at {c['clock_mhz']:g} MHz is rescaled "
-          f"to it per channel (guaranteed GB/s, contract -> simulated: "
-          + ", ".join(f"{t['id']}: {t['guaranteed_gbps'][0]:g} -> {t['guaranteed_gbps'][1]:.3g}"
-                      for t in sim["tenants"]) + ")")
+    print(describe_simulated(sim))
+    note = arbiter_note(sim)
+    if note:
+        print(note)
     print(f"policy {result['policy']}, {result['cycles']} cycles, "
-          f"utilisation {result['utilisation']:.1%}")
+          f"utilisation {result['utilisation']:.1%}"
+          + (" (per channel: " + ", ".join(f"{u:.1%}" for u in result["channel_utilisation"]) + ")"
+             if "channel_utilisation" in result else ""))
     print(format_table(result["tenants"], [
         ("id", "id", "d"), ("kind", "kind", "s"), ("steps", "steps", "d"), ("p50_ns", "p50 ns", ".0f"),
         ("p99_ns", "p99 ns", ".0f"), ("gbps", "GB/s", ".3f")]))

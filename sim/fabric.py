@@ -13,9 +13,12 @@ and a transferred grant moves its transaction into the controller, whose
 FR-FCFS scheduler serves it.  The fabric decides tenant order; the DRAM
 model serves.
 
-The fabric runs at ``clock_mhz`` of the contract, an integer divisor of the
-memory clock; one grant per fabric clock of a 128-byte transaction at
-400 MHz is exactly the channel's 51.2 GB/s.
+The fabric runs at ``clock_mhz`` of the contract: its clock edges fall on
+the memory clocks ``ceil(k * memory_mhz / clock_mhz)`` (every 4th at
+400 MHz, where one grant per fabric clock of a 128-byte transaction is
+exactly the channel's 51.2 GB/s; a clock that does not divide the memory
+clock's 1600 MHz, such as 300 MHz, gets unevenly spaced edges with the
+contract's average rate, the nearest the memory clock can resolve).
 """
 
 from dataclasses import dataclass, replace
@@ -100,11 +103,8 @@ class FabricPolicy(Policy):
     def __init__(self, doc, *, memory_mhz=1600, coloring=False, kind_aware=False, name="Fabric"):
         self.doc = doc
         self.compiled = compile_contract(doc)
-        clock = self.compiled.clock_mhz
-        if Fraction(memory_mhz) % clock:
-            raise ValueError(f"Memory clock {memory_mhz} MHz is not a multiple of the fabric "
-                             f"clock {clock} MHz")
-        self.ratio = int(Fraction(memory_mhz) / clock)
+        #: Memory clocks per fabric clock (exact; 4 at 400 MHz).
+        self.period = Fraction(memory_mhz) / self.compiled.clock_mhz
         self.coloring = coloring
         self.kind_aware = kind_aware
         self.name = name
@@ -119,7 +119,8 @@ class FabricPolicy(Policy):
                              f"the system {len(tenants)}")
         self.model = ChannelModel(self.compiled.params, self._config())
         self.in_fabric = {}       # request id -> transaction accepted by the fabric
-        self.next_edge = 0        # memory cycle of the next fabric clock edge
+        self.fabric_cycle = 0     # the next fabric clock edge's number ...
+        self.next_edge = 0        # ... and its memory cycle (:meth:`edge`)
         self.grants = [0] * len(tenants)
         self.burst_grants = [0] * len(tenants)
 
@@ -135,19 +136,29 @@ class FabricPolicy(Policy):
         for this memory side returns no credits."""
         return self.compiled.config_without_credits
 
+    def edge(self, k):
+        """Memory cycle of fabric clock edge ``k``: the first at or after
+        ``k`` fabric periods (``k * period`` when the period is whole)."""
+        period = self.period
+        return -(-k * period.numerator // period.denominator)
+
     # -- the front end ----------------------------------------------------------
     def front_end(self, now):
         model = self.model
         system = self.system
         while self.next_edge <= now:
             if not system.waiting and not self.in_fabric and model.quiescent():
-                # Nothing to arbitrate: only buckets refill, exactly (model.skip).
-                edges = (now - self.next_edge) // self.ratio + 1
-                model.skip(edges)
-                self.next_edge += edges * self.ratio
+                # Nothing to arbitrate: only buckets refill, exactly (model.skip),
+                # over every edge up to now (the last is floor(now / period)).
+                period = self.period
+                last = now * period.denominator // period.numerator
+                model.skip(last - self.fabric_cycle + 1)
+                self.fabric_cycle = last + 1
+                self.next_edge = self.edge(self.fabric_cycle)
                 break
-            self._clock(now, self.next_edge // self.ratio)
-            self.next_edge += self.ratio
+            self._clock(now, self.fabric_cycle)
+            self.fabric_cycle += 1
+            self.next_edge = self.edge(self.fabric_cycle)
         if system.waiting or self.in_fabric or not model.quiescent():
             return self.next_edge
         return NEVER

@@ -1,8 +1,20 @@
-"""Physical address to (bank, row) mapping, with and without page coloring.
+"""Tenant address to channel (:class:`ChannelMap`), and channel-local address
+to (bank, row) (:class:`AddressMap`), with and without page coloring.
 
-Addresses are channel-local 32-byte access indices: the GPU interleaves
-channels above this, and every tenant is assumed to spread evenly over all
-channels, so one channel sees a 1/N slice of each tenant's traffic.
+Channels: a tenant's address space is cut into units of ``interleave_bytes``
+dealt round robin over the tenant's channel set (all channels unless the
+workload gives the tenant ``channels = [...]``); each channel numbers the
+units it receives consecutively, so a stream stays a stream inside every
+channel.  The default unit, :data:`DEFAULT_INTERLEAVE_BYTES` = 256 B, is the
+largest run :class:`AddressMap` keeps in one bank group: 4 columns of 32 B
+(HBM3's BL8 on a 32-bit pseudo-channel, sim/hbm3.py) in each of the two
+pseudo-channels, one row activation per pseudo-channel.  A smaller unit
+would split such a run over channels and double the activations per byte
+of random 256 B reads (the tFAW bound, docs/system-model.md); a larger one
+only keeps a tenant longer on one channel.  Transactions are 128 B, so the
+unit is a multiple of 128 B and a transaction never straddles channels.
+
+Within a channel, addresses are channel-local 32-byte access indices.
 
 Bit order, low to high (HBM3 geometry)::
 
@@ -25,7 +37,72 @@ the tenant at tCCD_L, half the stream bandwidth.
 
 from .hbm3 import HBM3_GEOMETRY
 
-__all__ = ["AddressMap"]
+__all__ = ["AddressMap", "ChannelMap", "DEFAULT_INTERLEAVE_BYTES", "TRANSACTION_BYTES"]
+
+#: Bytes of one transaction (sim/system.py: four 32 B accesses), the unit a channel set deals in.
+TRANSACTION_BYTES = 128
+
+#: Default channel interleave: the 256 B run :class:`AddressMap` keeps in one bank group
+#: (pseudo-channel and low column bits: 2 x 4 columns of 32 B), see the module docstring.
+DEFAULT_INTERLEAVE_BYTES = 256
+
+
+class ChannelMap:
+    """Map a tenant's transaction index to ``(channel, channel-local transaction index)``.
+
+    Parameters
+    ----------
+    channels : int
+        Channels of the system.
+    sets : list of tuples, one per tenant
+        The channels each tenant's addresses interleave over (ascending).
+    interleave_bytes : int
+        Unit dealt round robin over a tenant's set, a multiple of 128 B.
+    """
+
+    def __init__(self, channels, sets, interleave_bytes=DEFAULT_INTERLEAVE_BYTES):
+        if not isinstance(channels, int) or channels <= 0:
+            raise ValueError(f"Channel count must be a positive integer, not {channels!r}")
+        if (not isinstance(interleave_bytes, int) or interleave_bytes <= 0
+                or interleave_bytes % TRANSACTION_BYTES):
+            raise ValueError(f"Interleave must be a positive multiple of {TRANSACTION_BYTES} B, "
+                             f"not {interleave_bytes!r}")
+        for t, s in enumerate(sets):
+            if not s or len(set(s)) != len(s) or any(not 0 <= c < channels for c in s):
+                raise ValueError(f"Tenant {t}'s channel set {s!r} must be distinct channels in 0..{channels - 1}")
+        self.channels = channels
+        self.sets = [tuple(s) for s in sets]
+        self.interleave_bytes = interleave_bytes
+        self.unit = interleave_bytes // TRANSACTION_BYTES  # transactions per unit
+
+    @classmethod
+    def spread(cls, channels, n_tenants, interleave_bytes=DEFAULT_INTERLEAVE_BYTES):
+        """Every tenant over every channel."""
+        return cls(channels, [tuple(range(channels))] * n_tenants, interleave_bytes)
+
+    def locate(self, tenant, index):
+        """Channel and channel-local index of the tenant's ``index``-th transaction."""
+        s = self.sets[tenant]
+        if len(s) == 1:
+            return s[0], index
+        unit = self.unit
+        u, offset = divmod(index, unit)
+        q, r = divmod(u, len(s))
+        return s[r], q * unit + offset
+
+    def capacity(self, tenant, local):
+        """Transactions the tenant may address given ``local`` per channel.
+
+        One channel: ``local``.  Several: whole pairs of units per channel
+        (``2 * unit`` transactions) times the set's size, so no channel-local
+        index exceeds ``local`` and the tenant's two halves (a prefill's reads
+        and writes, sim/tenants.py) start on the same channel.
+        """
+        k = len(self.sets[tenant])
+        if k == 1:
+            return local
+        pair = 2 * self.unit
+        return local // pair * pair * k
 
 
 class AddressMap:

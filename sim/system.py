@@ -1,14 +1,27 @@
-"""The simulation loop: tenants, front-end policy, channel, CXL, events.
+"""The simulation loop: tenants, front-end policies, channels, CXL, events.
 
 Tenants issue :class:`Transaction` s: 128-byte memory requests (a GPU L2
-line), each served by the channel as four 32-byte column accesses, two per
-pseudo-channel.  The front end (the policy) moves transactions from the
-tenants' source queues into the controller's transaction queue; the channel
-serves their accesses; a transaction completes when its last burst ends.
+line), each served by one channel as four 32-byte column accesses, two per
+pseudo-channel.  The channel map (:class:`~sim.mapping.ChannelMap`) sends a
+transaction to a channel; every channel is a :class:`ChannelPort`: its own
+controller and HBM3 channel (:class:`~sim.dram.Channel`), its own front end
+(a policy object; for the fabric, one golden-model channel as
+model/fabric.py has one per channel) and its own source queues per tenant.
+The front end moves transactions from its source queues into its
+controller; the channel serves their accesses; a transaction completes when
+its last burst ends.
 
 Time advances in memory-clock cycles but skips clocks in which nothing can
 happen: the loop visits the next cycle at which a command could issue, a
-data burst ends, a tenant timer fires or the front end asks to be called.
+data burst ends, a tenant timer fires or a front end asks to be called.
+With one channel its front end and controller are stepped at every visited
+cycle, as before channels were ports (one-channel results are unchanged to
+the byte).  With several, a port is stepped at its own wake-ups (what its
+front end and controller asked for, its data bursts' ends) and whenever a
+tenant hands it a transaction: visiting eight channels at every cycle any of
+them needs would multiply the work by up to eight, and a channel's
+decisions then depend only on its own traffic, not on when its neighbours
+happen to be looked at.
 """
 
 import heapq
@@ -16,9 +29,9 @@ from collections import deque
 
 from .dram import NEVER, Channel, Request
 from .hbm3 import HBM3_6400, HBM3_GEOMETRY
-from .mapping import AddressMap
+from .mapping import AddressMap, ChannelMap
 
-__all__ = ["System", "Transaction", "CxlLink", "TRANSACTION_ACCESSES"]
+__all__ = ["System", "ChannelPort", "Transaction", "CxlLink", "TRANSACTION_ACCESSES"]
 
 #: 32-byte accesses per transaction: 128 B, two bursts on each pseudo-channel.
 TRANSACTION_ACCESSES = 4
@@ -44,12 +57,14 @@ class Transaction:
     granted, admitted, done : int
         Cycles of the arbiter's selection (-1 without an arbiter), of entry
         into the controller and of the end of the last data burst.
+    channel : int
+        The channel that serves it (the channel map's choice).
     """
 
     __slots__ = ("tenant", "nbytes", "is_write", "accesses", "left", "arrival", "seq", "owner",
-                 "tag", "to_cxl", "granted", "admitted", "done")
+                 "tag", "to_cxl", "granted", "admitted", "done", "channel")
 
-    def __init__(self, tenant, is_write, accesses, arrival, owner, tag=None, to_cxl=False):
+    def __init__(self, tenant, is_write, accesses, arrival, owner, tag=None, to_cxl=False, channel=0):
         self.tenant = tenant
         self.is_write = is_write
         self.accesses = accesses
@@ -63,6 +78,7 @@ class Transaction:
         self.granted = -1    # selected by an arbiter in front of the controller, if any
         self.admitted = -1
         self.done = -1
+        self.channel = channel
         for a in accesses:
             a.owner = self
 
@@ -97,43 +113,161 @@ class CxlLink:
         return self.free_at + self.latency
 
 
+class ChannelPort:
+    """One channel of a :class:`System` as its front end sees it.
+
+    A policy is prepared with its port (``policy.prepare(tenants, port)``)
+    and uses what a one-channel system offered it: the tenants' source
+    queues of this channel (``sources``, ``waiting``), its controller and
+    HBM3 channel (``channel``), and ``take``, ``enqueue``, ``admit`` and
+    ``room_for``.
+
+    Attributes
+    ----------
+    index : int
+    channel : Channel
+    policy : Policy
+    sources : list of deque
+        Per tenant, its transactions for this channel not yet taken by the front end.
+    waiting : int
+        Transactions in ``sources``.
+    wake : int
+        The next cycle the port must be stepped (several channels only).
+    """
+
+    def __init__(self, system, index, channel, policy, n_tenants):
+        self.system = system
+        self.index = index
+        self.channel = channel
+        self.policy = policy
+        self.sources = [deque() for _ in range(n_tenants)]
+        self.waiting = 0
+        self.wake = 0
+
+    @property
+    def tenants(self):
+        return self.system.tenants
+
+    @property
+    def now(self):
+        return self.system.now
+
+    def take(self, txn):
+        """Remove ``txn`` from its tenant's source queue (a front end holds it)."""
+        source = self.sources[txn.tenant]
+        if source[0] is txn:
+            source.popleft()
+        else:
+            source.remove(txn)
+        self.waiting -= 1
+        self.system.waiting -= 1
+
+    def enqueue(self, txn, now):
+        """Put ``txn``'s accesses into this channel's controller queue."""
+        txn.admitted = now
+        if txn.granted < 0:
+            txn.granted = txn.arrival  # no arbiter: all its wait was for room
+        channel = self.channel
+        for a in txn.accesses:
+            channel.enqueue(a, now)
+
+    def admit(self, txn, now):
+        """Move ``txn`` from its tenant's source queue into the controller."""
+        self.take(txn)
+        self.enqueue(txn, now)
+
+    def room_for(self, txn):
+        return self.channel.has_room(len(txn.accesses), txn.is_write)
+
+
 class System:
-    """One channel shared by tenants under a policy.
+    """Channels shared by tenants, each under its own front-end policy.
 
     Parameters
     ----------
     tenants : list of Tenant
         ``tenants[i].tenant_id`` must be ``i``.
-    policy : Policy
-    cxl : CxlLink or None
+    policy : Policy, or list of Policy
+        One front end per channel (a single policy: one channel).  Each is
+        prepared with its :class:`ChannelPort`.
+    cxl : CxlLink, list of CxlLink, or None
+        The CXL link spilled reads go over; a list gives one per channel,
+        taken by the channel the transaction's address maps to (the spill's
+        CXL memory interleaved as the HBM is, with the same aggregate link).
     timeline_window : int or None
         Record bytes per tenant per window of this many cycles.
     channel_args : dict
         Extra keyword arguments for :class:`~sim.dram.Channel`.
+    channel_map : ChannelMap or None
+        Which channel serves each transaction; default: every tenant spread
+        over every channel at the default interleave.
     """
 
     def __init__(self, tenants, policy, *, timing=HBM3_6400, geometry=HBM3_GEOMETRY, cxl=None,
-                 timeline_window=None, channel_args=None):
+                 timeline_window=None, channel_args=None, channel_map=None):
         for i, t in enumerate(tenants):
             if t.tenant_id != i:
                 raise ValueError(f"Tenant {i} has id {t.tenant_id}; ids must be 0..n-1 in order")
+        policies = list(policy) if isinstance(policy, (list, tuple)) else [policy]
+        if not policies or len({id(p) for p in policies}) != len(policies):
+            raise ValueError("Give one policy object per channel (a policy holds its channel's front-end state)")
+        if len({p.coloring for p in policies}) != 1:
+            raise ValueError("Every channel's policy must agree on page coloring (one address map)")
+        if channel_map is None:
+            channel_map = ChannelMap.spread(len(policies), len(tenants))
+        if channel_map.channels != len(policies) or len(channel_map.sets) != len(tenants):
+            raise ValueError(f"Channel map for {channel_map.channels} channels and {len(channel_map.sets)} "
+                             f"tenants, system of {len(policies)} channels and {len(tenants)} tenants")
         self.timing = timing
         self.tenants = tenants
-        self.policy = policy
         self.cxl = cxl
-        self.address_map = AddressMap(len(tenants), coloring=policy.coloring, geometry=geometry)
-        self.channel = Channel(timing=timing, geometry=geometry, n_tenants=len(tenants),
-                               **{**policy.controller_args(), **(channel_args or {})})
-        if timeline_window:
-            self.channel.stats.enable_timeline(timeline_window)
-        self.sources = [deque() for _ in tenants]
+        if isinstance(cxl, (list, tuple)) and len(cxl) != len(policies):
+            raise ValueError(f"{len(cxl)} CXL links for {len(policies)} channels (give one, or one per channel)")
+        self.channel_map = channel_map
+        self.address_map = AddressMap(len(tenants), coloring=policies[0].coloring, geometry=geometry)
+        self.ports = []
+        for c, p in enumerate(policies):
+            channel = Channel(timing=timing, geometry=geometry, n_tenants=len(tenants),
+                              **{**p.controller_args(), **(channel_args or {})})
+            if timeline_window:
+                channel.stats.enable_timeline(timeline_window)
+            self.ports.append(ChannelPort(self, c, channel, p, len(tenants)))
+        self.channels = [port.channel for port in self.ports]
+        self.policies = policies
+        if len(self.ports) == 1:
+            self.channel, self.policy, self.sources = self.channels[0], policies[0], self.ports[0].sources
+        #: Transactions issued to HBM and not yet taken by a front end, over every
+        #: channel (an attribute, not a sum: a one-channel front end reads it every cycle).
         self.waiting = 0
         self.now = 0
-        self.busy_cycles = 0      # cycles with work at the front end or in the controller
+        self.busy_cycles = 0      # cycles with work at a front end or in a controller
         self._events = []
         self._event_seq = 0
         self._seq = 0
         self._started = False
+
+    # -- one channel: the names a one-channel system always had -------------------
+    def __getattr__(self, name):
+        # Only reached for names not set: channel, policy and sources are set on a
+        # one-channel system (plain attributes: its front end reads them every cycle).
+        if name in ("channel", "policy", "sources"):
+            raise AttributeError(f"System.{name} names the one channel of a one-channel system; this one has "
+                                 f"{len(self.ports)}: use System.ports[c] (.channel, .policy, .sources) "
+                                 f"or System.channels[c]")
+        raise AttributeError(f"'System' object has no attribute {name!r}")
+
+    def take(self, txn):
+        self.ports[txn.channel].take(txn)
+
+    def enqueue(self, txn, now):
+        self.ports[txn.channel].enqueue(txn, now)
+
+    def admit(self, txn, now):
+        self.take(txn)
+        self.enqueue(txn, now)
+
+    def room_for(self, txn):
+        return self.ports[txn.channel].room_for(txn)
 
     # -- services for tenants ----------------------------------------------------
     def schedule(self, cycle, callback):
@@ -141,14 +275,23 @@ class System:
         self._event_seq += 1
         heapq.heappush(self._events, (cycle, self._event_seq, callback))
 
+    def capacity_transactions(self, tenant):
+        """Transactions ``tenant`` may address over its channel set."""
+        local = self.address_map.capacity(tenant) // TRANSACTION_ACCESSES
+        return self.channel_map.capacity(tenant, local)
+
     def transaction(self, tenant, first_index, is_write, now, tag=None, to_cxl=False):
-        """Build the transaction of ``tenant`` starting at access ``first_index``."""
+        """Build the transaction of ``tenant`` starting at access ``first_index``
+        (a multiple of :data:`TRANSACTION_ACCESSES`), on the channel the map gives."""
+        tid = tenant.tenant_id
+        channel, local = self.channel_map.locate(tid, first_index // TRANSACTION_ACCESSES)
+        first = local * TRANSACTION_ACCESSES + first_index % TRANSACTION_ACCESSES
         locate = self.address_map.locate
         accesses = []
-        for i in range(first_index, first_index + TRANSACTION_ACCESSES):
-            bank, row = locate(tenant.tenant_id, i)
-            accesses.append(Request(tenant.tenant_id, is_write, bank, row, now))
-        return Transaction(tenant.tenant_id, is_write, accesses, now, tenant, tag, to_cxl)
+        for i in range(first, first + TRANSACTION_ACCESSES):
+            bank, row = locate(tid, i)
+            accesses.append(Request(tid, is_write, bank, row, now))
+        return Transaction(tid, is_write, accesses, now, tenant, tag, to_cxl, channel)
 
     def submit(self, txn, now):
         """A tenant issues ``txn`` at ``now``."""
@@ -159,40 +302,36 @@ class System:
             a.seq = a.rank = self._seq
             a.arrival = now
         if txn.to_cxl:
-            txn.done = self.cxl.serve(now, len(txn.accesses))
+            link = self.cxl[txn.channel] if isinstance(self.cxl, (list, tuple)) else self.cxl
+            txn.done = link.serve(now, len(txn.accesses))
             self.schedule(txn.done, lambda cycle, t=txn: t.owner.complete(t, cycle))
             return
-        self.sources[txn.tenant].append(txn)
+        port = self.ports[txn.channel]
+        port.sources[txn.tenant].append(txn)
+        port.waiting += 1
         self.waiting += 1
-        self.policy.on_arrival(txn, now)
-
-    # -- services for the front end ------------------------------------------------
-    def admit(self, txn, now):
-        """Move ``txn`` from its tenant's source queue into the controller."""
-        self.take(txn)
-        self.enqueue(txn, now)
-
-    def take(self, txn):
-        """Remove ``txn`` from its tenant's source queue (a front end holds it)."""
-        source = self.sources[txn.tenant]
-        if source[0] is txn:
-            source.popleft()
-        else:
-            source.remove(txn)
-        self.waiting -= 1
-
-    def enqueue(self, txn, now):
-        """Put ``txn``'s accesses into the controller's transaction queue."""
-        txn.admitted = now
-        if txn.granted < 0:
-            txn.granted = txn.arrival  # no arbiter: all its wait was for room
-        for a in txn.accesses:
-            self.channel.enqueue(a, now)
-
-    def room_for(self, txn):
-        return self.channel.has_room(len(txn.accesses), txn.is_write)
+        port.wake = now  # its front end sees the arrival now
+        port.policy.on_arrival(txn, now)
 
     # -- the loop --------------------------------------------------------------
+    def _prepare(self):
+        if len(self.ports) == 1:
+            # A one-channel system is its channel's port, as it always was
+            # (the front end calls System.enqueue, which tests may wrap).
+            self.policy.prepare(self.tenants, self)
+        else:
+            for port in self.ports:
+                port.policy.prepare(self.tenants, port)
+            # A front end sizes per-tenant state for its one channel: the
+            # software throttle's quota is a share of one channel's peak.  A
+            # tenant over k channels may issue k of them.
+            for t in self.tenants:
+                throttle = getattr(t, "throttle", None)
+                if throttle is not None:
+                    throttle.quota *= len(self.channel_map.sets[t.tenant_id])
+        for t in self.tenants:
+            t.attach(self)
+
     def run(self, until, progress=None):
         """Simulate up to cycle ``until``.
 
@@ -200,11 +339,10 @@ class System:
         """
         if not self._started:
             self._started = True
-            self.policy.prepare(self.tenants, self)
-            for t in self.tenants:
-                t.attach(self)
-        channel = self.channel
-        policy = self.policy
+            self._prepare()
+        ports = self.ports
+        one = len(ports) == 1
+        port = ports[0]
         events = self._events
         now = self.now
         reported = now
@@ -212,18 +350,20 @@ class System:
             while events and events[0][0] <= now:
                 _, _, callback = heapq.heappop(events)
                 callback(now)
-            for req in channel.pop_completions(now):
-                txn = req.owner
-                txn.left -= 1
-                if not txn.left:
-                    txn.done = now
-                    policy.on_complete(txn, now)
-                    txn.owner.complete(txn, now)
-            nxt = min(policy.front_end(now), channel.next_completion(),
-                      events[0][0] if events else NEVER)
-            nxt = min(nxt, channel.tick(now, nxt))
+            if one:
+                # Stepped at every visited cycle, as before channels were ports.
+                channel = port.channel
+                policy = port.policy
+                if channel.next_completion() <= now:
+                    self._complete(port, now)
+                nxt = min(policy.front_end(now), channel.next_completion(),
+                          events[0][0] if events else NEVER)
+                nxt = min(nxt, channel.tick(now, nxt))
+                busy = port.waiting or channel.occupancy
+            else:
+                nxt, busy = self._visit(now)
             nxt = max(nxt, now + 1)
-            if self.waiting or channel.occupancy:
+            if busy:
                 self.busy_cycles += min(nxt, until) - now
             now = nxt
             if progress is not None and now - reported >= 200_000:
@@ -233,3 +373,41 @@ class System:
             progress(until - reported)
         self.now = max(now, until)
         return self
+
+    @staticmethod
+    def _complete(port, now):
+        """The port's accesses whose data burst has ended by ``now``; a
+        transaction whose last one has is complete (its front end and owner are told)."""
+        policy = port.policy
+        for req in port.channel.pop_completions(now):
+            txn = req.owner
+            txn.left -= 1
+            if not txn.left:
+                txn.done = now
+                policy.on_complete(txn, now)
+                txn.owner.complete(txn, now)
+
+    def _visit(self, now):
+        """Several channels at ``now``: completions first (a tenant may hand a
+        transaction to any port), then every port that is due.  Returns the
+        next cycle to visit and whether any port has work."""
+        ports = self.ports
+        for port in ports:
+            if port.channel.next_completion() <= now:
+                self._complete(port, now)
+                port.wake = now
+        events = self._events
+        nxt = events[0][0] if events else NEVER
+        busy = False
+        for port in ports:
+            channel = port.channel
+            if port.wake <= now:
+                wake = min(port.policy.front_end(now), channel.next_completion())
+                wake = min(wake, channel.tick(now, wake))
+                port.wake = wake = max(wake, now + 1)
+            else:
+                wake = port.wake
+            if wake < nxt:
+                nxt = wake
+            busy = busy or port.waiting or channel.occupancy
+        return nxt, busy

@@ -53,7 +53,7 @@ class Tenant:
         """Schedule the first event."""
 
     def capacity_transactions(self):
-        return self.system.address_map.capacity(self.tenant_id) // TRANSACTION_ACCESSES
+        return self.system.capacity_transactions(self.tenant_id)
 
     def _issue(self, txn_index, is_write, now, tag=None, to_cxl=False):
         txn = self.system.transaction(self, txn_index * TRANSACTION_ACCESSES, is_write, now,

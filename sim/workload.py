@@ -8,6 +8,10 @@ Format (TOML)::
     read_queue = 128         # optional, controller read entries (32 B accesses), default 128
     write_queue = 64         # optional, controller write entries, default 64
 
+    [mapping]                # optional: how tenants' addresses spread over the contract's channels
+    interleave_bytes = 256   # bytes dealt round robin over a tenant's channels (multiple of 128
+                             # in 128..1048576; default 256, sim/mapping.py says why)
+
     [controller]             # optional: the fabric-qos controller's knobs (QosKnobs)
     reserved_entries = [16, 128, 128]  # urgent, guaranteed, burst entries (each 4..read_queue)
     drain_interval = 2000    # cycles between forced write drains (0: watermarks only)
@@ -17,6 +21,8 @@ Format (TOML)::
     [[tenant]]               # one per contract tenant, same id
     id = 0
     kind = "prefill"         # "decode", "prefill" or "idle"
+    channels = [0, 1]        # optional, any kind: the channels its addresses interleave over
+                             # (distinct, each in 0..channels-1 of the contract; default all)
     job_bytes = 2097152
     period_cycles = 200000
     phase_cycles = 10000     # optional, default 0
@@ -41,7 +47,10 @@ from dataclasses import dataclass, field
 from fractions import Fraction
 from pathlib import Path
 
-__all__ = ["WorkloadError", "Workload", "TenantSpec", "load_workload", "parse_workload"]
+from .mapping import DEFAULT_INTERLEAVE_BYTES, TRANSACTION_BYTES, ChannelMap
+
+__all__ = ["WorkloadError", "Workload", "TenantSpec", "load_workload", "parse_workload", "channel_map",
+           "simulated_contract"]
 
 _TXN = 128
 _MAX = 1 << 40
@@ -56,6 +65,8 @@ class TenantSpec:
     id: int
     kind: str
     fields: dict = field(default_factory=dict)
+    #: The channels its addresses interleave over (None: every channel).
+    channels: tuple = None
 
 
 @dataclass
@@ -69,6 +80,10 @@ class Workload:
     controller: dict = field(default_factory=dict)
     #: Where they came from: "<file>: [controller] <fields as written>", for errors.
     controller_source: str = ""
+    #: [mapping] interleave_bytes: the unit dealt round robin over a tenant's channels.
+    interleave_bytes: int = DEFAULT_INTERLEAVE_BYTES
+    #: The contract's channel count the file was checked against.
+    channels: int = 1
 
 
 _SYSTEM = {
@@ -100,10 +115,12 @@ _KINDS = {
     "idle": {},
 }
 _FLOAT_FIELDS = {"cxl_fraction"}
+#: [mapping] fields: name -> (required, lo, hi, default); interleave_bytes also a multiple of 128.
+_MAPPING = {"interleave_bytes": (False, TRANSACTION_BYTES, 1 << 20, DEFAULT_INTERLEAVE_BYTES)}
 
 
-def load_workload(path, tenant_ids):
-    """Read and check ``path`` against the contract's tenant ids."""
+def load_workload(path, tenant_ids, channels=1):
+    """Read and check ``path`` against the contract's tenant ids and channel count."""
     path = Path(path)
     try:
         with open(path, "rb") as f:
@@ -112,7 +129,7 @@ def load_workload(path, tenant_ids):
         raise WorkloadError(f"{path}: no such file") from None
     except tomllib.TOMLDecodeError as e:
         raise WorkloadError(f"{path}: not valid TOML: {e}") from None
-    return parse_workload(doc, tenant_ids, source=str(path))
+    return parse_workload(doc, tenant_ids, source=str(path), channels=channels)
 
 
 def _value(table, name, rule, where):
@@ -139,17 +156,21 @@ def _no_unknown(table, allowed, where):
             raise WorkloadError(f"{where}: unknown field '{name}' (allowed: {', '.join(sorted(allowed))})")
 
 
-def parse_workload(doc, tenant_ids, source="workload"):
-    """Check a parsed TOML document; ``tenant_ids`` are the contract's, in order."""
+def parse_workload(doc, tenant_ids, source="workload", channels=1):
+    """Check a parsed TOML document; ``tenant_ids`` are the contract's, in
+    order, ``channels`` its channel count (the range of a tenant's ``channels``)."""
     system = doc.get("system")
     if not isinstance(system, dict):
         raise WorkloadError(f"{source}: missing [system] table (fields: {', '.join(_SYSTEM)})")
     for name in doc:
-        if name not in ("system", "tenant", "controller"):
-            raise WorkloadError(f"{source}: unknown table '{name}' (allowed: [system], [controller], [[tenant]])")
+        if name not in ("system", "tenant", "controller", "mapping"):
+            raise WorkloadError(f"{source}: unknown table '{name}' "
+                                f"(allowed: [system], [mapping], [controller], [[tenant]])")
     where = f"{source}: [system]"
     _no_unknown(system, _SYSTEM, where)
     values = {name: _value(system, name, rule, where) for name, rule in _SYSTEM.items()}
+    values["interleave_bytes"] = _mapping(doc.get("mapping", {}), source)
+    values["channels"] = channels
     table = doc.get("controller", {})
     values["controller"] = _controller(table, values["read_queue"], source)
     if values["controller"]:
@@ -175,15 +196,49 @@ def parse_workload(doc, tenant_ids, source="workload"):
             raise WorkloadError(f"{label}: field 'kind' = {kind!r} must be one of "
                                 f"{', '.join(repr(k) for k in _KINDS)}")
         rules = _KINDS[kind]
-        _no_unknown(t, {"id", "kind", *rules}, label)
+        _no_unknown(t, {"id", "kind", "channels", *rules}, label)
         fields = {name: _value(t, name, rule, label) for name, rule in rules.items()}
         _check_shapes(kind, fields, label)
-        seen[tid] = TenantSpec(tid, kind, fields)
+        seen[tid] = TenantSpec(tid, kind, fields, _channel_set(t, channels, label))
     missing = [tid for tid in tenant_ids if tid not in seen]
     if missing:
         raise WorkloadError(f"{source}: no [[tenant]] for contract tenant(s) {', '.join(map(str, missing))} "
                             f"(give each a kind; \"idle\" for none)")
     return Workload(tenants=[seen[tid] for tid in tenant_ids], **values)
+
+
+def _mapping(table, source):
+    """The [mapping] table's interleave_bytes, checked (range and multiple of 128 B)."""
+    where = f"{source}: [mapping]"
+    if not isinstance(table, dict):
+        raise WorkloadError(f"{where}: must be a table ({', '.join(_MAPPING)})")
+    _no_unknown(table, _MAPPING, where)
+    rule = _MAPPING["interleave_bytes"]
+    v = _value(table, "interleave_bytes", rule, where)
+    if v % TRANSACTION_BYTES:
+        raise WorkloadError(f"{where}: field 'interleave_bytes' = {v!r} must be a multiple of "
+                            f"{TRANSACTION_BYTES} in {rule[1]}..{rule[2]} (a {TRANSACTION_BYTES} B "
+                            f"transaction never straddles channels)")
+    return v
+
+
+def _channel_set(t, channels, label):
+    """A tenant's optional ``channels``: a non-empty list of distinct channel numbers of the contract."""
+    if "channels" not in t:
+        return None
+    v = t["channels"]
+    if (not isinstance(v, list) or not v or len(set(map(repr, v))) != len(v)
+            or any(isinstance(c, bool) or not isinstance(c, int) or not 0 <= c < channels for c in v)):
+        raise WorkloadError(f"{label}: field 'channels' = {v!r} must be a non-empty list of distinct "
+                            f"channels in 0..{channels - 1} (the contract has channels = {channels})")
+    return tuple(sorted(v))
+
+
+def channel_map(workload):
+    """The :class:`~sim.mapping.ChannelMap` of a checked workload: each
+    tenant over its ``channels`` (default all), at its ``interleave_bytes``."""
+    n = workload.channels
+    return ChannelMap(n, [t.channels or tuple(range(n)) for t in workload.tenants], workload.interleave_bytes)
 
 
 def _controller(table, read_queue, source):
@@ -260,16 +315,39 @@ def one_channel_contract(doc, channel_gbps, clock_mhz):
     channels / channel_gbps) is kept; GB/s are rescaled to the simulated
     channel's ``channel_gbps`` and the arbiter runs at ``clock_mhz``.
     """
+    return _rescaled(doc, channel_gbps, clock_mhz, 1)
+
+
+def simulated_contract(doc, channel_gbps):
+    """The contract the system model runs: the contract's own channel count
+    and clock, each channel the model's ``channel_gbps`` (HBM3-6400's 51.2).
+
+    A contract written for that channel rate is returned as written (with
+    ``tenants`` set to its tenant count, which the front end checks).
+    Another rate cannot be simulated, so each tenant keeps its share of a
+    channel (GB/s x ``channel_gbps`` / the contract's channel_gbps, rounded
+    to 6 decimals), as :func:`one_channel_contract` has always done; with
+    one channel the two agree.  Returns ``(doc, rescaled)``.
+    """
     fab = doc["fabric"]
-    scale = Fraction(str(channel_gbps)) / (Fraction(str(fab["channel_gbps"])) * int(fab.get("channels", 1)))
+    rescaled = Fraction(str(fab["channel_gbps"])) != Fraction(str(channel_gbps))
+    return _rescaled(doc, channel_gbps, fab["clock_mhz"], int(fab.get("channels", 1))), rescaled
+
+
+def _rescaled(doc, channel_gbps, clock_mhz, channels):
+    """``doc`` on ``channels`` channels of ``channel_gbps`` at ``clock_mhz``,
+    each tenant keeping its share of one channel (GB/s as written when the share needs no scaling)."""
+    fab = doc["fabric"]
+    scale = (Fraction(str(channel_gbps)) * channels
+             / (Fraction(str(fab["channel_gbps"])) * int(fab.get("channels", 1))))
     tenants = []
     for t in doc.get("tenant", []):
         t = dict(t)
         for name in ("guaranteed_gbps", "burst_gbps"):
-            if name in t:
+            if name in t and scale != 1:
                 v = Fraction(str(t[name])) * scale
                 t[name] = float(round(v, 6)) if v.denominator != 1 else int(v)
         tenants.append(t)
-    fabric = dict(fab, channels=1, channel_gbps=float(channel_gbps), clock_mhz=clock_mhz)
+    fabric = dict(fab, channels=channels, channel_gbps=float(channel_gbps), clock_mhz=clock_mhz)
     fabric["tenants"] = len(tenants)
     return {"fabric": fabric, "tenant": tenants}

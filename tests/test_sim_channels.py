@@ -1,0 +1,278 @@
+"""The system model on the contract's channels (issues #26 and #27, deliverable 3):
+a channel set keeps a tenant on its channels, an even spread deals a stream's bytes
+over every channel as the interleave says, bad mapping fields are named, the arbiter
+runs at the contract's clock, and one channel gives what it gave before channels
+were simulated."""
+
+import copy
+import json
+
+import pytest
+
+from kvfabric.cli import main
+from kvfabric.sim.mapping import DEFAULT_INTERLEAVE_BYTES, ChannelMap
+from kvfabric.sim.workload import WorkloadError, parse_workload
+from kvfabric.system import build_system, run_system
+
+#: examples/system_contract.toml as of d72ef1d (inlined so the recorded results below
+#: keep their inputs when the example changes).
+CONTRACT = """
+[fabric]
+clock_mhz = 400
+channels = 1
+channel_gbps = 51.2
+admission_limit = 0.85
+tenants = 4
+bulk_priorities = [2]
+memory_round_trip_ns = 80
+memory_request_bytes = 128
+""" + "".join(f"""
+[[tenant]]
+id = {i}
+name = "{name}"
+guaranteed_gbps = {g}
+burst_gbps = 51.2
+burst_duration_ms = {d}
+priority = {p}
+latency_slo_us = {slo}
+""" for i, name, g, d, p, slo in [(0, "prefill", 12.288, 0.02, 2, 1000), (1, "decode-a", 2.75, 0.08, 1, 25),
+                                  (2, "decode-b", 1.289, 0.08, 1, 25), (3, "decode-c", 2.05, 0.08, 1, 25)])
+
+#: examples/system_workload.toml with 60,000 cycles and a 60,000-cycle prefill period.
+WORKLOAD = {
+    "system": {"cycles": 60_000, "seed": 7, "read_queue": 128, "write_queue": 64},
+    "tenant": [
+        {"id": 0, "kind": "prefill", "job_bytes": 4194304, "period_cycles": 60_000, "phase_cycles": 20_000,
+         "window": 300, "write_share": 4},
+        {"id": 1, "kind": "decode", "step_bytes": 16384, "think_cycles": 12_000},
+        {"id": 2, "kind": "decode", "step_bytes": 8192, "think_cycles": 20_000, "block_bytes": 512},
+        {"id": 3, "kind": "decode", "step_bytes": 16384, "think_cycles": 12_000, "cxl_fraction": 0.25},
+    ],
+}
+
+
+def to_toml(doc):
+    lines = []
+    for table in ("system", "mapping", "controller"):
+        if table in doc:
+            lines.append(f"[{table}]")
+            lines += [f"{k} = {json.dumps(v)}" for k, v in doc[table].items()]
+    for t in doc["tenant"]:
+        lines.append("[[tenant]]")
+        lines += [f"{k} = {json.dumps(v)}" for k, v in t.items()]
+    return "\n".join(lines) + "\n"
+
+
+def contract_on(channels, scale=1, clock_mhz=400, channel_gbps=51.2):
+    """CONTRACT on ``channels`` channels, every tenant's GB/s times ``scale`` (its total)."""
+    text = CONTRACT.replace("channels = 1", f"channels = {channels}").replace(
+        "clock_mhz = 400", f"clock_mhz = {clock_mhz}").replace("channel_gbps = 51.2", f"channel_gbps = {channel_gbps}")
+    out = []
+    for line in text.splitlines():
+        key, _, value = line.partition(" = ")
+        if key in ("guaranteed_gbps", "burst_gbps"):
+            line = f"{key} = {round(float(value) * scale, 6)}"
+        out.append(line)
+    return "\n".join(out) + "\n"
+
+
+def write(tmp_path, contract, workload):
+    c, w = tmp_path / "c.toml", tmp_path / "w.toml"
+    c.write_text(contract)
+    w.write_text(to_toml(workload))
+    return c, w
+
+
+# -- one channel: the results recorded before channels were simulated ---------------
+
+#: ``kvfabric system --json`` of CONTRACT and WORKLOAD at d72ef1d (one channel, the
+#: contract rescaled by one_channel_contract, which was the identity here).
+RECORDED = {
+    "frfcfs": {"tenants": [
+        {"id": 0, "kind": "prefill", "steps": None, "p50_ns": None, "p99_ns": None, "gbps": 25.894, "jobs": 0},
+        {"id": 1, "kind": "decode", "steps": 5, "p50_ns": 1278.1, "p99_ns": 1576.2, "gbps": 2.185},
+        {"id": 2, "kind": "decode", "steps": 3, "p50_ns": 1096.2, "p99_ns": 1542.5, "gbps": 0.655},
+        {"id": 3, "kind": "decode", "steps": 4, "p50_ns": 1343.1, "p99_ns": 1764.4, "gbps": 1.372}],
+        "utilisation": 0.588},
+    "fabric-qos": {"tenants": [
+        {"id": 0, "kind": "prefill", "steps": None, "p50_ns": None, "p99_ns": None, "gbps": 24.57, "jobs": 0},
+        {"id": 1, "kind": "decode", "steps": 5, "p50_ns": 516.9, "p99_ns": 550.6, "gbps": 2.185},
+        {"id": 2, "kind": "decode", "steps": 3, "p50_ns": 248.1, "p99_ns": 315.6, "gbps": 0.655},
+        {"id": 3, "kind": "decode", "steps": 4, "p50_ns": 500.0, "p99_ns": 575.0, "gbps": 1.372}],
+        "utilisation": 0.5622},
+}
+SIMULATED_BEFORE = {
+    "contract": {"channels": 1, "channel_gbps": 51.2, "clock_mhz": 400.0},
+    "channel": {"channels": 1, "channel_gbps": 51.2, "clock_mhz": 400.0},
+    "tenants": [{"id": 0, "guaranteed_gbps": [12.288, 12.288]}, {"id": 1, "guaranteed_gbps": [2.75, 2.75]},
+                {"id": 2, "guaranteed_gbps": [1.289, 1.289]}, {"id": 3, "guaranteed_gbps": [2.05, 2.05]}],
+}
+
+
+@pytest.mark.parametrize("policy", ["frfcfs", "fabric-qos"])
+def test_one_channel_gives_the_json_recorded_before_channels(tmp_path, policy):
+    """A one-channel contract: the same JSON as at d72ef1d, field for field,
+    apart from the fields added since (the mapping, whether it rescaled)."""
+    c, w = write(tmp_path, CONTRACT, WORKLOAD)
+    out = tmp_path / "r.json"
+    assert main(["system", "--contract", str(c), "--workload", str(w), "--policy", policy,
+                 "--json", str(out)]) == 0
+    r = json.loads(out.read_text())
+    new = {"rescaled": False, "mapping": {"interleave_bytes": DEFAULT_INTERLEAVE_BYTES,
+                                          "tenant_channels": [[0]] * 4}}
+    assert {k: r["simulated"].pop(k) for k in new} == new
+    assert r == {"policy": policy, "cycles": 60_000, **RECORDED[policy], "warnings": [],
+                 "simulated": SIMULATED_BEFORE}
+
+
+# -- channel sets and the even spread -------------------------------------------
+
+def _per_channel_bytes(system, tenant):
+    return [ch.stats.bytes[tenant] for ch in system.channels]
+
+
+@pytest.mark.parametrize("policy", ["frfcfs", "fabric"])
+def test_a_tenant_with_a_channel_set_reaches_only_those_channels(tmp_path, policy):
+    """Decode tenant 1 on channels [0, 1] of 4: the simulated channels' statistics
+    count its bytes on 0 and 1 only, and only those channels' arbiters grant it;
+    its neighbours, spread, reach all four."""
+    workload = copy.deepcopy(WORKLOAD)
+    workload["system"]["cycles"] = 20_000
+    workload["tenant"][0].update(phase_cycles=0, job_bytes=1 << 20)
+    workload["tenant"][1].update(channels=[1, 0], think_cycles=2000)
+    c, w = write(tmp_path, contract_on(4, scale=4), workload)
+    run = build_system(c, w, policy)
+    run.system.run(run.workload.cycles)
+    mine = _per_channel_bytes(run.system, 1)
+    assert mine[0] > 0 and mine[1] > 0 and mine[2] == mine[3] == 0, mine
+    assert all(b > 0 for b in _per_channel_bytes(run.system, 0)), "the spread prefill reaches every channel"
+    assert all(b > 0 for b in _per_channel_bytes(run.system, 3)), "the spread decode reaches every channel"
+    if policy == "fabric":
+        grants = [p.grants[1] for p in run.system.policies]
+        assert grants[0] > 0 and grants[1] > 0 and grants[2] == grants[3] == 0, grants
+        assert len({id(p.model) for p in run.system.policies}) == 4, "one golden-model channel per channel"
+
+
+@pytest.mark.parametrize("channels, interleave", [(4, 256), (3, 1024)])
+def test_a_spread_stream_deals_its_bytes_over_every_channel_by_the_interleave(tmp_path, channels, interleave):
+    """One prefill job of J bytes, spread over N channels at interleave I: the map
+    deals whole units of I bytes round robin, so the channels' counts differ by at
+    most one unit (the last, partial unit included): every channel within I of
+    J / N.  The exact count per channel is what the dealing gives (the read and the
+    write half of the stream start on the same channel)."""
+    job = 40 * interleave + 384  # not a whole number of rounds: the shares differ
+    workload = copy.deepcopy(WORKLOAD)
+    workload["system"]["cycles"] = 30_000
+    workload["mapping"] = {"interleave_bytes": interleave}
+    workload["tenant"][0].update(job_bytes=job, phase_cycles=0, period_cycles=10**9, window=64)
+    workload["tenant"][1:] = [{"id": i, "kind": "idle"} for i in (1, 2, 3)]
+    c, w = write(tmp_path, contract_on(channels, scale=channels), workload)
+    run = build_system(c, w, "frfcfs")
+    run.system.run(run.workload.cycles)
+    prefill = run.system.tenants[0]
+    assert len(prefill.jobs) == 1, "the job must finish inside the run for the counts to be whole"
+    got = _per_channel_bytes(run.system, 0)
+    expected = [0] * channels
+    for i in range(job // 128):
+        expected[(i // (interleave // 128)) % channels] += 128
+    assert got == expected
+    assert sum(got) == job
+    assert max(got) - min(got) <= interleave
+    assert all(abs(b - job / channels) <= interleave for b in got), (got, job / channels)
+
+
+def test_channel_map_locates_within_each_channels_capacity():
+    """The dealing itself: a tenant over [1, 3] at two-transaction units, and the
+    capacity it may address keeps every channel-local index below the channel's."""
+    m = ChannelMap(4, [(0, 1, 2, 3), (1, 3)], 256)
+    assert [m.locate(1, i) for i in range(6)] == [(1, 0), (1, 1), (3, 0), (3, 1), (1, 2), (1, 3)]
+    local = 1001
+    cap = m.capacity(1, local)
+    assert cap == 1000 * 2
+    assert max(m.locate(1, i)[1] for i in range(cap)) < local
+    assert ChannelMap(4, [(2,)], 256).locate(0, 12345) == (2, 12345), "one channel: the identity"
+
+
+# -- bad mapping fields ------------------------------------------------------------
+
+BASE = {"system": {"cycles": 1000}, "tenant": [{"id": 0, "kind": "idle"}, {"id": 1, "kind": "idle"}]}
+
+
+@pytest.mark.parametrize("change, words", [
+    ({"mapping": {"interleave_bytes": 200}}, ["w.toml: [mapping]", "'interleave_bytes' = 200", "multiple of 128",
+                                             "128..1048576"]),
+    ({"mapping": {"interleave_bytes": 0}}, ["w.toml: [mapping]", "'interleave_bytes' = 0", "128..1048576"]),
+    ({"mapping": {"interleave_bytes": 1 << 21}}, ["[mapping]", "'interleave_bytes'", "128..1048576"]),
+    ({"mapping": {"interleave_bytes": "256"}}, ["[mapping]", "'interleave_bytes'", "integer"]),
+    ({"mapping": {"stride": 256}}, ["w.toml: [mapping]", "unknown field 'stride'", "interleave_bytes"]),
+    ({"mapping": 5}, ["w.toml: [mapping]", "must be a table"]),
+    ({"tenant": [{"id": 0, "kind": "idle", "channels": [4]}]}, ["w.toml: tenant 0", "'channels' = [4]", "0..3",
+                                                                 "channels = 4"]),
+    ({"tenant": [{"id": 0, "kind": "idle", "channels": []}]}, ["tenant 0", "'channels' = []", "non-empty"]),
+    ({"tenant": [{"id": 0, "kind": "idle", "channels": [1, 1]}]}, ["tenant 0", "'channels'", "distinct"]),
+    ({"tenant": [{"id": 0, "kind": "idle", "channels": 1}]}, ["tenant 0", "'channels' = 1", "list"]),
+    ({"tenant": [{"id": 0, "kind": "idle", "channels": [True]}]}, ["tenant 0", "'channels'", "0..3"]),
+    ({"tenant": [{"id": 0, "kind": "idle", "channels": [-1]}]}, ["tenant 0", "'channels'", "0..3"]),
+])
+def test_bad_mapping_fields_name_file_field_and_range(change, words):
+    doc = copy.deepcopy(BASE)
+    if "tenant" in change:
+        doc["tenant"][0] = change["tenant"][0]
+    else:
+        doc.update(change)
+    with pytest.raises(WorkloadError) as e:
+        parse_workload(doc, [0, 1], source="w.toml", channels=4)
+    for word in words:
+        assert word in str(e.value), (word, str(e.value))
+
+
+def test_the_command_names_a_channel_beyond_the_contract(tmp_path, capsys):
+    workload = copy.deepcopy(WORKLOAD)
+    workload["tenant"][1]["channels"] = [0, 2]
+    c, w = write(tmp_path, contract_on(2, scale=2), workload)
+    assert main(["system", "--contract", str(c), "--workload", str(w), "--policy", "frfcfs"]) == 2
+    err = capsys.readouterr().err
+    assert "w.toml: tenant 1: field 'channels' = [0, 2]" in err and "0..1" in err, err
+
+
+# -- the contract as given: channels, clock; rescaling said ----------------------------
+
+def test_the_arbiter_runs_at_the_contracts_clock(tmp_path):
+    """At 300 MHz the arbiter grants at most one 128 B transaction per fabric clock:
+    a backlogged prefill gets at most 300 x 128 B / us = 38.4 GB/s of the 51.2 GB/s
+    channel (and more than that at 400 MHz), and the fabric clocks of the run are the
+    contract's, ceil(k x 1600 / 300) memory cycles apart."""
+    workload = copy.deepcopy(WORKLOAD)
+    workload["system"]["cycles"] = 16_000
+    workload["tenant"][0].update(phase_cycles=0, job_bytes=1 << 20, write_share=0)
+    workload["tenant"][1:] = [{"id": i, "kind": "idle"} for i in (1, 2, 3)]
+    edges_300 = 16_000 * 300 // 1600 + 1
+    got = {}
+    for clock in (300, 400):
+        c, w = write(tmp_path, contract_on(1, clock_mhz=clock), workload)
+        run = build_system(c, w, "fabric")
+        run.system.run(16_000)
+        policy = run.system.policy
+        got[clock] = sum(policy.grants)
+        if clock == 300:
+            assert [policy.edge(k) for k in range(5)] == [0, 6, 11, 16, 22]
+            assert policy.fabric_cycle <= edges_300
+    assert 0.9 * edges_300 < got[300] <= edges_300, got
+    assert got[400] > edges_300, got
+
+
+def test_a_contract_for_another_channel_rate_is_rescaled_and_says_so(tmp_path, capsys):
+    """Two 32 GB/s channels: simulated as two 51.2 GB/s channels, each tenant
+    keeping its share of a channel (x 1.6), printed and recorded."""
+    c, w = write(tmp_path, contract_on(2, scale=2, channel_gbps=32), WORKLOAD)
+    out = tmp_path / "r.json"
+    assert main(["system", "--contract", str(c), "--workload", str(w), "--policy", "fabric",
+                 "--json", str(out)]) == 0
+    sim = json.loads(out.read_text())["simulated"]
+    assert sim["rescaled"] is True
+    assert sim["channel"] == {"channels": 2, "channel_gbps": 51.2, "clock_mhz": 400.0}
+    assert sim["tenants"][1]["guaranteed_gbps"] == [5.5, pytest.approx(8.8)]
+    first = capsys.readouterr().out.splitlines()[0]
+    assert first.startswith("simulated: 2 x 51.2 GB/s HBM3-6400 channels, arbiter at 400 MHz; "
+                            "the contract's 2 x 32 GB/s at 400 MHz: its channel rate is not")
+    assert "rescaled to 51.2 GB/s" in first
