@@ -16,23 +16,31 @@ candidates afterwards):
 
 - **GCRA in cumulative form.**  Each queue entry carries ``C``, the running sum
   of its tenant's increments (``bytes * inc``, in 1/16 cycle, at least one
-  cycle) up to and including it, added at ingress.  Per tenant and bucket two
-  registers: ``z`` = ``now + 1 - B + tau`` and ``cpt`` = ``Cprev + tau``,
-  where ``R = B + Cprev`` is the floored theoretical time (GCRA's TAT after
-  ``max(TAT, now)``, never below ``now``) and ``Cprev`` the running sum before
-  the head.  The head conforms next cycle iff ``C_head <= z`` (or, when the
-  bucket is full and R is floored this cycle, ``C_head <= cpt``); the second
-  entry conforms after a charged grant iff ``C_second <= z``.  A grant adds a
-  cycle to ``z`` and moves ``cpt``; no per-cycle refill adds anything.
+  cycle) up to and including it, and ``C + tau``, both added at ingress.  Per
+  tenant and bucket ``z`` = ``now + 1 - B + tau`` and ``cpt`` = ``Cprev +
+  tau`` (and both plus one cycle), where ``R = B + Cprev`` is the floored
+  theoretical time (GCRA's TAT after ``max(TAT, now)``, never below ``now``)
+  and ``Cprev`` the running sum before the head.  Every bucket test of the
+  rule is then one comparison of an entry's ``C`` with one of these
+  registers; a grant adds a cycle to ``z``; no per-cycle refill adds anything.
+- **Keys two cycles ahead.**  In cycle t the key each tenant would have in
+  t+2 is computed for the four outcomes of t and t+1 (kept or granted, twice)
+  and t's winner picks two of them as the registered candidates of t+1, so
+  the pair class bits compare registered keys (comparing keys computed in
+  the same cycle was v1's critical path).  Eligibility is therefore read
+  from the start tag and V of two cycles before.
 - **Two order values per tenant, both registers.**  ``fin`` (= start tag +
   head cost) and ``nxt`` (= ``fin`` + second cost) as in ``fast``, and the
   head and second timestamps for the urgent class.  Per pair three order
   subtractions per order kind: (neither wins) ``fin - fin``, (hi wins) ``nxt
   - fin``, (lo wins) ``fin - nxt``.  The registered order bit is the
   timestamp one when both candidates' keys are urgent.
-- **Credits one cycle old.**  ``has_credit`` for cycle t+1 is computed from
-  the count of cycle t, itself registered from the winner of t-1, so the
-  winner never feeds a counter in the cycle it is chosen.
+- **Credits one cycle old.**  ``has_credit`` for cycle t+1 is a LUT of flags
+  of the count of t-1 (compared with the limit plus -2..2 a cycle earlier),
+  so the winner never feeds a counter in the cycle it is chosen.
+- **Winner copies.**  A winner drives some 600 register inputs per tenant;
+  the pair and active bits are kept in three copies, one winner per group
+  of registers.
 - **V, vmin.**  V's work term is the previous grant (as spec §6.4); vmin is a
   three-stage registered tree, three cycles old.
 """
@@ -234,9 +242,10 @@ class TimestampFloor(wiring.Component):
         # ---- pair registers and the winner (as the fast core) -------------------------------
         # The winner drives some 600 register inputs per tenant (queue shift, tags, buckets, keys).
         # One winner net that wide is mostly routing, so the pair bits and active bits are kept
-        # in three copies (``keep``: Yosys would merge equal registers) and each copy's winner
-        # drives one group: "sel" the pair bits, keys and grant, "queue" the queue, "state"
-        # the tags and buckets.
+        # in three copies and each copy's winner drives one group: "sel" the pair bits, keys and
+        # grant, "queue" the queue, "state" the tags and buckets.  Each copy is loaded through its
+        # own winner, so that no two copies have the same next-state logic (Yosys merges
+        # registers with equal inputs, ``keep`` or not).
         copies = ("sel", "queue", "state")
         pair_copies = {g: {} for g in copies}
         active_copies = {g: [Signal(name=f"active_{g}_{i}", attrs={"keep": 1}) for i in range(n)] for g in copies}
@@ -318,22 +327,28 @@ class TimestampFloor(wiring.Component):
             e2 = q[1] if D > 1 else q[0]
             cand[i] = dict(key_k=key_k, key_p=key_p, ts_k=q[0]["ts"], ts_p=e2["ts"], ing=ing_i)
             m.d.sync += [key[i].eq(Mux(win[i], key_p, key_k)), ccls[i].eq(Mux(win[i], cc_p, cc_k)),
-                         *[a[i].eq(Mux(win[i], act_p, act_k)) for a in active_copies.values()]]
+                         *[active_copies[g][i].eq(Mux(wins[g][i], act_p, act_k)) for g in copies]]
 
         # ---- next pair bits, chosen by the winner -----------------------------------------------
         def order_less(a_key, a_ts, a_fin, b_key, b_ts, b_fin):
             return Mux((a_key == 0) & (b_key == 0), _lt(a_ts, b_ts, TS), _lt(a_fin, b_fin, T))
         for hi, lo in pair_copies["sel"]:
             a, b = cand[hi], cand[lo]
-            def pick(if_hi, if_lo, if_neither):
-                return Mux(win[hi], if_hi, Mux(win[lo], if_lo, if_neither))
-            less = pick(a["key_p"] < b["key_k"], a["key_k"] < b["key_p"], a["key_k"] < b["key_k"])
-            equal = pick(a["key_p"] == b["key_k"], a["key_k"] == b["key_p"], a["key_k"] == b["key_k"])
-            before = pick(order_less(a["key_p"], a["ts_p"], nxt[hi], b["key_k"], b["ts_k"], fin[lo]),
-                          order_less(a["key_k"], a["ts_k"], fin[hi], b["key_p"], b["ts_p"], nxt[lo]),
-                          order_less(a["key_k"], a["ts_k"], fin[hi], b["key_k"], b["ts_k"], fin[lo]))
+            # (neither, hi, lo wins) candidates of each bit, computed once for all copies
+            cands = [(a["key_k"] < b["key_k"], a["key_p"] < b["key_k"], a["key_k"] < b["key_p"]),
+                     (a["key_k"] == b["key_k"], a["key_p"] == b["key_k"], a["key_k"] == b["key_p"]),
+                     (order_less(a["key_k"], a["ts_k"], fin[hi], b["key_k"], b["ts_k"], fin[lo]),
+                      order_less(a["key_p"], a["ts_p"], nxt[hi], b["key_k"], b["ts_k"], fin[lo]),
+                      order_less(a["key_k"], a["ts_k"], fin[hi], b["key_p"], b["ts_p"], nxt[lo]))]
+            named = []
+            for what, trio in zip(("less", "equal", "order"), cands):
+                sigs = [Signal(name=f"{what}_if_{case}_{hi}_{lo}") for case in ("neither", "hi", "lo")]
+                m.d.comb += [sig.eq(v) for sig, v in zip(sigs, trio)]
+                named.append(sigs)
             for g in copies:
-                m.d.sync += [reg.eq(v) for reg, v in zip(pair_copies[g][hi, lo], (less, equal, before))]
+                w_hi, w_lo = wins[g][hi], wins[g][lo]
+                m.d.sync += [reg.eq(Mux(w_hi, hi_, Mux(w_lo, lo_, neither)))
+                             for reg, (neither, hi_, lo_) in zip(pair_copies[g][hi, lo], named)]
 
         # ---- per-tenant state updates ----------------------------------------------------------
         for i in range(n):
@@ -394,9 +409,9 @@ class TimestampFloor(wiring.Component):
                                      zu[b][i].eq(Mux(burst, h[field] + 3 * ONE, z[b][i] + 2 * ONE))]
                     else:
                         m.d.sync += [z[b][i].eq(z[b][i] + ONE), zu[b][i].eq(z[b][i] + 2 * ONE)]
-                with m.Else():
-                    m.d.sync += [z[b][i].eq(Mux(fl, cpt[b][i], z[b][i]) + ONE),
-                                 zu[b][i].eq(Mux(fl, cpt[b][i], z[b][i]) + 2 * ONE)]
+                with m.Else():      # the floor: the comparison and both sums side by side
+                    m.d.sync += [z[b][i].eq(Mux(fl, cptu[b][i], z[b][i] + ONE)),
+                                 zu[b][i].eq(Mux(fl, cptu[b][i] + ONE, zu[b][i] + ONE))]
             m.d.comb += self.full[i].eq(occ[i][D - 1] | (occ[i][D - 2] & ing_i))
 
         # ---- channel: credit class and work of the winner, V, vmin ------------------------------
