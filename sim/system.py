@@ -235,7 +235,10 @@ class System:
         self.channels = [port.channel for port in self.ports]
         self.policies = policies
         if len(self.ports) == 1:
-            self.channel, self.policy, self.sources = self.channels[0], policies[0], self.ports[0].sources
+            port = self.ports[0]
+            self.channel, self.policy, self.sources = port.channel, port.policy, port.sources
+            # The front end calls these every grant: the port's own, one call fewer.
+            self.take, self.enqueue, self.room_for = port.take, port.enqueue, port.room_for
         #: Transactions issued to HBM and not yet taken by a front end, over every
         #: channel (an attribute, not a sum: a one-channel front end reads it every cycle).
         self.waiting = 0
@@ -284,8 +287,11 @@ class System:
         """Build the transaction of ``tenant`` starting at access ``first_index``
         (a multiple of :data:`TRANSACTION_ACCESSES`), on the channel the map gives."""
         tid = tenant.tenant_id
-        channel, local = self.channel_map.locate(tid, first_index // TRANSACTION_ACCESSES)
-        first = local * TRANSACTION_ACCESSES + first_index % TRANSACTION_ACCESSES
+        if len(self.ports) == 1:
+            channel, first = 0, first_index
+        else:
+            channel, local = self.channel_map.locate(tid, first_index // TRANSACTION_ACCESSES)
+            first = local * TRANSACTION_ACCESSES + first_index % TRANSACTION_ACCESSES
         locate = self.address_map.locate
         accesses = []
         for i in range(first, first + TRANSACTION_ACCESSES):
