@@ -305,7 +305,8 @@ def cmd_system(args) -> int:
 def add_parser(sub) -> None:
     s = sub.add_parser("system", help="run a workload through the HBM3 system model under a policy")
     s.add_argument("--contract", required=True, help="contract TOML file")
-    s.add_argument("--workload", required=True, help="workload TOML file ([system], [[tenant]])")
+    s.add_argument("--workload", required=True,
+                   help="workload TOML file ([system], [[tenant]]; optional [mapping], [controller])")
     s.add_argument("--policy", required=True, choices=POLICIES)
     s.add_argument("--json", help="write the per-tenant results as JSON here")
     s.set_defaults(func=cmd_system)

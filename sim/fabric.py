@@ -88,7 +88,8 @@ class FabricPolicy(Policy):
     doc : dict
         Contract document (see :func:`contract_doc`).
     memory_mhz : int
-        Memory clock; must be a multiple of the contract's ``clock_mhz``.
+        Memory clock; the contract's ``clock_mhz`` need not divide it
+        (fabric edges at ``ceil(k * memory_mhz / clock_mhz)``, :meth:`edge`).
     coloring : bool
         Page coloring in the address map (the essay's §8 with the fabric).
     kind_aware : bool
