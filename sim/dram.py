@@ -186,6 +186,10 @@ class Channel:
         # Transaction queue, kept per bank in arrival order.
         self.bank_queue = [[] for _ in range(nb)]
         self._cand = [False] * nb  # cached _candidate() per bank; False = stale
+        # A lower bound of the cycle the cached candidate can issue (NEVER: no
+        # candidate, -1: stale), so tick() passes over a bank until then.
+        self._bound = [-1] * nb
+        self._pc_work = [0] * npc  # banks per pseudo-channel with a fresh candidate
         self.bypassed = [0] * nb  # row hits served past an older request since the ACT
         self.active = set()
         self.occupancy = 0         # reads and writes queued
@@ -218,28 +222,42 @@ class Channel:
         """Total queue entries."""
         return self.admission.entries
 
+    def _invalidate(self, b):
+        """Bank ``b``'s candidate is stale: recompute it at the next tick."""
+        if self._cand[b]:
+            self._pc_work[self.pc_of[b]] -= 1
+        self._cand[b] = False
+        self._bound[b] = -1
+
     def enqueue(self, req, now):
         """Accept a request into the transaction queue (caller checks room)."""
         req.admitted = now
-        self._cand[req.bank] = False
-        self.bank_queue[req.bank].append(req)
-        self.active.add(req.bank)
+        b = req.bank
+        pc = self.pc_of[b]
+        if self._cand[b]:
+            self._pc_work[pc] -= 1
+        self._cand[b] = False
+        self._bound[b] = -1
+        self.bank_queue[b].append(req)
+        self.active.add(b)
         self.occupancy += 1
         self.tenant_occupancy[req.tenant] += 1
-        self.class_queued[req.qclass] += 1
-        pc = self.pc_of[req.bank]
+        k = req.qclass
+        self.class_queued[k] += 1
         self.pc_queued[pc] += 1
         if req.is_write:
             self.pc_writes[pc] += 1
-            self.pc_class_writes[pc][req.qclass] += 1
+            self.pc_class_writes[pc][k] += 1
             self.writes_queued += 1
         else:
-            self.pc_class_reads[pc][req.qclass] += 1
+            self.pc_class_reads[pc][k] += 1
 
     def pop_completions(self, now):
         """Requests whose data burst has ended by ``now``."""
-        done = []
         inflight = self.inflight
+        if not inflight or inflight[0][0] > now:
+            return []
+        done = []
         while inflight and inflight[0][0] <= now:
             done.append(heapq.heappop(inflight)[2])
         return done
@@ -281,19 +299,21 @@ class Channel:
         if self.policy.bypasses(self, req):
             self.bypassed[b] += 1
         queue.remove(req)
+        if self._cand[b]:
+            self._pc_work[pc] -= 1
         self._cand[b] = False
-        if not self.bank_queue[b]:
+        self._bound[b] = -1
+        if not queue:
             self.active.discard(b)
         self.occupancy -= 1
         self.tenant_occupancy[req.tenant] -= 1
-        self.class_queued[req.qclass] -= 1
-        self.class_freed[req.qclass] += 1
+        k = req.qclass
+        self.class_queued[k] -= 1
+        self.class_freed[k] += 1
         self.pc_queued[pc] -= 1
-        if not req.is_write:
-            self.pc_class_reads[pc][req.qclass] -= 1
         if req.is_write:
             self.pc_writes[pc] -= 1
-            self.pc_class_writes[pc][req.qclass] -= 1
+            self.pc_class_writes[pc][k] -= 1
             self.writes_queued -= 1
             self.write_batch[pc] += 1
             end = now + tm.CWL + tm.burst
@@ -303,6 +323,7 @@ class Channel:
             self.pc_next_wr[pc] = max(self.pc_next_wr[pc], now + tm.tCCD_S)
             self.pc_next_rd[pc] = max(self.pc_next_rd[pc], end + tm.tWTR_S)
         else:
+            self.pc_class_reads[pc][k] -= 1
             end = now + tm.CL + tm.burst
             self.next_pre[b] = max(self.next_pre[b], now + tm.tRTP)
             self.bg_next_rd[bg] = max(self.bg_next_rd[bg], now + tm.tCCD_L)
@@ -334,7 +355,7 @@ class Channel:
         pc = self.pc_of[b]
         now = self._row_command_edge(now, tm.act_bus_half)
         self.open_row[b] = req.row
-        self._cand[b] = False
+        self._invalidate(b)
         self.bypassed[b] = 0
         self.next_rd[b] = now + tm.tRCD_RD
         self.next_wr[b] = now + tm.tRCD_WR
@@ -370,7 +391,7 @@ class Channel:
         if self.log is not None:
             self.log.append((now, "PRE", b, self.open_row[b], self.row_bus_free_half - tm.pre_bus_half))
         self.open_row[b] = -1
-        self._cand[b] = False
+        self._invalidate(b)
         self.stats.pres += 1
 
     def _issue_ref(self, b, now):
@@ -378,7 +399,7 @@ class Channel:
         now = self._row_command_edge(now, tm.ref_bus_half)
         self.next_act[b] = now + tm.tRFCpb
         self.refresh_pending[b] = False
-        self._cand[b] = False
+        self._invalidate(b)
         pc = self.pc_of[b]
         self.ref_bank[pc] = -1
         self._next_ref_due = min(self._next_ref_due, self.ref_due[pc])
@@ -414,7 +435,7 @@ class Channel:
                 b = self.refresh_policy.pick(self, pc, todo)
                 todo.discard(b)
                 self.refresh_pending[b] = True
-                self._cand[b] = False
+                self._invalidate(b)
                 self.ref_bank[pc] = b
                 self.ref_due[pc] += self.timing.tREFIpb
                 self.stats.ref_late_max = max(self.stats.ref_late_max, now - (self.ref_due[pc] - self.timing.tREFIpb))
@@ -460,101 +481,128 @@ class Channel:
             refresh fall due), so that the caller may skip idle clocks.
         """
         # This is the hot loop of every experiment: what each bank wants is
-        # cached, readiness is tested with chained comparisons, and exact
-        # ready times are computed only when nothing issues and the caller
-        # needs to know how far to skip.
+        # cached with a lower bound of when it can issue (banks below their
+        # bound are passed over), and exact ready times are computed only
+        # when nothing issues and the caller needs to know how far to skip.
         if self.refresh and now >= self._next_ref_due:
             self._refresh_due(now)
         if self.batches_writes:
             for pc, mode in self.drain.update(self, now):
                 self.set_write_mode(pc, mode)
             stuck = self.stuck  # the drain has looked at it: start over
-            for pc in range(len(stuck)):
-                stuck[pc] = False
-        open_row = self.open_row
+            if True in stuck:
+                stuck[:] = [False] * len(stuck)
+        cache = self._cand
+        bound = self._bound
+        active = self.active
         pc_of, bg_of, sid_of = self.pc_of, self._bg_of, self._sid_of
+        pc_work = self._pc_work
+        open_row = self.open_row
         next_rd, next_wr, next_act, next_pre = self.next_rd, self.next_wr, self.next_act, self.next_pre
         bg_next_rd, bg_next_wr, bg_next_act = self.bg_next_rd, self.bg_next_wr, self.bg_next_act
+        pc_next_rd, pc_next_wr = self.pc_next_rd, self.pc_next_wr
+        pc_next_act, pc_next_pre, pc_faw = self.pc_next_act, self.pc_next_pre, self.pc_faw
         pc_last_sid, pc_last_col = self.pc_last_sid, self.pc_last_col
         tCCD_R = self.timing.tCCD_R
-        row_bus_ok = self.row_bus_free_half // 2 <= now
-        # Pseudo-channel gates: a bank is only looked at closely if its
-        # pseudo-channel could take that kind of command at all.
-        pc_rd_ok = [t <= now for t in self.pc_next_rd]
-        pc_wr_ok = [t <= now for t in self.pc_next_wr]
         tFAW = self.timing.tFAW
-        pc_act_ok = [row_bus_ok and t <= now and faw[0] + tFAW <= now
-                     for t, faw in zip(self.pc_next_act, self.pc_faw)]
-        pc_pre_ok = [row_bus_ok and t <= now for t in self.pc_next_pre]
-        cache = self._cand
+        row_bus = self.row_bus_free_half // 2
         act_gate = self._act_gate
+        candidate = self._candidate
 
         best_col = None
         best_col_rank = NEVER
         best_row = None       # (command, bank, request)
         best_row_rank = NEVER
-        deferred = []         # candidates that were not ready, for the wake-up time
+        deferred = []         # refresh commands that were not ready, for the wake-up time
         need_wake = horizon > now + 1
         # Refresh first: a pending refresh beats any other row command.
         for b in self.ref_bank:
             if b < 0:
                 continue
             if open_row[b] >= 0:
-                if pc_pre_ok[pc_of[b]] and next_pre[b] <= now:
+                if row_bus <= now and pc_next_pre[pc_of[b]] <= now and next_pre[b] <= now:
                     best_row, best_row_rank = (_PRE, b, None), -1
                     break
-                need_wake and deferred.append((_PRE, b, None))
+                need_wake and deferred.append((_PRE, b))
             else:
-                if row_bus_ok and next_act[b] <= now:
+                if row_bus <= now and next_act[b] <= now:
                     best_row, best_row_rank = (_REF, b, None), -1
                     break
-                need_wake and deferred.append((_REF, b, None))
+                need_wake and deferred.append((_REF, b))
 
-        has_work = [False] * len(pc_rd_ok)
-        for b in self.active:
+        # A bank's bound is a lower bound of the cycle its candidate can
+        # issue: the latest of the bank, bank-group, pseudo-channel and
+        # row-bus timers that command waits for.  Each of them only grows,
+        # and a command to the bank (which changes its own timers) or a
+        # change of its queue, row or bus direction invalidates the
+        # candidate, so the bound stays one until then and the bank need not
+        # be looked at before it.  The tCCD_R term is left out (it goes away
+        # when the pseudo-channel's stack ID changes), as is the scheduler's
+        # hold on an activation.  Banks are looked at in ``active``'s order,
+        # the first of equal rank winning.
+        for b in active:
+            if bound[b] > now:
+                continue
             cand = cache[b]
             if cand is False:
-                cand = cache[b] = self._candidate(b)
-            if cand is None:
-                continue
-            cmd, req, rank, not_before = cand
-            has_work[pc_of[b]] = True
-            if not_before > now:
-                need_wake and deferred.append((cmd, b, req))
-                continue
+                cand = cache[b] = candidate(b)
+                if cand is None:
+                    bound[b] = NEVER
+                    continue
+                pc_work[pc_of[b]] += 1
+            cmd, req, rank, _ = cand
+            p = pc_of[b]
             if cmd is _COL:
-                if rank < best_col_rank:
-                    p = pc_of[b]
-                    g = bg_of[b]
-                    if req.is_write:
-                        ok = pc_wr_ok[p] and next_wr[b] <= now and bg_next_wr[g] <= now
-                    else:
-                        ok = pc_rd_ok[p] and next_rd[b] <= now and bg_next_rd[g] <= now
-                    if ok and pc_last_sid[p] != sid_of[b]:
-                        ok = pc_last_col[p] + tCCD_R <= now
-                    if ok:
-                        best_col, best_col_rank = req, rank
-                    else:
-                        need_wake and deferred.append((_COL, b, req))
-            elif rank < best_row_rank:
-                if cmd is _PRE:
-                    ok = pc_pre_ok[pc_of[b]] and next_pre[b] <= now
+                if req.is_write:
+                    t = next_wr[b]
+                    u = bg_next_wr[bg_of[b]]
+                    v = pc_next_wr[p]
                 else:
-                    ok = (pc_act_ok[pc_of[b]] and next_act[b] <= now
-                          and bg_next_act[bg_of[b]] <= now)
-                    if ok and act_gate is not None:
-                        # The scheduler may hold an activation back (a policy
-                        # decision); it is looked at again next cycle.
-                        ok = act_gate(self, req, pc_of[b], now)
+                    t = next_rd[b]
+                    u = bg_next_rd[bg_of[b]]
+                    v = pc_next_rd[p]
+                if u > t:
+                    t = u
+                if v > t:
+                    t = v
+                ok = t <= now and rank < best_col_rank
+                if ok and pc_last_sid[p] != sid_of[b]:
+                    ok = pc_last_col[p] + tCCD_R <= now
                 if ok:
+                    best_col, best_col_rank = req, rank
+                elif t > now:
+                    bound[b] = t
+                continue
+            if cmd is _PRE:
+                t = next_pre[b]
+                u = pc_next_pre[p]
+                if u > t:
+                    t = u
+            else:
+                t = next_act[b]
+                u = bg_next_act[bg_of[b]]
+                if u > t:
+                    t = u
+                u = pc_next_act[p]
+                if u > t:
+                    t = u
+                u = pc_faw[p][0] + tFAW
+                if u > t:
+                    t = u
+            if row_bus > t:
+                t = row_bus
+            if t > now:
+                bound[b] = t
+            elif rank < best_row_rank:
+                # The scheduler may hold an activation back (a policy
+                # decision); it is looked at again next cycle.
+                if cmd is _PRE or act_gate is None or act_gate(self, req, p, now):
                     best_row, best_row_rank = (cmd, b, req), rank
-                else:
-                    need_wake and deferred.append((cmd, b, req))
 
         if self.batches_writes:
             # A direction with nothing it can do hands the bus over.
-            for pc, busy in enumerate(has_work):
-                if not busy and self.pc_queued[pc]:
+            for pc, work in enumerate(pc_work):
+                if not work and self.pc_queued[pc]:
                     self.stuck[pc] = True
         if best_col is not None:
             self._issue_column(best_col, now)
@@ -566,18 +614,28 @@ class Channel:
                 self._issue_pre(b, now, req)
             else:
                 self._issue_ref(b, now)
-        if best_col is not None or best_row is not None or horizon <= now + 1:
+        if best_col is not None or best_row is not None or not need_wake:
             return now + 1
+        # Nothing issued: wake up at the earliest exact ready cycle of any
+        # candidate (none is below its bound).
         wake = min(self._next_ref_due if self.refresh else NEVER, horizon, self._drain_wake())
-        for cmd, b, req in deferred:
+        for cmd, b in deferred:
+            if cmd is _PRE:
+                t = self._pre_ready(b)
+            else:
+                t = max(self.next_act[b], self._row_bus_cycle())
+            if t < wake:
+                wake = t
+        for b in active:
+            if bound[b] >= wake:
+                continue
+            cmd, req, _, _ = cache[b]
             if cmd is _COL:
                 t = self._column_ready(req)
             elif cmd is _ACT:
                 t = self._act_ready(b)
-            elif cmd is _PRE:
-                t = self._pre_ready(b)
             else:
-                t = max(self.next_act[b], self._row_bus_cycle())
+                t = self._pre_ready(b)
             if t < wake:
                 wake = t
                 if wake <= now + 1:
@@ -599,7 +657,8 @@ class Channel:
         if mode:
             self.write_batch[pc] = 0
         per_pc = self.geometry.banks_per_pc
-        self._cand[pc * per_pc:(pc + 1) * per_pc] = [False] * per_pc
+        for b in range(pc * per_pc, (pc + 1) * per_pc):
+            self._invalidate(b)
 
 
 class ChannelStats:
