@@ -125,6 +125,28 @@ def test_one_channel_gives_the_json_recorded_before_channels(tmp_path, policy):
                  "simulated": SIMULATED_BEFORE}
 
 
+@pytest.mark.parametrize("policy", ["frfcfs", "fabric-qos"])
+def test_every_tenant_on_channel_0_of_two_is_the_one_channel_run(tmp_path, policy):
+    """Two channels, every tenant on channel 0 (the contract's totals doubled, so
+    channel 0's registers are the one-channel contract's): channel 0 gives the
+    one-channel run's results exactly and channel 1 stays idle.  Several channels
+    step a port only at its own wake-ups, arrivals and completions, one channel
+    at every visited cycle; equal results say the stepping loses nothing."""
+    c1, w1 = write(tmp_path, CONTRACT, WORKLOAD)
+    one = run_system(c1, w1, policy)
+    two_dir = tmp_path / "two"
+    two_dir.mkdir()
+    workload = copy.deepcopy(WORKLOAD)
+    for t in workload["tenant"]:
+        t["channels"] = [0]
+    c2, w2 = write(two_dir, contract_on(2, scale=2), workload)
+    two = run_system(c2, w2, policy)
+    assert two["channel_utilisation"] == [one["utilisation"], 0.0]
+    for a, b in zip(one["tenants"], two["tenants"]):
+        assert b.pop("channel_gbps") == [a["gbps"], 0.0]
+        assert a == b
+
+
 # -- channel sets and the even spread -------------------------------------------
 
 def _per_channel_bytes(system, tenant):
