@@ -292,9 +292,14 @@ def cmd_system(args) -> int:
           f"utilisation {result['utilisation']:.1%}"
           + (" (per channel: " + ", ".join(f"{u:.1%}" for u in result["channel_utilisation"]) + ")"
              if "channel_utilisation" in result else ""))
-    print(format_table(result["tenants"], [
-        ("id", "id", "d"), ("kind", "kind", "s"), ("steps", "steps", "d"), ("p50_ns", "p50 ns", ".0f"),
-        ("p99_ns", "p99 ns", ".0f"), ("gbps", "GB/s", ".3f")]))
+    columns = [("id", "id", "d"), ("kind", "kind", "s"), ("steps", "steps", "d"), ("p50_ns", "p50 ns", ".0f"),
+               ("p99_ns", "p99 ns", ".0f"), ("gbps", "GB/s", ".3f")]
+    rows = result["tenants"]
+    if "channel_utilisation" in result:
+        # Several channels: where each tenant's bytes went (a channel set shows here).
+        columns.append(("per_channel", "GB/s per channel", "s"))
+        rows = [dict(r, per_channel=" ".join(f"{g:.1f}" for g in r["channel_gbps"])) for r in rows]
+    print(format_table(rows, columns))
     if args.json:
         with open(args.json, "w") as f:
             json.dump(result, f, indent=2)
