@@ -281,20 +281,25 @@ class WatermarkDrain:
     def update(self, ch, now):
         """The ``(pc, write_mode)`` changes of this cycle (the channel applies
         them, starting a new write batch on entry, and then clears ``stuck``)."""
-        changes = []
-        for pc in range(len(ch.write_mode)):
-            writes = ch.pc_writes[pc]
-            reads = ch.pc_queued[pc] - writes
-            mode = was = ch.write_mode[pc]
-            stuck = ch.stuck[pc]
+        changes = ()
+        write_mode, pc_writes, pc_queued, pc_stuck = ch.write_mode, ch.pc_writes, ch.pc_queued, ch.stuck
+        timed = self.interval is not None
+        for pc in range(len(write_mode)):
+            writes = pc_writes[pc]
+            if not writes and not write_mode[pc]:
+                continue  # nothing to drain, nor a drain to end
+            reads = pc_queued[pc] - writes
+            mode = was = write_mode[pc]
+            stuck = pc_stuck[pc]
             if mode:
                 if writes == 0 or (reads > 0 and (stuck or self._leave(ch, pc, writes))):
                     mode = False
                     self._left_at[pc] = now
-            elif writes >= self.high or (writes > 0 and (reads == 0 or stuck)) or self._overdue(pc, writes, now):
+            elif writes >= self.high or (writes > 0 and (reads == 0 or stuck)) or (
+                    timed and self._overdue(pc, writes, now)):
                 mode = self._may_enter(ch, pc, writes, now)
             if mode != was:
-                changes.append((pc, mode))
+                changes += ((pc, mode),)
         return changes
 
     def _overdue(self, pc, writes, now):
@@ -440,10 +445,11 @@ class CreditReturn:
         """The ``credit_return`` bits of one fabric clock at memory cycle ``now``."""
         held = self._held_classes(ch, now)
         bits = [0] * N_CLASSES
+        freed, returned, per_credit = ch.class_freed, self.returned, self.per_credit
         for k in range(N_CLASSES):
-            if k not in held and self.owed(ch, k) > 0:
+            if k not in held and freed[k] // per_credit > returned[k]:  # self.owed(ch, k) > 0
                 bits[k] = 1
-                self.returned[k] += 1
+                returned[k] += 1
         return tuple(bits)
 
     def _held_classes(self, ch, now):
@@ -480,7 +486,10 @@ class YieldingCreditReturn(CreditReturn):
 
     def _protected_reads(self, ch):
         below = self.protect_below
-        return any(any(reads[:below]) for reads in ch.pc_class_reads)
+        for reads in ch.pc_class_reads:
+            if any(reads[:below]):
+                return True
+        return False
 
     def _held_classes(self, ch, now):
         if not self._protected_reads(ch):

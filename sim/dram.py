@@ -170,6 +170,7 @@ class Channel:
         self.bg_next_rd = [0] * nbg
         self.bg_next_wr = [0] * nbg
         self.bg_next_act = [0] * nbg
+        self._no_group_timer = [0] * nbg  # a precharge's (see _candidate)
         self.pc_next_rd = [0] * npc
         self.pc_next_wr = [0] * npc
         self.pc_next_act = [0] * npc
@@ -444,13 +445,15 @@ class Channel:
 
     # -- scheduling ----------------------------------------------------------
     def _candidate(self, b):
-        """What bank ``b`` wants next: ``(command, request, rank, not_before)``.
+        """What bank ``b`` wants next: ``(command, request, rank, bank_timers,
+        group_timers, pc_timers, bank_group, pseudo_channel)``.
 
-        None if nothing.  ``not_before`` is the bank's own earliest cycle for
-        that command; bank-local timing only changes through commands to the
-        bank, which invalidate the cache, so it stays a valid lower bound.
-        Cached per bank and recomputed only when the bank's queue, open row,
-        refresh state or the bus direction changes.
+        None if nothing.  The three timer lists are those the command waits
+        for, indexed by bank, bank group and pseudo-channel (a precharge has
+        no bank-group timer: a list of zeros); an activation also waits for
+        tFAW and both row commands for the row bus.  Cached per bank and
+        recomputed only when the bank's queue, open row, refresh state or
+        the bus direction changes.
         """
         if self.refresh_pending[b]:
             return None
@@ -458,12 +461,15 @@ class Channel:
         if choice is None:
             return None
         head, is_hit = choice
+        g = self._bg_of[b]
+        p = self.pc_of[b]
         if is_hit:
-            return (_COL, head, head.rank, self.next_wr[b] if head.is_write else self.next_rd[b])
-        rank = head.rank
+            if head.is_write:
+                return (_COL, head, head.rank, self.next_wr, self.bg_next_wr, self.pc_next_wr, g, p)
+            return (_COL, head, head.rank, self.next_rd, self.bg_next_rd, self.pc_next_rd, g, p)
         if self.open_row[b] >= 0:
-            return (_PRE, head, rank, self.next_pre[b])
-        return (_ACT, head, rank, self.next_act[b])
+            return (_PRE, head, head.rank, self.next_pre, self._no_group_timer, self.pc_next_pre, g, p)
+        return (_ACT, head, head.rank, self.next_act, self.bg_next_act, self.pc_next_act, g, p)
 
     def tick(self, now, horizon=NEVER):
         """Issue at most one column and one row command at cycle ``now``.
@@ -495,13 +501,10 @@ class Channel:
         cache = self._cand
         bound = self._bound
         active = self.active
-        pc_of, bg_of, sid_of = self.pc_of, self._bg_of, self._sid_of
+        pc_of, sid_of = self.pc_of, self._sid_of
         pc_work = self._pc_work
         open_row = self.open_row
-        next_rd, next_wr, next_act, next_pre = self.next_rd, self.next_wr, self.next_act, self.next_pre
-        bg_next_rd, bg_next_wr, bg_next_act = self.bg_next_rd, self.bg_next_wr, self.bg_next_act
-        pc_next_rd, pc_next_wr = self.pc_next_rd, self.pc_next_wr
-        pc_next_act, pc_next_pre, pc_faw = self.pc_next_act, self.pc_next_pre, self.pc_faw
+        next_act, next_pre, pc_next_pre, pc_faw = self.next_act, self.next_pre, self.pc_next_pre, self.pc_faw
         pc_last_sid, pc_last_col = self.pc_last_sid, self.pc_last_col
         tCCD_R = self.timing.tCCD_R
         tFAW = self.timing.tFAW
@@ -550,21 +553,15 @@ class Channel:
                     bound[b] = NEVER
                     continue
                 pc_work[pc_of[b]] += 1
-            cmd, req, rank, _ = cand
-            p = pc_of[b]
+            cmd, req, rank, own, group, pcs, g, p = cand
+            t = own[b]
+            u = group[g]
+            if u > t:
+                t = u
+            u = pcs[p]
+            if u > t:
+                t = u
             if cmd is _COL:
-                if req.is_write:
-                    t = next_wr[b]
-                    u = bg_next_wr[bg_of[b]]
-                    v = pc_next_wr[p]
-                else:
-                    t = next_rd[b]
-                    u = bg_next_rd[bg_of[b]]
-                    v = pc_next_rd[p]
-                if u > t:
-                    t = u
-                if v > t:
-                    t = v
                 ok = t <= now and rank < best_col_rank
                 if ok and pc_last_sid[p] != sid_of[b]:
                     ok = pc_last_col[p] + tCCD_R <= now
@@ -573,19 +570,7 @@ class Channel:
                 elif t > now:
                     bound[b] = t
                 continue
-            if cmd is _PRE:
-                t = next_pre[b]
-                u = pc_next_pre[p]
-                if u > t:
-                    t = u
-            else:
-                t = next_act[b]
-                u = bg_next_act[bg_of[b]]
-                if u > t:
-                    t = u
-                u = pc_next_act[p]
-                if u > t:
-                    t = u
+            if cmd is _ACT:
                 u = pc_faw[p][0] + tFAW
                 if u > t:
                     t = u
@@ -629,7 +614,7 @@ class Channel:
         for b in active:
             if bound[b] >= wake:
                 continue
-            cmd, req, _, _ = cache[b]
+            cmd, req = cache[b][:2]
             if cmd is _COL:
                 t = self._column_ready(req)
             elif cmd is _ACT:
