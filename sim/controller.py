@@ -350,7 +350,7 @@ class PreemptingDrain(WatermarkDrain):
         # Protected reads wait and no protected write does: a drain of
         # protected writes is never put off for reads of the same standing.
         reads, writes = ch.pc_class_reads[pc], ch.pc_class_writes[pc]
-        return (any(reads[k] for k in range(self.preempt_below))
+        return (any(reads[:self.preempt_below])
                 and not any(writes[k] for k in range(self.preempt_below)))
 
     def wake(self):

@@ -503,8 +503,7 @@ class Channel:
         active = self.active
         pc_of, sid_of = self.pc_of, self._sid_of
         pc_work = self._pc_work
-        open_row = self.open_row
-        next_act, next_pre, pc_next_pre, pc_faw = self.next_act, self.next_pre, self.pc_next_pre, self.pc_faw
+        pc_faw = self.pc_faw
         pc_last_sid, pc_last_col = self.pc_last_sid, self.pc_last_col
         tCCD_R = self.timing.tCCD_R
         tFAW = self.timing.tFAW
@@ -519,19 +518,21 @@ class Channel:
         deferred = []         # refresh commands that were not ready, for the wake-up time
         need_wake = horizon > now + 1
         # Refresh first: a pending refresh beats any other row command.
-        for b in self.ref_bank:
-            if b < 0:
-                continue
-            if open_row[b] >= 0:
-                if row_bus <= now and pc_next_pre[pc_of[b]] <= now and next_pre[b] <= now:
-                    best_row, best_row_rank = (_PRE, b, None), -1
-                    break
-                need_wake and deferred.append((_PRE, b))
-            else:
-                if row_bus <= now and next_act[b] <= now:
-                    best_row, best_row_rank = (_REF, b, None), -1
-                    break
-                need_wake and deferred.append((_REF, b))
+        if max(self.ref_bank) >= 0:
+            open_row, next_act, next_pre, pc_next_pre = self.open_row, self.next_act, self.next_pre, self.pc_next_pre
+            for b in self.ref_bank:
+                if b < 0:
+                    continue
+                if open_row[b] >= 0:
+                    if row_bus <= now and pc_next_pre[pc_of[b]] <= now and next_pre[b] <= now:
+                        best_row, best_row_rank = (_PRE, b, None), -1
+                        break
+                    need_wake and deferred.append((_PRE, b))
+                else:
+                    if row_bus <= now and next_act[b] <= now:
+                        best_row, best_row_rank = (_REF, b, None), -1
+                        break
+                    need_wake and deferred.append((_REF, b))
 
         # A bank's bound is a lower bound of the cycle its candidate can
         # issue: the latest of the bank, bank-group, pseudo-channel and

@@ -65,7 +65,8 @@ class Policy:
         system = self.system
         if not system.waiting:
             return NEVER
-        heads = [q[0] for q in system.sources if q and system.room_for(q[0])]
+        room_for = system.room_for
+        heads = [q[0] for q in system.sources if q and room_for(q[0])]
         if not heads:
             return NEVER
         txn = self.pick(now, heads)
