@@ -2,7 +2,7 @@
 
 Usage::
 
-    python -m kvfabric.scripts.synth.floor --core allpairs|matrix|fast|stale
+    python -m kvfabric.scripts.synth.floor --core allpairs|matrix|fast|stale|timestamp
                                             [--order-bits 24] [--tenants 8] --out build/floor.v
 
 then ``python -m kvfabric.scripts.synth --verilog build/floor.v --top floor
@@ -43,6 +43,12 @@ adds buckets, eligibility, queues and configuration to the same cycle):
     come from comparisons of the class inputs; all of them chosen by the
     winner.  The cost of a grant is an input one cycle earlier than in
     ``matrix`` (:class:`FastMatrixFloor`).
+``timestamp``
+    Not a selection floor but a whole channel (queues, buckets, tags, V,
+    urgency, credits) under a candidate timestamp rule (GCRA buckets),
+    selecting with ``fast``'s matrix: what the rest of the channel costs
+    around the loop (:mod:`.floor_timestamp`; docs/synthesis.md "A timestamp
+    rule").
 ``stale``
     Not the spec's rule: ``allpairs`` with the comparisons registered, so
     that the winner of cycle t is the smallest key of cycle t - 1 and a
