@@ -248,7 +248,6 @@ class ChannelModel:
 
         next_vt = self._next_virtual_time(head if fabric_grant else None)
         self._update_buckets(winner if fabric_grant else -1, kind, head)
-        self._fill_enabled_buckets()
         self._update_tags(winner if fabric_grant else -1, head)
         self._count_credits(choice, credit_return)
         self.vt_prev, self.vt = self.vt, next_vt
@@ -292,9 +291,11 @@ class ChannelModel:
     def _update_buckets(self, winner: int, kind: int | None, head: QueueEntry | None) -> None:
         """Spec §6.3: every bucket refills; a fabric-mode ``winner`` (-1: none)
         is debited its head (guaranteed or urgent) or spends its committed
-        tokens (burst). Locals and inlined min: the model's hot spot."""
+        tokens (burst); a tenant enabled in this cycle is full instead
+        (:meth:`_fill_enabled_buckets`, inlined). Locals and inlined min: the
+        model's hot spot."""
         pcap = self.params.pcap
-        level, peak = self.level, self.peak
+        level, peak, prev = self.level, self.peak, self.enable_prev
         for i, cfg in enumerate(self.config.tenants):
             if i == winner:
                 debit = head.bytes << self.params.frac
@@ -308,17 +309,25 @@ class ChannelModel:
                 level[i] = x if x < cfg.capacity else cfg.capacity
                 x = peak[i] + cfg.peak_rate
                 peak[i] = x if x < pcap else pcap
+            if cfg.enable != prev[i]:  # an enable edge (spec §6.3's start)
+                prev[i] = cfg.enable
+                if cfg.enable:  # enabled now: full at t+1
+                    level[i] = cfg.capacity
+                    peak[i] = pcap
 
     def _fill_enabled_buckets(self) -> None:
         """Spec §6.3's start: a tenant enabled in this cycle (``enable`` 1 now,
-        0 in the previous cycle) has full buckets at t+1, whatever
-        :meth:`_update_buckets` wrote; only the enabling edge fills."""
+        0 in the previous cycle) has full buckets at t+1, whatever the refill
+        wrote; only the enabling edge fills. :meth:`_update_buckets` applies
+        the same inline; :meth:`_refill` calls this."""
         pcap = self.params.pcap
+        prev = self.enable_prev
         for i, cfg in enumerate(self.config.tenants):
-            if cfg.enable and not self.enable_prev[i]:
-                self.level[i] = cfg.capacity
-                self.peak[i] = pcap
-            self.enable_prev[i] = cfg.enable
+            if cfg.enable != prev[i]:  # an enable edge, as in _update_buckets
+                prev[i] = cfg.enable
+                if cfg.enable:  # enabled now, as in _update_buckets
+                    self.level[i] = cfg.capacity
+                    self.peak[i] = pcap
 
     def restart_buckets(self) -> None:
         """Bucket levels and every tenant's previous-cycle ``enable`` back to

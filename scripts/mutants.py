@@ -103,9 +103,11 @@ MUTANTS = [
       ("level[i] = min(cfg.rate, cfg.capacity)", "level[i] = 0"),
       ("x = level[i] + cfg.rate", "x = level[i]"), listed=True),
     M("buckets_start_empty", "a tenant's buckets do not start full when it is enabled (spec §6.3)",
-      ("if cfg.enable and not self.enable_prev[i]:", "if False:")),
+      ("if cfg.enable:  # enabled now: full at t+1", "if False:"),
+      ("if cfg.enable:  # enabled now, as in _update_buckets", "if False:")),
     M("buckets_full_every_cycle", "every cycle of an enabled tenant counts as its enabling (spec §6.3)",
-      ("if cfg.enable and not self.enable_prev[i]:", "if cfg.enable:")),
+      ("if cfg.enable != prev[i]:  # an enable edge (spec §6.3's start)", "if True:"),
+      ("if cfg.enable != prev[i]:  # an enable edge, as in _update_buckets", "if True:")),
     # ---- selection ----
     M("tie_to_higher_index", "equal keys go to the higher tenant index",
       ("if best is None or self._beats(key, best_key):", "if best is None or not self._beats(best_key, key):")),
