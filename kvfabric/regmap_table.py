@@ -40,6 +40,13 @@ REGISTER_MAP = {
                 {'name': 'credit_burst', 'lsb': 16, 'width': 8, 'sw': 'rw', 'hw': 'r', 'reset': 0, 'pulse': False, 'counter': False, 'param': False, 'value_lsb': 0, 'desc': 'burst class credit limit'},
                 {'name': 'bulk_prio', 'lsb': 24, 'width': 4, 'sw': 'rw', 'hw': 'r', 'reset': 0, 'pulse': False, 'counter': False, 'param': False, 'value_lsb': 0, 'desc': "bit p: guaranteed grants at priority p take the burst class's credits"},
             ]},
+            {'name': 'COORD', 'offset': 0x0020, 'title': 'Coordination across channels', 'staged': False, 'commit': False, 'snapshot': False, 'fields': [
+                {'name': 'coord_enable', 'lsb': 0, 'width': 1, 'sw': 'rw', 'hw': 'r', 'reset': 0, 'pulse': False, 'counter': False, 'param': False, 'value_lsb': 0, 'desc': 'the coordinator rewrites per-channel rates every epoch'},
+                {'name': 'coord_floor', 'lsb': 8, 'width': 8, 'sw': 'rw', 'hw': 'r', 'reset': 0, 'pulse': False, 'counter': False, 'param': False, 'value_lsb': 0, 'desc': 'UQ0.8: fraction of its even share a tenant keeps on every channel'},
+            ]},
+            {'name': 'COORD_EPOCH', 'offset': 0x0024, 'title': 'Coordination epoch', 'staged': False, 'commit': False, 'snapshot': False, 'fields': [
+                {'name': 'coord_epoch_cycles', 'lsb': 0, 'width': 24, 'sw': 'rw', 'hw': 'r', 'reset': 0, 'pulse': False, 'counter': False, 'param': False, 'value_lsb': 0, 'desc': 'coordinator epoch in cycles (at least COORD_MIN_EPOCH is used)'},
+            ]},
         ]},
         {'name': 'TENANT', 'title': 'Tenant configuration', 'base': 0x0100, 'stride': 0x0020, 'count': 16, 'per': 'tenants', 'registers': [
             {'name': 'RATE', 'offset': 0x0000, 'title': 'Guaranteed rate', 'staged': True, 'commit': False, 'snapshot': False, 'fields': [

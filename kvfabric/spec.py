@@ -19,6 +19,8 @@ __all__ = [
     "GUARANTEED", "BURST", "FCFS", "URGENT", "KIND_NAMES",
     "CREDIT_CLASSES", "CREDIT_CLASS_NAMES", "CREDIT_BITS", "BULK_PRIO_BITS", "credit_class",
     "TENANT_FIELD_BITS", "STARVE_LIMIT_BITS", "EPOCH_CYCLES_BITS",
+    "COORD_LATENCY", "COORD_MIN_EPOCH", "COORD_Q_BITS", "COORD_DEMAND_BITS", "COORD_FLOOR_BITS",
+    "COORD_EPOCH_BITS",
 ]
 
 #: Grant kinds (spec §2, §6.2): the value of the grant payload's 2-bit ``kind``.
@@ -78,6 +80,26 @@ TENANT_FIELD_BITS = {f.name: f.width for r in _REGMAP.block("TENANT").registers 
 STARVE_LIMIT_BITS = _width("STARVE_LIMIT", "starve_limit")
 #: Width of the fabric's ``EPOCH_CYCLES`` register (spec §9).
 EPOCH_CYCLES_BITS = _width("EPOCH_CYCLES", "epoch_cycles")
+
+# Coordination across channels (spec §13): constants both the model and the RTL
+# use, so that they compute the same per-channel rates in the same cycles.
+#: Cycles from the end of an epoch (t_e) to the last cycle before its result is
+#: used: the result holds from t_e + 1 + COORD_LATENCY. Long enough for one
+#: serial divider and multiplier to walk every (tenant, channel) pair off the
+#: channels' critical paths.
+COORD_LATENCY = 1024
+#: The shortest coordinator epoch: ``COORD_EPOCH`` below it counts as it. Above
+#: COORD_LATENCY, so an epoch's result has applied before the next epoch ends.
+COORD_MIN_EPOCH = 2048
+#: Precision of a channel's share of a tenant's demand: ``q`` in 0..2^COORD_Q_BITS.
+COORD_Q_BITS = 10
+#: Width of the saturating per-(tenant, channel) demand counters (32-byte units).
+COORD_DEMAND_BITS = 20
+#: Widths of ``COORD.coord_floor`` (UQ0.8) and ``COORD_EPOCH.coord_epoch_cycles`` (spec §9).
+COORD_FLOOR_BITS = _width("COORD", "coord_floor")
+COORD_EPOCH_BITS = _width("COORD_EPOCH", "coord_epoch_cycles")
+assert COORD_LATENCY < COORD_MIN_EPOCH < 1 << COORD_EPOCH_BITS, \
+    "an epoch's result must apply before the next epoch ends (spec §13)"
 
 
 def _check_int(name, value, lo, hi, *, pow2=False):

@@ -8,8 +8,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
 
-from kvfabric.spec import (BULK_PRIO_BITS, CREDIT_BITS, CREDIT_CLASS_NAMES, CREDIT_CLASSES,
-                           EPOCH_CYCLES_BITS, STARVE_LIMIT_BITS, TENANT_FIELD_BITS)
+from kvfabric.spec import (BULK_PRIO_BITS, COORD_EPOCH_BITS, COORD_FLOOR_BITS, COORD_MIN_EPOCH,
+                           CREDIT_BITS, CREDIT_CLASS_NAMES, CREDIT_CLASSES, EPOCH_CYCLES_BITS,
+                           STARVE_LIMIT_BITS, TENANT_FIELD_BITS)
 
 
 def check_field(name: str, value: int, bits: int, where: str = "") -> int:
@@ -52,6 +53,10 @@ class FabricConfig:
     limits of the credit classes (urgent, guaranteed, burst), 0 = no check;
     ``bulk_prio`` its mask of priorities whose guaranteed grants take the
     burst class's credits.
+
+    ``coord_enable``, ``coord_floor`` (UQ0.8) and ``coord_epoch_cycles`` are
+    the ``COORD`` and ``COORD_EPOCH`` registers of the coordinator (spec §13),
+    which rewrites each channel's rates from measured demand when enabled.
     """
 
     tenants: list[TenantConfig]
@@ -60,6 +65,9 @@ class FabricConfig:
     epoch_cycles: int = 0
     credits: tuple[int, int, int] = (0, 0, 0)
     bulk_prio: int = 0
+    coord_enable: int = 0
+    coord_floor: int = 0
+    coord_epoch_cycles: int = 0
 
     def __post_init__(self):
         check_field("starve_limit", self.starve_limit, STARVE_LIMIT_BITS)
@@ -72,6 +80,16 @@ class FabricConfig:
         self.credits = tuple(check_field(name, value, CREDIT_BITS, "CREDITS register ")
                              for name, value in zip(CREDIT_CLASS_NAMES, credits))
         check_field("bulk_prio", self.bulk_prio, BULK_PRIO_BITS, "CREDITS register ")
+        check_field("coord_enable", self.coord_enable, 1, "COORD register ")
+        check_field("coord_floor", self.coord_floor, COORD_FLOOR_BITS, "COORD register ")
+        check_field("coord_epoch_cycles", self.coord_epoch_cycles, COORD_EPOCH_BITS,
+                    "COORD_EPOCH register ")
+
+    @property
+    def coord_epoch(self) -> int:
+        """The coordinator's effective epoch E in cycles (spec §13): the
+        register, or COORD_MIN_EPOCH if it is below it (0 included)."""
+        return max(self.coord_epoch_cycles, COORD_MIN_EPOCH)
 
     @classmethod
     def reset(cls, tenants: int) -> "FabricConfig":
