@@ -11,7 +11,7 @@ from kvfabric.spec import check_params
 
 __all__ = [
     "Kind",
-    "request_layout", "grant_layout", "tenant_config_layout", "queue_entry_layout",
+    "request_layout", "grant_layout", "tenant_config_layout", "queue_entry_layout", "acceptance_layout",
     "request_signature", "grant_signature",
 ]
 
@@ -72,6 +72,18 @@ def queue_entry_layout(params):
         "id":    params.id_width,
         "ts":    params.ts_bits,
         "cost":  params.cost_bits,
+    })
+
+
+def acceptance_layout(params):
+    """A channel's ingress register as the coordinator reads it (spec §13's
+    demand): ``valid`` (a valid request was accepted in the previous cycle),
+    its ``tenant`` and ``bytes``."""
+    check_params(params)
+    return data.StructLayout({
+        "valid":  1,
+        "tenant": params.tenant_bits,
+        "bytes":  params.bytes_bits,
     })
 
 

@@ -1,0 +1,319 @@
+"""The coordinator of per-channel rates (hw/coordinator.py, spec §13) in Amaranth's simulator.
+
+The component is driven through a small harness that holds what the register
+file holds (``coord_enable``, and each tenant's active and staged RATE,
+PEAK_RATE and enable, copied by a COMMIT) and the channels' ingress registers.
+A reference written here from the rule, with :class:`fractions.Fraction`
+arithmetic, gives every cycle's expected ``rate[c][i]``/``peak_rate[c][i]``:
+the arithmetic of an epoch's result, when it is used (from t_e + 1 +
+COORD_LATENCY), when it is discarded (a COMMIT, a disabled cycle), and, with
+the coordinator off, the active RATE/PEAK_RATE in every cycle.
+"""
+
+from fractions import Fraction
+import math
+
+import pytest
+from amaranth.hdl import Module, Mux, Signal
+from amaranth.lib.wiring import In, Out
+
+from kvfabric.hw.config import FabricComponent
+from kvfabric.hw.coordinator import Coordinator, div_steps, schedule_cycles
+from kvfabric.hw.layouts import acceptance_layout
+from kvfabric.spec import (COORD_DEMAND_BITS, COORD_LATENCY, COORD_MIN_EPOCH, COORD_Q_BITS,
+                           FabricParams)
+
+from support.axil_manager import run_sim, seeded
+
+
+def rule_result(d, rate, peak, enable, floor):
+    """Spec §13's per-channel rates of one tenant from its per-channel demand
+    ``d``, written from the rule with exact fractions."""
+    channels = len(d)
+    total = sum(d)
+    if not enable or total == 0:
+        return [rate] * channels, [peak] * channels
+    Q = 1 << COORD_Q_BITS
+    fr = math.floor(Fraction(floor * rate, 256))
+    fp = math.floor(Fraction(floor * peak, 256))
+    rates, peaks = [], []
+    for dc in d:
+        q = math.floor(Fraction(Q * dc, total))
+        r = min(fr + math.ceil(Fraction(channels * (rate - fr) * q, Q)), 0xFFFF)
+        pk = min(max(fp + math.floor(Fraction(channels * (peak - fp) * q, Q)), r), 0xFFFF)
+        rates.append(r)
+        peaks.append(pk)
+    return rates, peaks
+
+
+class Reference:
+    """Cycle-by-cycle expectation of the rate registers (spec §13)."""
+
+    def __init__(self, params):
+        self.p = params
+        n, c = params.tenants, params.channels
+        self.enable = 0
+        self.ec = 0
+        self.demand = [[0] * c for _ in range(n)]
+        self.pending = None  # [t_a, rates[i][c], peaks[i][c], keep[i]]
+        self.rate = [[0] * n for _ in range(c)]
+        self.peak = [[0] * n for _ in range(c)]
+        self.results = 0
+        self.applied = 0
+
+    def step(self, t, *, active, floor, epoch_cycles, accepted, commit, enable_next, active_next):
+        """Cycle t: ``active`` = [(rate, peak, enable)] of t, ``accepted`` =
+        [(tenant, bytes) or None] per channel, ``commit`` the tenants whose
+        COMMIT takes effect in t; sets the expected registers of t + 1."""
+        p = self.p
+        n, nc = p.tenants, p.channels
+        if not self.enable:
+            self.ec = 0
+            self.demand = [[0] * nc for _ in range(n)]
+            self.pending = None
+        else:
+            for c, acc in enumerate(accepted):
+                if acc is not None:
+                    i, b = acc
+                    units = -(-b // p.tag_unit)
+                    self.demand[i][c] = min(self.demand[i][c] + units, (1 << COORD_DEMAND_BITS) - 1)
+            if self.pending is not None:
+                for i in commit:
+                    self.pending[3][i] = False
+            if self.ec >= max(epoch_cycles, COORD_MIN_EPOCH) - 1:
+                res = [rule_result(self.demand[i], *active[i], floor) for i in range(n)]
+                self.pending = [t + 1 + COORD_LATENCY, [r for r, _ in res], [pk for _, pk in res], [True] * n]
+                self.results += 1
+                self.demand = [[0] * nc for _ in range(n)]
+                self.ec = 0
+            else:
+                self.ec += 1
+        for i in range(n):
+            for c in range(nc):
+                if not enable_next or i in commit:
+                    self.rate[c][i], self.peak[c][i] = active_next[i][:2]
+                elif self.pending is not None and self.pending[0] == t + 1 and self.pending[3][i]:
+                    self.rate[c][i] = self.pending[1][i][c]
+                    self.peak[c][i] = self.pending[2][i][c]
+        if self.pending is not None and self.pending[0] == t + 1:
+            self.applied += 1
+            self.pending = None
+        self.enable = enable_next
+
+
+class Harness(FabricComponent):
+    """The coordinator with the register file's part of its inputs: the
+    enable register (written by ``en_write``/``en_value``, taking effect in
+    this cycle) and every tenant's active configuration (``commit`` copies
+    ``staged_*``), and the channels' ingress registers (``acc`` is an
+    acceptance in this cycle)."""
+
+    def __init__(self, params):
+        n, c = params.tenants, params.channels
+        super().__init__(params, {
+            "en_write":     In(1),
+            "en_value":     In(1),
+            "floor":        In(8),
+            "epoch_cycles": In(24),
+            "commit":       In(n),
+            "staged_rate":  In(16).array(n),
+            "staged_peak":  In(16).array(n),
+            "staged_en":    In(1).array(n),
+            "acc":          In(acceptance_layout(params)).array(c),
+            "rate":         Out(16).array(c, n),
+            "peak_rate":    Out(16).array(c, n),
+            "div_state":    Out(3),
+        })
+
+    def elaborate(self, platform):
+        m = Module()
+        p = self.params
+        m.submodules.coord = coord = Coordinator(p)
+        enable = Signal()
+        enable_next = Mux(self.en_write, self.en_value, enable)
+        m.d.sync += enable.eq(enable_next)
+        m.d.comb += [coord.enable.eq(enable), coord.enable_next.eq(enable_next),
+                     coord.floor.eq(self.floor), coord.epoch_cycles.eq(self.epoch_cycles),
+                     coord.commit.eq(self.commit)]
+        for i in range(p.tenants):
+            cfg = coord.tenant_cfg[i]
+            rate_next = Mux(self.commit[i], self.staged_rate[i], cfg.rate)
+            peak_next = Mux(self.commit[i], self.staged_peak[i], cfg.peak_rate)
+            m.d.sync += [cfg.rate.eq(rate_next), cfg.peak_rate.eq(peak_next)]
+            with m.If(self.commit[i]):
+                m.d.sync += cfg.enable.eq(self.staged_en[i])
+            m.d.comb += [coord.rate_next[i].eq(rate_next), coord.peak_rate_next[i].eq(peak_next)]
+        for c in range(p.channels):
+            m.d.sync += coord.accepted[c].eq(self.acc[c])
+            for i in range(p.tenants):
+                m.d.comb += [self.rate[c][i].eq(coord.rate[c][i]),
+                             self.peak_rate[c][i].eq(coord.peak_rate[c][i])]
+        return m
+
+
+def test_rule_even_demand_is_the_contract():
+    # The rule's own identity: even demand gives back RATE and PEAK_RATE exactly.
+    for rate, peak, floor in [(1000, 4000, 0), (1000, 4000, 128), (65535, 65535, 255), (7, 9, 3)]:
+        for c in (1, 2, 4, 8, 16):
+            assert rule_result([5] * c, rate, peak, 1, floor) == ([rate] * c, [peak] * c)
+
+
+def test_schedule_fits():
+    # The serial datapath finishes before the edge into t_a for the builds we
+    # ship and test; the divider takes more bits per cycle only when it must.
+    for n, c in [(8, 8), (4, 2), (2, 16), (16, 2), (1, 1), (3, 2), (16, 8)]:
+        steps = div_steps(n, c)
+        assert schedule_cycles(n, c, steps) <= COORD_LATENCY - 2
+        assert steps == 1 or schedule_cycles(n, c, steps - 1) > COORD_LATENCY - 2
+    with pytest.raises(ValueError, match="cannot walk 16 x 16"):
+        div_steps(16, 16)
+
+
+def _run(params, seed, *, cycles, script, traffic):
+    """Simulate ``cycles`` cycles; ``script(t, rng)`` returns the cycle's
+    register actions, ``traffic(t, rng, c)`` an acceptance or None. Every
+    cycle's rate and peak registers are compared with :class:`Reference`."""
+    rng = seeded(seed, 27)
+    dut = Harness(params)
+    ref = Reference(params)
+    n, nc = params.tenants, params.channels
+    stats = {}
+
+    async def testbench(ctx):
+        active = [(0, 0, 0)] * n
+        enable = 0
+        for t in range(cycles):
+            acts = script(t, rng)
+            floor = acts.get("floor", 0)
+            epoch_cycles = acts.get("epoch", 0)
+            commits = acts.get("commit", {})
+            en_write = "enable" in acts
+            ctx.set(dut.en_write, en_write)
+            ctx.set(dut.en_value, acts.get("enable", 0))
+            ctx.set(dut.floor, floor)
+            ctx.set(dut.epoch_cycles, epoch_cycles)
+            ctx.set(dut.commit, sum(1 << i for i in commits))
+            for i, (r, pk, en) in commits.items():
+                ctx.set(dut.staged_rate[i], r)
+                ctx.set(dut.staged_peak[i], pk)
+                ctx.set(dut.staged_en[i], en)
+            accepted = []
+            for c in range(nc):
+                acc = traffic(t, rng, c)
+                accepted.append(acc)
+                ctx.set(dut.acc[c].valid, acc is not None)
+                if acc is not None:
+                    ctx.set(dut.acc[c].tenant, acc[0])
+                    ctx.set(dut.acc[c].bytes, acc[1])
+            for c in range(nc):
+                for i in range(n):
+                    got = (ctx.get(dut.rate[c][i]), ctx.get(dut.peak_rate[c][i]))
+                    exp = (ref.rate[c][i], ref.peak[c][i])
+                    assert got == exp, f"cycle {t} channel {c} tenant {i}: rate, peak {got} != {exp}"
+                    if not enable:
+                        assert got == active[i][:2], f"cycle {t}: off, but not RATE/PEAK_RATE"
+            active_next = [commits.get(i, active[i]) for i in range(n)]
+            enable_next = acts.get("enable", enable)
+            ref.step(t, active=active, floor=floor, epoch_cycles=epoch_cycles, accepted=accepted,
+                     commit=set(commits), enable_next=enable_next, active_next=active_next)
+            active, enable = active_next, enable_next
+            await ctx.tick()
+        stats.update(results=ref.results, applied=ref.applied)
+
+    run_sim(dut, testbench)
+    return stats
+
+
+def _contracts(params, rng):
+    return {i: (rng.randrange(1, 1 << 16), rng.randrange(1, 1 << 16), 1) for i in range(params.tenants)}
+
+
+@pytest.mark.parametrize("params", [FabricParams(tenants=3, channels=2), FabricParams(tenants=2, channels=3)],
+                         ids=["3x2", "2x3"])
+def test_results_and_timing(params, seed):
+    """Skewed random demand over four epochs of COORD_MIN_EPOCH cycles; each
+    epoch's result (arithmetic against the Fraction rule) used exactly from
+    t_e + 1 + COORD_LATENCY; a COMMIT in a result's window discards that
+    tenant's result; one tenant disabled (its result is the even split); a
+    floor; RATE/PEAK_RATE near 2^16 so the clamps act."""
+    n = params.tenants
+    E = COORD_MIN_EPOCH
+    first = 10
+    cfg = {i: (60000 if i == 0 else 900 * (i + 1), 65535 if i == 0 else 3000 * (i + 1), int(i != 1))
+           for i in range(n)}
+    commit_at = first + 1 + E + 300   # inside the first result's window
+    skew = [[9, 1, 1], [1, 5, 1], [1, 1, 7]]
+
+    def script(t, rng):
+        acts = {"floor": 64, "epoch": 0}
+        if t == 2:
+            acts["commit"] = cfg
+        if t == first:
+            acts["enable"] = 1
+        if t == commit_at:
+            acts["commit"] = {n - 1: (1234, 5678, 1)}
+        return acts
+
+    def traffic(t, rng, c):
+        if t < first or rng.random() < 0.3:
+            return None
+        weights = [skew[i % 3][c % 3] for i in range(n)]
+        return rng.choices(range(n), weights)[0], rng.choice([1, 31, 32, 33, 64, 4096])
+
+    stats = _run(params, seed, cycles=first + 1 + 3 * E + COORD_LATENCY + 4, script=script, traffic=traffic)
+    assert stats == {"results": 3, "applied": 3}
+
+
+def test_disable_discards_and_off_follows_rate(seed):
+    """Enable, an epoch's result pending, disable inside its window (every
+    register back to RATE/PEAK_RATE from the next cycle, the result never
+    used), COMMITs while off (followed at once), enable again: a new first
+    epoch; disabled again at the very cycle an epoch ends (its result is
+    discarded too)."""
+    params = FabricParams(tenants=2, channels=2)
+    E = COORD_MIN_EPOCH
+    on1, off1 = 5, 5 + E + 200
+    on2 = off1 + 50
+    off2 = on2 + E          # the write takes effect in t_e: enable is 0 from t_e + 1
+
+    def script(t, rng):
+        acts = {"floor": 0, "epoch": 0}
+        if t == 1:
+            acts["commit"] = {0: (800, 1600, 1), 1: (400, 500, 1)}
+        if t in (on1, on2):
+            acts["enable"] = 1
+        if t in (off1, off2):
+            acts["enable"] = 0
+        if t in (off1 + 10, off2 + 7):
+            acts["commit"] = {1: (rng.randrange(1 << 16), rng.randrange(1 << 16), 1)}
+        return acts
+
+    def traffic(t, rng, c):
+        return (c, 256) if rng.random() < 0.5 else None
+
+    stats = _run(params, seed, cycles=off2 + COORD_LATENCY + 20, script=script, traffic=traffic)
+    assert stats == {"results": 2, "applied": 0}
+
+
+def test_long_epoch_and_saturation(seed):
+    """COORD_EPOCH above the minimum, and one channel's counter saturating
+    (2^20 - 1 units) while another counts a few: the result uses the
+    saturated value."""
+    params = FabricParams(tenants=1, channels=2)
+    E = 8300   # 8300 cycles x 128 units > 2^20
+
+    def script(t, rng):
+        acts = {"floor": 200, "epoch": E}
+        if t == 0:
+            acts["commit"] = {0: (3000, 6000, 1)}
+        if t == 1:
+            acts["enable"] = 1
+        return acts
+
+    def traffic(t, rng, c):
+        if c == 0:
+            return (0, 4096)
+        return (0, 32) if rng.random() < 0.01 else None
+
+    stats = _run(params, seed, cycles=2 + E + COORD_LATENCY + 4, script=script, traffic=traffic)
+    assert stats == {"results": 1, "applied": 1}
