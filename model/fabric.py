@@ -1,10 +1,12 @@
-"""Golden model of the whole fabric: C channels, shared configuration, telemetry."""
+"""Golden model of the whole fabric: C channels, shared configuration, telemetry
+and the coordinator of per-channel rates (spec §13)."""
 
 from __future__ import annotations
 
 from dataclasses import replace
 
 from .channel import NO_CREDIT_RETURN, ChannelModel, Request, StepResult
+from .coordinator import Coordinator
 from .registers import FabricConfig, TenantConfig
 from .telemetry import Telemetry
 
@@ -24,19 +26,36 @@ class FabricModel:
                              f"params.tenants is {params.tenants}")
         self.channels = [ChannelModel(params, self.config) for _ in range(params.channels)]
         self.telemetry = Telemetry(params)
+        self.coordinator = Coordinator(params)
         self.cycle = 0
         self._rose: list[int | None] = [None] * params.channels  # tenant accepted last cycle
 
     # ---- configuration (what an AXI write does; effective from the next step) ----
-    def set_config(self, config: FabricConfig) -> None:
-        self.config = config
-        for ch in self.channels:
-            ch.config = config
+    def set_config(self, config: FabricConfig, committed=()) -> None:
+        """``config`` is active from the next step. ``committed``: the tenants
+        whose ``COMMIT`` took effect in the cycle just stepped, which the
+        coordinator must know even when it rewrote identical values (spec
+        §13.3; a tenant whose registers changed counts as committed anyway)."""
+        old, self.config = self.config, config
+        coord = self.coordinator
+        if config.coord_enable or old.coord_enable:  # off before and after: nothing held
+            coord.configure(old, config, committed)
+        self._load_channel_configs()
 
     def commit_tenant(self, index: int, tenant: TenantConfig) -> None:
         tenants = list(self.config.tenants)
         tenants[index] = tenant
-        self.set_config(replace(self.config, tenants=tenants))
+        self.set_config(replace(self.config, tenants=tenants), committed=(index,))
+
+    def _load_channel_configs(self) -> None:
+        """Every channel's configuration: the fabric's, with the coordinator's
+        rates in force (spec §13.3)."""
+        if self.coordinator.idle:
+            for ch in self.channels:
+                ch.config = self.config
+        else:
+            for ch, cfg in zip(self.channels, self.coordinator.channel_configs(self.config)):
+                ch.config = cfg
 
     # ---- one cycle --------------------------------------------------------------
     @property
@@ -55,6 +74,10 @@ class FabricModel:
         elif len(credit_return) != len(self.channels):
             raise ValueError(f"credit_return has {len(credit_return)} entries, "
                              f"one per channel ({len(self.channels)}) expected")
+        coord = self.coordinator
+        if coord.pending is not None and coord.due(self.cycle):  # holds from its apply cycle on
+            coord.apply()
+            self._load_channel_configs()
         peaks: dict[int, int] = {}
         for c, tenant in enumerate(self._rose):
             if tenant is not None:  # occupancy only rises through an acceptance
@@ -62,6 +85,11 @@ class FabricModel:
                 peaks[tenant] = max(peaks.get(tenant, 0), occ)
         results = [ch.step(now, reqs[c], grant_ready[c], credit_return[c])
                    for c, ch in enumerate(self.channels)]
+        if self.config.coord_enable:
+            for c, r in enumerate(results):
+                if r.accepted and not r.dropped:
+                    coord.count(c, reqs[c].tenant, reqs[c].bytes)
+            coord.end_cycle(self.cycle, self.config)
         self.telemetry.step(now, self.config, [r.transferred for r in results],
                             [r.dropped for r in results], peaks, snapshot_request)
         self._rose = [reqs[c].tenant if r.accepted and not r.dropped else None
@@ -76,19 +104,24 @@ class FabricModel:
     def skip(self, cycles: int) -> None:
         """Advance ``cycles`` cycles with no inputs on a quiescent fabric, exactly."""
         assert self.quiescent()
-        tel = self.telemetry
+        tel, coord, cfg = self.telemetry, self.coordinator, self.config
         while cycles > 0:
-            if self.config.epoch_cycles:
-                # Step normally through the cycle that takes a snapshot.
-                to_snap = self.config.epoch_cycles - 1 - tel.epoch_counter
-                if to_snap <= 0:
-                    self.step([None] * self.params.channels, [True] * self.params.channels)
-                    cycles -= 1
-                    continue
-                k = min(cycles, to_snap)
+            # Step normally through the cycles that take a snapshot, end a
+            # coordinator epoch or apply its result.
+            k = cycles
+            if cfg.epoch_cycles:
+                k = min(k, cfg.epoch_cycles - 1 - tel.epoch_counter)
+            if cfg.coord_enable or not coord.idle:
+                to_event = coord.cycles_to_event(self.cycle, cfg)
+                if to_event is not None:
+                    k = min(k, to_event)
+            if k <= 0:
+                self.step([None] * self.params.channels, [True] * self.params.channels)
+                cycles -= 1
+                continue
+            if cfg.epoch_cycles:
                 tel.epoch_counter += k
-            else:
-                k = cycles
+            coord.skip(k, cfg)
             for ch in self.channels:
                 ch.skip(k)
             self.cycle += k

@@ -61,6 +61,12 @@ class RegisterFile:
     Every writable fabric field is held in :attr:`fabric`; those that
     :class:`FabricConfig` has (and ``credits``, the tuple of the ``CREDITS``
     limits) are copied into :attr:`config`.
+
+    :attr:`committed` holds the tenant whose ``COMMIT`` the last write was
+    (empty otherwise): the coordinator returns a committed tenant to the
+    even split even when the commit rewrote the values it had (spec §13.3),
+    so the caller passes it to ``FabricModel.set_config(config, committed)``
+    whether or not :attr:`changed`.
     """
 
     def __init__(self, params):
@@ -70,6 +76,7 @@ class RegisterFile:
         self.fabric = {f.name: f.reset or 0 for r in FABRIC.registers for f in r.fields
                        if f.writable and not f.pulse}
         self.changed = False
+        self.committed: tuple[int, ...] = ()
 
     def _fabric_config(self, cfg: FabricConfig) -> FabricConfig:
         names = {f.name for f in dataclass_fields(FabricConfig)}
@@ -81,12 +88,14 @@ class RegisterFile:
         """Apply one write (``addr`` selects the word containing it, ``strb`` its
         bytes); return True if it requests a snapshot."""
         cfg, snap = self.config, False
+        self.committed = ()
         found = REGMAP.decode(word_address(addr), self.params)
         if found is not None:
             block, i, reg = found
             mask = _bytemask(strb)
             if reg.commit:
                 self.config = cfg.with_tenant(i, **vars(self.staged[i]))
+                self.committed = (i,)
             elif reg.staged:
                 word = (reg.word(vars(self.staged[i])) & ~mask) | (data & mask)
                 self.staged[i] = replace(self.staged[i], **{f.name: f.get(word) for f in reg.fields})

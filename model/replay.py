@@ -12,7 +12,10 @@ from dataclasses import dataclass
 from fractions import Fraction
 from typing import NamedTuple
 
+from kvfabric.spec import COORD_LATENCY
+
 from .channel import KIND_NAMES, ChannelModel, Request
+from .coordinator import Coordinator
 from .fabric import FabricModel
 from .trace import LogRow, TraceRow
 
@@ -238,9 +241,14 @@ class ReplayResult:
 def stall_limit(params, config) -> int:
     """Cycles without any grant or acceptance after which outstanding requests are
     declared stuck. With nothing granted only bucket levels and ages change, so
-    the slowest enabled peak bucket's fill time plus the starvation guard is enough."""
+    the slowest enabled peak bucket's fill time plus the starvation guard is enough.
+    With the coordinator on (spec §13) a channel's peak rate may be as low as 1
+    until a result that follows the demand applies, at most three epochs and
+    the latency later (§13.7)."""
     rates = [t.peak_rate for t in config.tenants if t.enable and t.peak_rate]
     fill = -(-params.pcap // min(rates)) if rates else 0
+    if config.coord_enable:
+        fill = max(fill, params.pcap) + 3 * config.coord_epoch + COORD_LATENCY
     return fill + config.starve_limit + 1000
 
 
@@ -252,16 +260,54 @@ def replay_model(params, config, rows: list[TraceRow], bytes_per_cycle: Fraction
     nothing but bucket refills happens (idle channel, memory side busy, or no
     head with tokens). The co-simulation steps :class:`FabricModel` instead,
     cycle by cycle; both are the same per-cycle semantics.
+
+    With the coordinator on (spec §13) the channels depend on one another
+    only through its results: every channel is replayed up to the end of an
+    epoch, which then gives the result of their demand, and up to each apply
+    cycle, from which they use its rates (:func:`_replay_coordinated`).
     """
     by_channel: list[list[TraceRow]] = [[] for _ in range(params.channels)]
     for r in rows:
         by_channel[r.channel].append(r)
     log: dict[int, LogRow] = {}
-    end = 0
-    for c, mine in enumerate(by_channel):
-        if mine:
-            end = max(end, _replay_channel(params, config, c, mine, bytes_per_cycle, log))
+    replays = [_ChannelReplay(params, config, c, mine, bytes_per_cycle, log)
+               for c, mine in enumerate(by_channel) if mine]
+    if config.coord_enable:
+        end = _replay_coordinated(params, config, replays)
+    else:
+        end = max((r.run() for r in replays), default=0)
     return ReplayResult([log[r.id] for r in rows], end)
+
+
+def _replay_coordinated(params, config, replays: list["_ChannelReplay"]) -> int:
+    """Replay the channels between the coordinator's events (spec §13.4,
+    §13.5): each epoch's end (its demand is complete once every channel has
+    stepped its last cycle) and each apply cycle (every channel steps it with
+    the new rates). Exactly :class:`FabricModel`'s cycles, in another order."""
+    coord = Coordinator(params)
+    for r in replays:
+        r.coordinator = coord
+    epoch = config.coord_epoch
+    epoch_end = epoch - 1  # the coordinator is on from cycle 0 (FabricModel's first step)
+    end = 0
+    while any(r.remaining for r in replays):
+        stop = epoch_end + 1 if coord.pending is None else min(epoch_end + 1, coord.pending[0])
+        for r in replays:
+            if r.remaining:
+                end = max(end, r.run(stop))
+        if coord.pending is not None and coord.pending[0] == stop:
+            coord.apply()
+            for r, cfg in zip(replays, _configs_of(coord, config, replays)):
+                r.channel.config = cfg
+        if stop == epoch_end + 1:
+            coord.end_epoch(epoch_end, config)
+            epoch_end += epoch
+    return end
+
+
+def _configs_of(coord: Coordinator, config, replays) -> list:
+    configs = coord.channel_configs(config)
+    return [configs[r.channel_index] for r in replays]
 
 
 class InFlight:
@@ -343,65 +389,86 @@ def grant_log(rows: list[TraceRow], grants, valid, id_width: int, *,
     return [log[r.id] for r in rows if r.id in log], waiting
 
 
-def _replay_channel(params, config, channel: int, rows: list[TraceRow], bytes_per_cycle: Fraction,
-                    log: dict[int, LogRow]) -> int:
-    ch = ChannelModel(params, config)
-    driver = UpstreamDriver(params, rows, bool(config.fcfs_bypass))
-    mem = MemorySide(1, bytes_per_cycle)
-    id_mask = (1 << params.id_width) - 1
-    ts_mask = (1 << params.ts_bits) - 1
-    in_flight = InFlight()
-    limit = stall_limit(params, config)
-    remaining = len(rows)
-    last_progress = cycle = 0
-    while remaining:
-        offer = driver.offer_one(channel, cycle, ch.queue_full())
-        nxt = driver.next_arrival()
-        horizon = (nxt - cycle) if nxt is not None else None  # cycles until the next arrival
-        blocked = offer is None or not ch.req_ready(offer.tenant, offer.bytes)
-        if blocked and ch.ingress is None and horizon != 0:
-            if not in_flight and ch.quiescent():
-                k = horizon  # idle until the next arrival (there is one: remaining > 0)
-                ch.skip(k)
-            else:
-                k = 0
-                if ch.grant is not None and cycle < mem.busy_until[0]:
-                    k = mem.busy_until[0] - cycle
-                elif ch.grant is None:
-                    k = ch.cycles_until_competing()
-                    k = (limit + 1) if k is None else k
-                if horizon is not None:
-                    k = min(k, horizon)
+class _ChannelReplay:
+    """One channel of :func:`replay_model`: its model, driver and memory side,
+    replayed by :meth:`run` up to a given cycle or to the end of its rows."""
+
+    def __init__(self, params, config, channel: int, rows: list[TraceRow], bytes_per_cycle: Fraction,
+                 log: dict[int, LogRow]):
+        self.params = params
+        self.channel_index = channel
+        self.channel = ChannelModel(params, config)
+        self.driver = UpstreamDriver(params, rows, bool(config.fcfs_bypass))
+        self.memory = MemorySide(1, bytes_per_cycle)
+        self.in_flight = InFlight()
+        self.limit = stall_limit(params, config)
+        self.log = log
+        self.remaining = len(rows)
+        self.cycle = self.last_progress = 0
+        #: A :class:`Coordinator` counting this channel's acceptances, or None.
+        self.coordinator = None
+
+    def run(self, stop: int = 1 << 62) -> int:
+        """Replay cycles up to ``stop`` (excluded) or until every row is granted
+        or dropped; return the cycle reached."""
+        ch, driver, mem, in_flight, log = self.channel, self.driver, self.memory, self.in_flight, self.log
+        channel, limit, coord = self.channel_index, self.limit, self.coordinator
+        id_mask = (1 << self.params.id_width) - 1
+        ts_mask = (1 << self.params.ts_bits) - 1
+        remaining, last_progress, cycle = self.remaining, self.last_progress, self.cycle
+        while remaining and cycle < stop:
+            offer = driver.offer_one(channel, cycle, ch.queue_full())
+            nxt = driver.next_arrival()
+            horizon = (nxt - cycle) if nxt is not None else None  # cycles until the next arrival
+            blocked = offer is None or not ch.req_ready(offer.tenant, offer.bytes)
+            if blocked and ch.ingress is None and horizon != 0:
+                if not in_flight and ch.quiescent():
+                    k = horizon  # idle until the next arrival (there is one: remaining > 0)
+                    k = min(k, stop - cycle)
+                    ch.skip(k)
+                else:
+                    k = 0
+                    if ch.grant is not None and cycle < mem.busy_until[0]:
+                        k = mem.busy_until[0] - cycle
+                    elif ch.grant is None:
+                        k = ch.cycles_until_competing()
+                        k = (limit + 1) if k is None else k
+                    if horizon is not None:
+                        k = min(k, horizon)
+                    k = min(k, stop - cycle)
+                    if k > 0:
+                        ch.advance_inert(cycle, k)
                 if k > 0:
-                    ch.advance_inert(cycle, k)
-            if k > 0:
-                cycle += k
-                if not in_flight and driver.idle():
-                    last_progress = cycle
-                if cycle - last_progress > limit:
-                    _stuck(limit, cycle, in_flight.rows(), driver)
-                continue
-        req = Request(offer.tenant, offer.bytes, offer.id & id_mask) if offer is not None else None
-        res = ch.step(cycle & ts_mask, req, mem.ready(cycle)[0])
-        row = driver.handshake(channel, res.accepted)
-        if row is not None:
-            if res.dropped:
-                log[row.id] = LogRow(row.id, row.cycle, None, channel, row.tenant, row.bytes, "dropped")
+                    cycle += k
+                    if not in_flight and driver.idle():
+                        last_progress = cycle
+                    if cycle - last_progress > limit:
+                        _stuck(limit, cycle, in_flight.rows(), driver)
+                    continue
+            req = Request(offer.tenant, offer.bytes, offer.id & id_mask) if offer is not None else None
+            res = ch.step(cycle & ts_mask, req, mem.ready(cycle)[0])
+            row = driver.handshake(channel, res.accepted)
+            if row is not None:
+                if res.dropped:
+                    log[row.id] = LogRow(row.id, row.cycle, None, channel, row.tenant, row.bytes, "dropped")
+                    remaining -= 1
+                else:
+                    in_flight.add(row)
+                    if coord is not None:
+                        coord.count(channel, row.tenant, row.bytes)
+                last_progress = cycle
+            g = res.transferred
+            if g is not None:
+                row = in_flight.take(g, id_mask)
+                log[row.id] = LogRow(row.id, row.cycle, cycle, channel, g.tenant, g.bytes, KIND_NAMES[g.kind])
+                mem.transfer(0, cycle, g.bytes)
                 remaining -= 1
-            else:
-                in_flight.add(row)
-            last_progress = cycle
-        g = res.transferred
-        if g is not None:
-            row = in_flight.take(g, id_mask)
-            log[row.id] = LogRow(row.id, row.cycle, cycle, channel, g.tenant, g.bytes, KIND_NAMES[g.kind])
-            mem.transfer(0, cycle, g.bytes)
-            remaining -= 1
-            last_progress = cycle
-        cycle += 1
-        if cycle - last_progress > limit:
-            _stuck(limit, cycle, in_flight.rows(), driver)
-    return cycle
+                last_progress = cycle
+            cycle += 1
+            if cycle - last_progress > limit:
+                _stuck(limit, cycle, in_flight.rows(), driver)
+        self.remaining, self.last_progress, self.cycle = remaining, last_progress, cycle
+        return cycle
 
 
 def replay_lockstep(params, config, rows: list[TraceRow], bytes_per_cycle: Fraction):
