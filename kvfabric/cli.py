@@ -51,6 +51,14 @@ def _credits_line(compiled) -> str:
     return f"CREDITS=0x{word:08X}: {fields} bulk_prio=0b{cfg.bulk_prio:04b} ({why})"
 
 
+def _coord_line(compiled) -> str:
+    """The ``COORD`` and ``COORD_EPOCH`` words and their fields (spec §12, §13)."""
+    cfg, values = compiled.config, config_values(compiled.config)
+    return (f"COORD=0x{FABRIC.register('COORD').word(values):08X}: coord_enable={cfg.coord_enable} "
+            f"coord_floor={cfg.coord_floor}/256 COORD_EPOCH=0x{FABRIC.register('COORD_EPOCH').word(values):08X}: "
+            f"coord_epoch_cycles={cfg.coord_epoch_cycles} (epoch {cfg.coord_epoch} cycles)")
+
+
 def cmd_compile(args) -> int:
     compiled = load_contract(args.config)
     if args.writes:
@@ -74,6 +82,7 @@ def cmd_compile(args) -> int:
         print(f"starve_limit={compiled.config.starve_limit} epoch_cycles={compiled.config.epoch_cycles} "
               f"bytes/cycle/channel={float(compiled.bytes_per_cycle):g}")
         print(_credits_line(compiled))
+        print(_coord_line(compiled))
     return 0
 
 

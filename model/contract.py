@@ -16,7 +16,8 @@ from pathlib import Path
 
 from kvfabric.spec import FabricParams
 
-from kvfabric.spec import BULK_PRIO_BITS, CREDIT_BITS, CREDIT_CLASS_NAMES
+from kvfabric.spec import (BULK_PRIO_BITS, COORD_EPOCH_BITS, COORD_FLOOR_BITS, COORD_MIN_EPOCH, CREDIT_BITS,
+                           CREDIT_CLASS_NAMES)
 
 from .registers import EPOCH_CYCLES_BITS, STARVE_LIMIT_BITS, FabricConfig, TenantConfig
 
@@ -30,8 +31,10 @@ FABRIC_REQUIRED = {"clock_mhz", "channels", "channel_gbps", "admission_limit"}
 #: class, the bulk priorities, and the memory side's figures that size the limits
 #: a contract does not give.
 CREDIT_KEYS = (*CREDIT_CLASS_NAMES, "bulk_priorities", "memory_round_trip_ns", "memory_request_bytes")
+#: The coordinator's keys (``COORD``, ``COORD_EPOCH``, spec §12, §13).
+COORD_KEYS = ("coordinator", "coordinator_epoch_us", "coordinator_floor")
 FABRIC_OPTIONAL = {"tenants", "queue_depth", "max_request_bytes", "tag_bits", "starvation_limit_us",
-                   "epoch_ms", "fcfs_bypass", *CREDIT_KEYS}
+                   "epoch_ms", "fcfs_bypass", *CREDIT_KEYS, *COORD_KEYS}
 TENANT_REQUIRED = {"id", "name", "guaranteed_gbps", "burst_gbps", "burst_duration_ms",
                    "priority", "latency_slo_us"}
 TENANT_OPTIONAL = {"weight", "hbm_quota_mb", "cxl_quota_mb", "page_color"}
@@ -166,6 +169,7 @@ def _parse_fabric(doc: dict, source: str) -> dict:
         raise ContractError(f"[fabric].fcfs_bypass must be true or false, not {fcfs!r}")
     out["fcfs_bypass"] = fcfs
     out.update(_parse_credit_keys(fabric))
+    out["coord"] = _coord_registers(fabric, out["clock_mhz"])
     sizes = {}
     for key, pkey in (("channels", "channels"), ("tenants", "tenants"),
                       ("queue_depth", "queue_depth"), ("max_request_bytes", "max_request_bytes"),
@@ -205,6 +209,32 @@ def _parse_credit_keys(fabric: dict) -> dict:
                             "and needs [fabric].memory_round_trip_ns")
     return {"credit_limits": limits, "bulk_priorities": bulk, "memory_round_trip_ns": round_trip,
             "credit_keys": frozenset(k for k in CREDIT_KEYS if k in fabric)}
+
+
+def _coord_registers(fabric: dict, clock_mhz: Fraction) -> dict:
+    """``COORD`` and ``COORD_EPOCH`` from the coordinator's keys (spec §12, §13)."""
+    enable = fabric.get("coordinator", False)
+    if not isinstance(enable, bool):
+        raise ContractError(f"[fabric].coordinator must be true or false, not {enable!r}")
+    epoch = 0  # the register's reset value: the shortest epoch, COORD_MIN_EPOCH cycles
+    if "coordinator_epoch_us" in fabric:
+        us = _number(fabric["coordinator_epoch_us"], "[fabric].coordinator_epoch_us", strict=True)
+        epoch = math.ceil(us * clock_mhz)
+        most = (1 << COORD_EPOCH_BITS) - 1
+        if not COORD_MIN_EPOCH <= epoch <= most:
+            raise ContractError(
+                f"[fabric].coordinator_epoch_us = {fabric['coordinator_epoch_us']!r} is {epoch} cycles at "
+                f"{float(clock_mhz):g} MHz; allowed {COORD_MIN_EPOCH}..{most} cycles "
+                f"({float(Fraction(COORD_MIN_EPOCH) / clock_mhz):g}..{float(Fraction(most) / clock_mhz):g} us)")
+    floor = 0
+    if "coordinator_floor" in fabric:
+        x = _number(fabric["coordinator_floor"], "[fabric].coordinator_floor")
+        if x >= 1:
+            raise ContractError(f"[fabric].coordinator_floor must be in 0 <= x < 1 (the fraction of its "
+                                f"even split a tenant keeps on every channel), not "
+                                f"{fabric['coordinator_floor']!r}")
+        floor = math.floor(x * (1 << COORD_FLOOR_BITS))
+    return {"coord_enable": int(enable), "coord_floor": floor, "coord_epoch_cycles": epoch}
 
 
 def _credit_registers(fab: dict, tenants: list[TenantContract], params: FabricParams,
@@ -338,7 +368,7 @@ def compile_contract(doc: dict, source: str = "contract") -> CompiledContract:
         config=FabricConfig(
             regs,
             fcfs_bypass=int(fab["fcfs_bypass"]),
-            credits=credits, bulk_prio=bulk_prio,
+            credits=credits, bulk_prio=bulk_prio, **fab["coord"],
             starve_limit=_register(math.ceil(fab["starvation_limit_us"] * fab["clock_mhz"]),
                                    STARVE_LIMIT_BITS, "[fabric].starvation_limit_us", "the limit"),
             epoch_cycles=_register(math.ceil(fab["epoch_ms"] * 1000 * fab["clock_mhz"]),
