@@ -68,7 +68,8 @@ from amaranth.lib.wiring import In, Out
 from .fifo import HeadQueue
 from .ingress import Ingress
 from .keys import ChannelTiming, lt_logic, mod_lt, or_all, shift_lag, tenant_candidates
-from .layouts import Kind, grant_signature, queue_entry_layout, request_signature, tenant_config_layout
+from .layouts import (Kind, acceptance_layout, grant_signature, queue_entry_layout, request_signature,
+                      tenant_config_layout)
 from kvfabric.spec import BULK_PRIO_BITS, CREDIT_BITS, CREDIT_CLASSES, check_params
 
 from .checks import ChannelView, channel_checks, check_names
@@ -98,7 +99,9 @@ class ChannelArbiter(wiring.Component):
     queue_full : Out(N)
         Bit i: tenant i's occupancy is at least D (§4).
     tenant_cfg : In(tenant_config_layout(params)).array(N)
-        Active per-tenant configuration.
+        Active per-tenant configuration; ``rate`` and ``peak_rate`` are this
+        channel's own (the coordinator's registers, spec §13: the active
+        ``RATE``/``PEAK_RATE`` while it is off), the rest is shared.
     burst_level : In(level_bits).array(N)
         ``min(rate_i, capacity_i)`` of the active configuration: the committed
         level after a burst grant (spec §6.3). It depends on the configuration
@@ -133,6 +136,9 @@ class ChannelArbiter(wiring.Component):
         Pulse: an invalid request is accepted in this cycle.
     occupancy : Out(range(D + 1)).array(N)
         Entries in queue i plus one if the ingress register holds a request of i.
+    accepted : Out(acceptance_layout(params))
+        The ingress register: a valid request accepted in the previous cycle,
+        its tenant and bytes (the coordinator's demand, spec §13).
 
     Attributes
     ----------
@@ -168,6 +174,7 @@ class ChannelArbiter(wiring.Component):
             "bulk_prio_next": In(BULK_PRIO_BITS),
             "dropped":      Out(1),
             "occupancy":    Out(range(p.queue_depth + 1)).array(n),
+            "accepted":     Out(acceptance_layout(p)),
         })
         self.dyn_level = [Signal(p.level_bits, name=f"dyn_level_{i}") for i in range(n)]
         self.dyn_peak = [Signal(p.peak_bits, name=f"dyn_peak_{i}") for i in range(n)]
@@ -230,6 +237,9 @@ class ChannelArbiter(wiring.Component):
         m.d.comb += [
             ingress.now.eq(self.now),
             self.dropped.eq(ingress.dropped),
+            self.accepted.valid.eq(ingress.push_valid),
+            self.accepted.tenant.eq(ingress.push_tenant),
+            self.accepted.bytes.eq(ingress.push_entry.bytes),
         ]
         queues = []
         for i in range(p.tenants):

@@ -62,8 +62,10 @@ __all__ = [
 PENDING: dict[str, str] = {}
 
 #: Fabric fields whose next value the channels read one cycle early (``cfg_<field>_next``,
-#: spec §11: next cycle's selection keys and credit tests are precomputed under them).
-EARLY_FIELDS = ("fcfs_bypass", "starve_limit", *CREDIT_CLASS_NAMES, "bulk_prio")
+#: spec §11: next cycle's selection keys and credit tests are precomputed under them);
+#: ``coord_enable``'s for the coordinator's rate registers, which load the active
+#: RATE/PEAK_RATE at the edge at which the coordinator is turned off (spec §13).
+EARLY_FIELDS = ("fcfs_bypass", "starve_limit", *CREDIT_CLASS_NAMES, "bulk_prio", "coord_enable")
 
 
 def is_telemetry_register(reg):
@@ -160,6 +162,13 @@ class RegisterFile(FabricComponent):
         The value each tenant's active ``priority`` takes at the next edge. The
         channels precompute next cycle's selection keys (spec §11) and need the
         configuration they will be compared under.
+    cfg_rate_next, cfg_peak_rate_next : ``Out(16).array(tenants)``
+        The values each tenant's active ``rate`` and ``peak_rate`` take at the
+        next edge: the coordinator's per-channel rate registers load them at
+        that same edge (spec §13).
+    cfg_commit : ``Out(tenants)``
+        Bit i: a ``COMMIT`` of tenant i takes effect in this cycle (the
+        decoded write register, ``cfg_wr_commit``).
 
     The outputs are the registers themselves, and Amaranth names a register
     that drives an output after the port; hence the ``cfg_`` prefix on the
@@ -181,6 +190,9 @@ class RegisterFile(FabricComponent):
         for name in EARLY_FIELDS:
             members[f"cfg_{name}_next"] = Out(members[f"cfg_{name}"].shape)
         members["cfg_priority_next"] = Out(params.priority_bits).array(params.tenants)
+        members["cfg_rate_next"] = Out(params.rate_bits).array(params.tenants)
+        members["cfg_peak_rate_next"] = Out(params.peak_rate_bits).array(params.tenants)
+        members["cfg_commit"] = Out(params.tenants)
         super().__init__(params, members)
 
     def elaborate(self, platform):
@@ -242,12 +254,21 @@ class RegisterFile(FabricComponent):
         staged = [Signal(layout, name=f"cfg_staged_{i}") for i in range(p.tenants)]
         active = [Signal(layout, name=f"cfg_active_{i}") for i in range(p.tenants)]
         prio_next = self.cfg_priority_next
+        m.d.comb += self.cfg_commit.eq(wr_commit)
         for i in range(p.tenants):
             m.d.comb += self.cfg_tenant[i].eq(active[i])
-            m.d.comb += prio_next[i].eq(active[i].priority)
+            m.d.comb += [
+                prio_next[i].eq(active[i].priority),
+                self.cfg_rate_next[i].eq(active[i].rate),
+                self.cfg_peak_rate_next[i].eq(active[i].peak_rate),
+            ]
             with m.If(wr_commit[i]):
                 m.d.sync += active[i].eq(staged[i])
-                m.d.comb += prio_next[i].eq(staged[i].priority)
+                m.d.comb += [
+                    prio_next[i].eq(staged[i].priority),
+                    self.cfg_rate_next[i].eq(staged[i].rate),
+                    self.cfg_peak_rate_next[i].eq(staged[i].peak_rate),
+                ]
 
         # Staging registers are written from the decode stage too, in cycle
         # h+1 like every other write: they are never visible, and the next

@@ -22,9 +22,9 @@ Timing, exactly:
   (a small RAM, ``coord_demand_<c>``): the ended epoch's bank is read by the
   datapath while the next epoch counts into the other. Each entry has a
   valid bit (``coord_dvalid_<c>``) so that a bank is cleared at once.
-* The values of cycle t_e that the result depends on (RATE, PEAK_RATE and
-  enable of every tenant, ``coord_floor``) are copied at t_e into
-  ``coord_snap_*``.
+* ``coord_floor`` of t_e is held in ``coord_snap_floor``; RATE, PEAK_RATE
+  and enable are read live (a COMMIT that changes them discards the
+  tenant's result, so a result that applies saw the values of t_e).
 * From t_e + 2 one serial datapath walks the tenants: the sum of the
   tenant's demand over the channels, ``floor(f * RATE / 256)`` and the same
   of PEAK_RATE on the multiplier, then per channel the share
@@ -36,9 +36,10 @@ Timing, exactly:
   register of a tenant whose result is still pending loads its staging
   register. A COMMIT of tenant i (any time) loads tenant i's registers with
   the new RATE/PEAK_RATE at the edge at which the active registers take them
-  and discards its pending result; a cycle with the coordinator disabled
-  loads every register from the active ones and discards every pending
-  result (so a disable taking effect in t_e, too, discards t_e's result).
+  and discards its pending result (one taking effect in t_e included); a
+  cycle with the coordinator disabled loads every register from the active
+  ones and discards every pending result (so a disable taking effect in t_e,
+  too, discards t_e's result).
 
 Area: the datapath is shared by every pair; what grows with N x C is the
 demand RAM, the staging registers and the output registers (each of which
@@ -162,8 +163,8 @@ class Coordinator(FabricComponent):
         m = Module()
         epoch = self._epoch(m)
         demand = self._demand(m, epoch)
-        snap = self._snapshot(m, epoch)
-        staged_rate, staged_peak = self._datapath(m, epoch, demand, snap)
+        floor = self._floor(m, epoch)
+        staged_rate, staged_peak = self._datapath(m, epoch, demand, floor)
         self._outputs(m, epoch, staged_rate, staged_peak)
         return m
 
@@ -249,20 +250,18 @@ class Coordinator(FabricComponent):
         return _Demand(tenant=rd_tenant, bank=rd_bank, data=rd_data)
 
     # --- the values of t_e ----------------------------------------------------------------
-    def _snapshot(self, m, epoch):
-        p = self.params
-        rate = [Signal(p.rate_bits, name=f"coord_snap_rate_{i}") for i in range(p.tenants)]
-        peak = [Signal(p.peak_rate_bits, name=f"coord_snap_peak_{i}") for i in range(p.tenants)]
-        en = Signal(p.tenants, name="coord_snap_enable")
+    def _floor(self, m, epoch):
+        """``coord_floor`` of t_e, held for the walk. RATE, PEAK_RATE and enable
+        are read live instead: a COMMIT that changes them in t_e .. t_a - 1
+        discards that tenant's result, so a result that applies was computed
+        from the values of t_e."""
         floor = Signal(COORD_FLOOR_BITS, name="coord_snap_floor")
         with m.If(epoch.end):
             m.d.sync += floor.eq(self.floor)
-            for i, cfg in enumerate(self.tenant_cfg):
-                m.d.sync += [rate[i].eq(cfg.rate), peak[i].eq(cfg.peak_rate), en[i].eq(cfg.enable)]
-        return _Snapshot(rate=rate, peak=peak, enable=en, floor=floor)
+        return floor
 
     # --- the serial datapath --------------------------------------------------------------
-    def _datapath(self, m, epoch, demand, snap):
+    def _datapath(self, m, epoch, demand, floor):
         p = self.params
         n, nc = p.tenants, p.channels
         steps = self._steps
@@ -289,14 +288,14 @@ class Coordinator(FabricComponent):
         rate_res = Signal(p.rate_bits, name="coord_rate_result")
         even = Signal(name="coord_even")
 
-        # The tenant's values of t_e.
+        # The tenant's active RATE, PEAK_RATE and enable (see _floor).
         t_rate = Signal(p.rate_bits, name="coord_t_rate")
         t_peak = Signal(p.peak_rate_bits, name="coord_t_peak")
         t_en = Signal(name="coord_t_enable")
         with m.Switch(ti):
-            for i in range(n):
+            for i, cfg in enumerate(self.tenant_cfg):
                 with m.Case(i):
-                    m.d.comb += [t_rate.eq(snap.rate[i]), t_peak.eq(snap.peak[i]), t_en.eq(snap.enable[i])]
+                    m.d.comb += [t_rate.eq(cfg.rate), t_peak.eq(cfg.peak_rate), t_en.eq(cfg.enable)]
 
         # The demand the datapath reads: tenant ti of the ended epoch's bank, channel ci.
         d = Signal(COORD_DEMAND_BITS, name="coord_d")
@@ -314,7 +313,7 @@ class Coordinator(FabricComponent):
         mul = Signal(op_bits + _Q_DIGITS, name="coord_mul")
         with m.Switch(state):
             with m.Case(_State.SUM):
-                m.d.comb += [mul_a.eq(Mux(ci == 0, t_rate, t_peak)), mul_b.eq(snap.floor)]
+                m.d.comb += [mul_a.eq(Mux(ci == 0, t_rate, t_peak)), mul_b.eq(floor)]
             with m.Case(_State.MUL_RATE):
                 m.d.comb += [mul_a.eq(pool_r), mul_b.eq(q)]
             with m.Default():
@@ -341,14 +340,18 @@ class Coordinator(FabricComponent):
                 r_n, q_n = Mux(active, r_n, r_v), Mux(active, q_n, q_v)
             r_v, q_v = r_n, q_n
 
-        # Rounding (spec §13): rate = min(fr + ceil(C (R - fr) q / Q), max),
-        # peak = min(max(fp + floor(C (P - fp) q / Q), rate), max).
+        # Rounding (spec §13): rate = min(max(fr + ceil(C (R - fr) q / Q),
+        # min(R, 1)), max), peak = min(max(fp + floor(C (P - fp) q / Q), rate), max).
         scaled = Signal(len(prod) + nc.bit_length(), name="coord_scaled")
         m.d.comb += scaled.eq(prod * nc)
         rate_sum = Signal(p.rate_bits + len(scaled) - COORD_Q_BITS + 1, name="coord_rate_sum")
         m.d.comb += rate_sum.eq(fr + ((scaled + (Q - 1)) >> COORD_Q_BITS))
         rate_fin = Signal(p.rate_bits, name="coord_rate_final")
-        m.d.comb += rate_fin.eq(Mux(even, t_rate, Mux(rate_sum > rmax, rmax, rate_sum)))
+        # A tenant with a rate keeps at least 1 on every channel, so that a
+        # request on a channel without demand share still refills its buckets.
+        rate_least = Signal(len(rate_sum), name="coord_rate_least")
+        m.d.comb += rate_least.eq(Mux((rate_sum == 0) & (t_rate != 0), 1, rate_sum))
+        m.d.comb += rate_fin.eq(Mux(even, t_rate, Mux(rate_least > rmax, rmax, rate_least)))
         peak_sum = Signal(p.peak_rate_bits + len(scaled) - COORD_Q_BITS + 1, name="coord_peak_sum")
         m.d.comb += peak_sum.eq(fp + (scaled >> COORD_Q_BITS))
         peak_max = Signal(len(peak_sum), name="coord_peak_max")
@@ -432,7 +435,8 @@ class Coordinator(FabricComponent):
         with m.If(~self.enable):
             m.d.sync += [pending.eq(0), keep.eq(0)]
         with m.Elif(epoch.end):
-            m.d.sync += [pending.eq(1), keep.eq((1 << n) - 1)]
+            # A COMMIT taking effect in t_e discards its tenant's result too.
+            m.d.sync += [pending.eq(1), keep.eq(~self.commit)]
         with m.Else():
             with m.If(apply):
                 m.d.sync += pending.eq(0)
@@ -471,13 +475,3 @@ class _Demand:
     tenant: Signal
     bank: Signal
     data: list
-
-
-@dataclass
-class _Snapshot:
-    """RATE, PEAK_RATE and enable of every tenant and ``coord_floor`` at t_e."""
-
-    rate: list
-    peak: list
-    enable: Signal
-    floor: Signal

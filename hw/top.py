@@ -3,9 +3,11 @@
 ::
 
     req[c] ──► ChannelArbiter c ──► grant[c]        (c = 0 .. C-1)
-                 ▲      │ dropped, occupancy, grant_ts
-    now ─────────┤      ▼
-    RegisterFile ┘   Telemetry
+                 ▲  ▲   │ dropped, occupancy, grant_ts
+    now ─────────┤  │   ▼
+    RegisterFile ┤  │ Telemetry
+         │       │  └─ Coordinator ◄── ingress registers (demand)
+         │       └──── rate[c][i], peak_rate[c][i] (registers)
          ▲                ▲ r_addr / r_data
          └── AXI4LiteSlave┘◄── s_axil
 
@@ -17,6 +19,12 @@ benches and trace tools can line cycles up with the RTL.
 
 Register bus reads are decoded by both the register file and telemetry; each
 returns 0 for addresses it does not own, so their data is ORed.
+
+Each channel refills its buckets with its own per-tenant rate and peak rate,
+registers of the coordinator (spec §13; the active RATE/PEAK_RATE while it is
+off): the channel's ``tenant_cfg`` is the shared active configuration with
+those two fields replaced, and ``burst_level = min(rate, capacity)`` is taken
+per channel.
 """
 
 from amaranth import *
@@ -27,6 +35,7 @@ from .axil import AXI4LiteSignature, AXI4LiteSlave
 from .channel import ChannelArbiter
 from .checks import check_names
 from .config import ADDR_WIDTH, DATA_WIDTH, FabricComponent, RegisterFile
+from .coordinator import Coordinator
 from .layouts import grant_signature, request_signature
 from kvfabric.spec import CREDIT_CLASS_NAMES, CREDIT_CLASSES, check_params
 from .telemetry import Telemetry
@@ -114,10 +123,18 @@ class KvFabric(FabricComponent):
         for i in range(p.tenants):
             m.d.comb += tel.tenant_cfg[i].eq(regs.cfg_tenant[i])
 
-        # min(rate, capacity) per tenant, once for all channels (spec §6.3).
-        burst_level = [Signal(p.level_bits, name=f"burst_level_{i}") for i in range(p.tenants)]
-        for i, cfg in enumerate(regs.cfg_tenant):
-            m.d.comb += burst_level[i].eq(Mux(cfg.rate < cfg.capacity, cfg.rate, cfg.capacity))
+        # The per-channel rates (spec §13).
+        m.submodules.coord_rates = coord = Coordinator(p)
+        m.d.comb += [getattr(coord, port).eq(getattr(regs, f"cfg_{field}"))
+                     for port, field in [("enable", "coord_enable"), ("enable_next", "coord_enable_next"),
+                                         ("floor", "coord_floor"), ("epoch_cycles", "coord_epoch_cycles"),
+                                         ("commit", "commit")]]
+        for i in range(p.tenants):
+            m.d.comb += [
+                coord.tenant_cfg[i].eq(regs.cfg_tenant[i]),
+                coord.rate_next[i].eq(regs.cfg_rate_next[i]),
+                coord.peak_rate_next[i].eq(regs.cfg_peak_rate_next[i]),
+            ]
 
         for c in range(p.channels):
             ch = ChannelArbiter(p, checks=self._checks)
@@ -143,11 +160,19 @@ class KvFabric(FabricComponent):
                 tel.grants[c].bytes.eq(ch.grant.payload.bytes),
                 tel.grants[c].kind.eq(ch.grant.payload.kind),
                 tel.grants[c].ts.eq(ch.grant_ts),
+                coord.accepted[c].eq(ch.accepted),
             ]
             for i in range(p.tenants):
+                cfg = regs.cfg_tenant[i]
+                rate, peak_rate = coord.rate[c][i], coord.peak_rate[c][i]
+                # min(rate, capacity) of this channel's rate (spec §6.3).
+                burst_level = Signal(p.level_bits, name=f"burst_level_{c}_{i}")
                 m.d.comb += [
-                    ch.tenant_cfg[i].eq(regs.cfg_tenant[i]),
-                    ch.burst_level[i].eq(burst_level[i]),
+                    ch.tenant_cfg[i].eq(cfg),
+                    ch.tenant_cfg[i].rate.eq(rate),
+                    ch.tenant_cfg[i].peak_rate.eq(peak_rate),
+                    burst_level.eq(Mux(rate < cfg.capacity, rate, cfg.capacity)),
+                    ch.burst_level[i].eq(burst_level),
                     ch.priority_next[i].eq(regs.cfg_priority_next[i]),
                     tel.occupancy[c][i].eq(ch.occupancy[i]),
                 ]

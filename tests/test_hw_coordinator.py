@@ -39,7 +39,7 @@ def rule_result(d, rate, peak, enable, floor):
     rates, peaks = [], []
     for dc in d:
         q = math.floor(Fraction(Q * dc, total))
-        r = min(fr + math.ceil(Fraction(channels * (rate - fr) * q, Q)), 0xFFFF)
+        r = min(max(fr + math.ceil(Fraction(channels * (rate - fr) * q, Q)), min(rate, 1)), 0xFFFF)
         pk = min(max(fp + math.floor(Fraction(channels * (peak - fp) * q, Q)), r), 0xFFFF)
         rates.append(r)
         peaks.append(pk)
@@ -77,9 +77,6 @@ class Reference:
                     i, b = acc
                     units = -(-b // p.tag_unit)
                     self.demand[i][c] = min(self.demand[i][c] + units, (1 << COORD_DEMAND_BITS) - 1)
-            if self.pending is not None:
-                for i in commit:
-                    self.pending[3][i] = False
             if self.ec >= max(epoch_cycles, COORD_MIN_EPOCH) - 1:
                 res = [rule_result(self.demand[i], *active[i], floor) for i in range(n)]
                 self.pending = [t + 1 + COORD_LATENCY, [r for r, _ in res], [pk for _, pk in res], [True] * n]
@@ -88,6 +85,10 @@ class Reference:
                 self.ec = 0
             else:
                 self.ec += 1
+            # A COMMIT taking effect in t_e .. t_a - 1 discards its tenant's result.
+            if self.pending is not None:
+                for i in commit:
+                    self.pending[3][i] = False
         for i in range(n):
             for c in range(nc):
                 if not enable_next or i in commit:
@@ -233,31 +234,37 @@ def _contracts(params, rng):
 def test_results_and_timing(params, seed):
     """Skewed random demand over four epochs of COORD_MIN_EPOCH cycles; each
     epoch's result (arithmetic against the Fraction rule) used exactly from
-    t_e + 1 + COORD_LATENCY; a COMMIT in a result's window discards that
-    tenant's result; one tenant disabled (its result is the even split); a
-    floor; RATE/PEAK_RATE near 2^16 so the clamps act."""
+    t_e + 1 + COORD_LATENCY; a COMMIT in a result's window, or in t_e
+    itself, discards that tenant's result; one tenant disabled (its result
+    is the even split); a floor in the first epoch, none later, where the
+    last tenant has no demand on channels other than 0 (the rate of 1 that
+    a tenant with a rate keeps everywhere); RATE/PEAK_RATE near 2^16 so the
+    clamps act."""
     n = params.tenants
     E = COORD_MIN_EPOCH
     first = 10
     cfg = {i: (60000 if i == 0 else 900 * (i + 1), 65535 if i == 0 else 3000 * (i + 1), int(i != 1))
            for i in range(n)}
-    commit_at = first + 1 + E + 300   # inside the first result's window
+    commit_at = first + E + 300       # inside the first result's window
+    commit_end = first + 2 * E        # the second epoch's t_e
     skew = [[9, 1, 1], [1, 5, 1], [1, 1, 7]]
 
     def script(t, rng):
-        acts = {"floor": 64, "epoch": 0}
+        acts = {"floor": 64 if t <= first + E else 0, "epoch": 0}
         if t == 2:
             acts["commit"] = cfg
         if t == first:
             acts["enable"] = 1
         if t == commit_at:
             acts["commit"] = {n - 1: (1234, 5678, 1)}
+        if t == commit_end:
+            acts["commit"] = {0: (50000, 60000, 1)}
         return acts
 
     def traffic(t, rng, c):
         if t < first or rng.random() < 0.3:
             return None
-        weights = [skew[i % 3][c % 3] for i in range(n)]
+        weights = [skew[i % 3][c % 3] if i < n - 1 or c == 0 else 0 for i in range(n)]
         return rng.choices(range(n), weights)[0], rng.choice([1, 31, 32, 33, 64, 4096])
 
     stats = _run(params, seed, cycles=first + 1 + 3 * E + COORD_LATENCY + 4, script=script, traffic=traffic)

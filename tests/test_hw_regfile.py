@@ -100,6 +100,13 @@ class _ConfigHarness(wiring.Component):
             "fcfs_bypass_next":  Out(1),
             "starve_limit_next": Out(23),
             "priority_next":     Out(2).array(params.tenants),
+            "coord_enable":      Out(1),
+            "coord_floor":       Out(8),
+            "coord_epoch_cycles": Out(24),
+            "coord_enable_next": Out(1),
+            "rate_next":         Out(16).array(params.tenants),
+            "peak_rate_next":    Out(16).array(params.tenants),
+            "commit":            Out(params.tenants),
         })
 
     def elaborate(self, platform):
@@ -117,11 +124,18 @@ class _ConfigHarness(wiring.Component):
             self.snapshot.eq(regs.cfg_snapshot),
             self.fcfs_bypass_next.eq(regs.cfg_fcfs_bypass_next),
             self.starve_limit_next.eq(regs.cfg_starve_limit_next),
+            self.coord_enable.eq(regs.cfg_coord_enable),
+            self.coord_floor.eq(regs.cfg_coord_floor),
+            self.coord_epoch_cycles.eq(regs.cfg_coord_epoch_cycles),
+            self.coord_enable_next.eq(regs.cfg_coord_enable_next),
+            self.commit.eq(regs.cfg_commit),
         ]
         for i in range(self._params.tenants):
             m.d.comb += [
                 self.cfg_tenant[i].eq(regs.cfg_tenant[i]),
                 self.priority_next[i].eq(regs.cfg_priority_next[i]),
+                self.rate_next[i].eq(regs.cfg_rate_next[i]),
+                self.peak_rate_next[i].eq(regs.cfg_peak_rate_next[i]),
             ]
         return m
 
@@ -132,7 +146,9 @@ def _get_active(ctx, dut, params):
                for i in range(params.tenants)]
     return FabricConfig(tenants, ctx.get(dut.fcfs_bypass), ctx.get(dut.starve_limit),
                         ctx.get(dut.epoch_cycles), tuple(ctx.get(x) for x in dut.credits),
-                        ctx.get(dut.bulk_prio))
+                        ctx.get(dut.bulk_prio), coord_enable=ctx.get(dut.coord_enable),
+                        coord_floor=ctx.get(dut.coord_floor),
+                        coord_epoch_cycles=ctx.get(dut.coord_epoch_cycles))
 
 
 def test_register_file_commit_atomic(seed):
@@ -182,17 +198,24 @@ def test_register_file_commit_atomic(seed):
                 r.expected = mirror.read(r.addr, tel)
             w = axil.sample(ctx, cycle)
             snapshot_due = False
+            committed = 0
             if in_decode is not None:
                 stats["orders"].add((in_decode.aw_at > in_decode.w_at) - (in_decode.aw_at < in_decode.w_at))
                 found = REGMAP.decode(in_decode.addr, params)
                 stats["commits"] += found is not None and found[2].commit
+                if found is not None and found[2].commit:
+                    committed = 1 << found[1]
                 snapshot_due = mirror.write(in_decode.addr, in_decode.data, in_decode.strb)
                 stats["snapshots"] += snapshot_due
             in_decode = w
             nxt = mirror.config
             got = (ctx.get(dut.fcfs_bypass_next), ctx.get(dut.starve_limit_next),
-                   [ctx.get(dut.priority_next[i]) for i in range(params.tenants)])
-            want = (nxt.fcfs_bypass, nxt.starve_limit, [t.priority for t in nxt.tenants])
+                   [ctx.get(dut.priority_next[i]) for i in range(params.tenants)],
+                   ctx.get(dut.coord_enable_next),
+                   [(ctx.get(dut.rate_next[i]), ctx.get(dut.peak_rate_next[i])) for i in range(params.tenants)],
+                   ctx.get(dut.commit))
+            want = (nxt.fcfs_bypass, nxt.starve_limit, [t.priority for t in nxt.tenants], nxt.coord_enable,
+                    [(t.rate, t.peak_rate) for t in nxt.tenants], committed)
             assert got == want, f"cycle {cycle}: next-cycle configuration"
             await ctx.tick()
             if axil.idle() and in_decode is None:
