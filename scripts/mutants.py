@@ -1,9 +1,10 @@
 """Mutation testing of the golden model: ``make mutants`` (issue #16).
 
 Each mutant is one deliberate misreading of the spec, written as a text
-substitution in ``model/channel.py``. For every mutant a fresh Python process
-loads the mutated module in place of ``kvfabric.model.channel`` (nothing on
-disk changes) and runs the fast model-level tests - never the RTL tests, so a
+substitution in ``model/channel.py`` (the coordinator's in
+``model/coordinator.py``). For every mutant a fresh Python process
+loads the mutated module in place of ``kvfabric.model.channel`` (or
+``kvfabric.model.coordinator``; nothing on disk changes) and runs the fast model-level tests - never the RTL tests, so a
 mutant must be caught by an oracle of the model's own, not by disagreeing with
 the Verilog. A mutant is *killed* when some test fails (or the run exceeds the
 time limit). The score is killed / (mutants - equivalent), written with the
@@ -50,6 +51,7 @@ TESTS = [
     "tests/test_replay.py",
     "tests/test_model_telemetry.py",
     "tests/test_model_wrap.py",
+    "tests/test_model_coordinator.py",  # the coordinator's mutants (model/coordinator.py) die here
 ]
 #: Runs the CLI in a subprocess, which would load the unmutated model.
 DESELECT = ["tests/test_replay.py::test_cli_replay_end_to_end"]
@@ -177,6 +179,13 @@ MUTANTS = [
        "            occ += 1\n", "")),
     M("oversize_request_valid", "a request above LMAX is not invalid",
       ("or nbytes == 0 or nbytes > p.max_request_bytes)", "or nbytes == 0)")),
+    # ---- the coordinator across channels (spec §13), model/coordinator.py ----
+    M("coord_rate_split_floor", "a channel's share of the pool rounds down instead of up (spec §13.5)",
+      ("r = min(max(rate_floor + -(-pool * q // _Q), least), rate_max)",
+       "r = min(max(rate_floor + pool * q // _Q, least), rate_max)"), file="model/coordinator.py"),
+    M("coord_applies_late", "an epoch's result applies one cycle after t_e + 1 + COORD_LATENCY",
+      ("self.pending = (cycle + 1 + COORD_LATENCY, result)", "self.pending = (cycle + 2 + COORD_LATENCY, result)"),
+      file="model/coordinator.py"),
 ]
 
 

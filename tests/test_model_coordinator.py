@@ -1,0 +1,421 @@
+"""The coordinator across channels (spec §13, issue #27) in the golden model.
+
+Each check is written from the spec's text, not from the model: off is the
+arbiter of §4-§6 bit for bit; §13.5's arithmetic is written again here on
+exact rationals and its sums checked against §13.7; the timing of §13.5 is
+read from the buckets' refills (§6.3), the only place the rates act; the
+oracles of issue #27 (a tenant on 2 of 8 channels, a demand shift, the burst
+cap over windows) measure delivered bytes against the contract's totals.
+"""
+
+import math
+import random
+from fractions import Fraction
+
+import pytest
+
+from kvfabric.model.channel import Request
+from kvfabric.model.contract import ContractError, compile_contract
+from kvfabric.model.coordinator import split_rates
+from kvfabric.model.fabric import FabricModel
+from kvfabric.model.regfile import FABRIC, RegisterFile, config_writes
+from kvfabric.model.registers import FabricConfig, TenantConfig
+from kvfabric.model.replay import MemorySide, replay_lockstep, replay_model
+from kvfabric.model.trace import TraceRow
+from kvfabric.spec import COORD_LATENCY, COORD_MIN_EPOCH, COORD_Q_BITS, FabricParams
+
+E = COORD_MIN_EPOCH  # every test runs the shortest epoch: fewest cycles per epoch
+Q = 1 << COORD_Q_BITS
+RATE_MAX = (1 << 16) - 1
+
+
+def _tenant(params, rate, peak_rate, capacity=None):
+    return TenantConfig(rate=rate, capacity=capacity or params.pcap, peak_rate=peak_rate,
+                        inv_weight=256 * params.tenants, priority=0, enable=1)
+
+
+# ---- (a) off is today's arbiter, bit for bit ------------------------------------------------
+
+def _random_run(params, config, seed, cycles, commits):
+    """Grant log and per-cycle bucket levels of a fabric under random traffic
+    (invalid requests and a refusing memory side included) with the tenant
+    ``COMMIT`` s of ``commits`` (cycle -> (tenant, TenantConfig))."""
+    rng = random.Random(seed)
+    fab = FabricModel(params, config)
+    log, levels = [], []
+    for t in range(cycles):
+        reqs = [Request(rng.randrange(params.tenants + 1), rng.choice([32, 64, 256, 4096, 0]), t & 0xFFFF)
+                if rng.random() < 0.6 else None for _ in range(params.channels)]
+        results = fab.step(reqs, [rng.random() < 0.7 for _ in range(params.channels)])
+        log += [(t, c, r.transferred) for c, r in enumerate(results) if r.transferred is not None]
+        levels.append([(ch.level[:], ch.peak[:]) for ch in fab.channels])
+        if t in commits:
+            fab.commit_tenant(*commits[t])
+    return log, levels
+
+
+def test_off_is_bit_for_bit(seed):
+    """COORD_EPOCH and the floor set but coord_enable 0 (spec §13.3): the same
+    grants and bucket levels in every cycle as the registers at reset."""
+    params = FabricParams(tenants=3, channels=4, queue_depth=2)
+    rng = random.Random(seed)
+    tenants = [TenantConfig(rate=rng.randrange(1, 200), capacity=rng.randrange(params.pcap, 4 * params.pcap),
+                            peak_rate=rng.randrange(200, 800), inv_weight=rng.randrange(300, 2000),
+                            priority=rng.randrange(4), enable=1) for _ in range(params.tenants)]
+    commits = {rng.randrange(3000): (rng.randrange(params.tenants),
+                                     TenantConfig(rate=rng.randrange(1, 300), capacity=params.pcap,
+                                                  peak_rate=900, inv_weight=768, enable=1))
+               for _ in range(6)}
+    reset = FabricConfig(tenants)
+    armed = FabricConfig(tenants, coord_enable=0, coord_floor=rng.randrange(1, 256),
+                         coord_epoch_cycles=rng.randrange(1, 1 << 24))
+    assert _random_run(params, reset, seed, 3000, commits) == _random_run(params, armed, seed, 3000, commits)
+
+
+# ---- (b) the arithmetic of §13.5 and the sums of §13.7 -----------------------------------
+
+def _rule(rate, peak_rate, enable, floor, demand):
+    """Spec §13.5 written again on exact rationals: (rate, peak) per channel."""
+    C, D = len(demand), sum(demand)
+    if not enable or D == 0:
+        return [(rate, peak_rate)] * C
+    fr = math.floor(Fraction(floor * rate, 256))
+    fp = math.floor(Fraction(floor * peak_rate, 256))
+    out = []
+    for d in demand:
+        q = math.floor(Fraction(Q * d, D))
+        r = min(max(fr + math.ceil(Fraction(C * (rate - fr) * q, Q)), min(rate, 1)), RATE_MAX)
+        p = min(max(fp + math.floor(Fraction(C * (peak_rate - fp) * q, Q)), r), RATE_MAX)
+        out.append((r, p))
+    return out
+
+
+def test_split_follows_the_rule_and_its_sums(seed):
+    rng = random.Random(seed)
+    for _ in range(3000):
+        C = rng.randrange(1, 17)
+        rate = rng.choice([0, 1, 2, rng.randrange(1, 64), rng.randrange(1, 4096)])
+        peak_rate = rng.choice([rate, rate + rng.randrange(0, 4096)])
+        floor = rng.choice([0, 255, rng.randrange(256)])
+        demand = [rng.choice([0, 0, 1, rng.randrange(1 << 20), (1 << 20) - 1]) for _ in range(C)]
+        enable = rng.random() < 0.9
+        tenant = TenantConfig(rate=rate, capacity=0, peak_rate=min(peak_rate, RATE_MAX), enable=int(enable))
+        want = _rule(rate, tenant.peak_rate, enable, floor, demand)
+        got = split_rates(tenant, demand, floor, RATE_MAX)
+        assert list(got or [(rate, tenant.peak_rate)] * C) == want, (C, rate, peak_rate, floor, demand)
+        if got is None or max(r for r, _ in want) == RATE_MAX or max(p for _, p in want) == RATE_MAX:
+            continue
+        # §13.7: C·RATE − pool·(k − 1)/Q ≤ Σ rate ≤ C·RATE + C; Σ peak ≤ C·PEAK_RATE + C.
+        k = sum(1 for d in demand if d)
+        pool = C * (rate - rate * floor // 256)
+        total = sum(r for r, _ in want)
+        assert C * rate - Fraction(pool * (k - 1), Q) <= total <= C * rate + C
+        assert sum(p for _, p in want) <= C * tenant.peak_rate + C
+        assert all(p >= r for r, p in want)
+        if rate:
+            assert min(r for r, _ in want) >= 1  # a guaranteed tenant keeps a rate everywhere
+    # Even demand gives the registers back exactly.
+    for C in (1, 2, 4, 8, 16):
+        t = TenantConfig(rate=77, capacity=0, peak_rate=301, enable=1)
+        assert split_rates(t, [5] * C, 100, RATE_MAX) == ((77, 301),) * C
+
+
+def test_applied_rates_follow_the_accepted_demand(seed):
+    """The fabric's rates after an epoch are §13.5 of the demand this test
+    counts itself: the 32-byte units of the valid requests each channel
+    accepted in the epoch (drops and refusals not counted)."""
+    params = FabricParams(tenants=3, channels=4, queue_depth=2)
+    rng = random.Random(seed)
+    tenants = [_tenant(params, rng.randrange(1, 200), rng.randrange(200, 900)) for _ in range(2)]
+    tenants.append(TenantConfig())  # disabled: its requests are dropped
+    floor = rng.randrange(256)
+    config = FabricConfig(tenants, coord_enable=1, coord_floor=floor)
+    fab = FabricModel(params, config)
+    demand = [[0] * params.channels for _ in range(params.tenants)]
+    for t in range(E):
+        reqs = [Request(rng.randrange(params.tenants), rng.choice([1, 32, 33, 100, 4096]), 0)
+                if rng.random() < rng.choice([0.1, 0.9])
+                else None for c in range(params.channels)]
+        for c, r in enumerate(fab.step(reqs, [rng.random() < 0.5] * params.channels)):
+            if r.accepted and not r.dropped:
+                demand[reqs[c].tenant][c] += -(-reqs[c].bytes // 32)
+    assert any(demand[0]) and any(demand[1])
+    for _ in range(COORD_LATENCY + 1):
+        fab.step([None] * params.channels, [True] * params.channels)
+    for i, t in enumerate(tenants):
+        want = _rule(t.rate, t.peak_rate, t.enable, floor, demand[i])
+        assert [(ch.config.tenants[i].rate, ch.config.tenants[i].peak_rate) for ch in fab.channels] == want
+
+
+# ---- (c) when a result applies, and when it is discarded ----------------------------------
+
+T_E2 = 2 * E - 1  # the end of the second epoch
+T_A2 = T_E2 + 1 + COORD_LATENCY  # its result holds from here
+
+
+def _level_steps(commit_at=None, disable_at=None, recommit_at=None):
+    """Tenant 0's committed-bucket refill on channel 3 in every cycle around
+    T_A2: ``level[t+1] - level[t]`` while it is below its capacity (§6.3).
+
+    Epoch 1: demand on channel 0 only, so from T_A1 channel 3 refills by 1;
+    epoch 2: demand on channel 3 only, so from T_A2 by C·RATE (§13.5). A
+    4096-byte grant just before T_A2 empties the bucket to watch the refill."""
+    params = FabricParams(tenants=2, channels=4, queue_depth=2)
+    rate = 64
+    tenant = _tenant(params, rate, 512)
+    fab = FabricModel(params, FabricConfig([tenant, tenant], coord_enable=1))
+    script = {10: (0, 64), E + 50: (3, 64), T_A2 - 100: (3, 4096)}
+    steps = {}
+    for t in range(T_A2 + 60):
+        reqs = [None] * params.channels
+        if t in script:
+            c, nbytes = script[t]
+            reqs[c] = Request(0, nbytes, t & 0xFFFF)
+        before = fab.channels[3].level[0]
+        fab.step(reqs, [True] * params.channels)
+        steps[t] = fab.channels[3].level[0] - before
+        if t == commit_at:  # the same values: a COMMIT all the same
+            fab.commit_tenant(0, tenant)
+        if t == recommit_at:
+            fab.set_config(fab.config, committed=(0,))
+        if t == disable_at:
+            cfg = fab.config
+            fab.set_config(FabricConfig(cfg.tenants, coord_enable=0, coord_floor=cfg.coord_floor))
+    grant = next(t for t in range(T_A2 - 100, T_A2) if steps[t] < 0)
+    return params, rate, grant, steps
+
+
+def test_result_applies_at_epoch_end_plus_latency():
+    params, rate, grant, steps = _level_steps()
+    C = params.channels
+    assert all(steps[t] == 1 for t in range(grant + 1, T_A2)), "epoch 1's result: rate 1 off its demand"
+    assert all(steps[t] == C * rate for t in range(T_A2, T_A2 + 40)), "epoch 2's result from T_A2 exactly"
+
+
+@pytest.mark.parametrize("when", [T_E2, T_E2 + COORD_LATENCY])
+@pytest.mark.parametrize("how", ["commit", "recommit", "disable"])
+def test_result_discarded_by_commit_and_disable(how, when):
+    """A COMMIT of the tenant (even of its own values) or the coordinator
+    turned off, taking effect in t_e .. t_e + COORD_LATENCY (spec §13.5):
+    the even split from the next cycle, and nothing applies at t_a."""
+    kwargs = {"commit": "commit_at", "recommit": "recommit_at", "disable": "disable_at"}[how]
+    params, rate, grant, steps = _level_steps(**{kwargs: when})
+    after = max(grant + 1, when + 1)
+    assert all(steps[t] == rate for t in range(after, T_A2 + 40)), [steps[t] for t in range(after, T_A2 + 40)]
+
+
+def test_result_kept_by_commit_outside_the_window():
+    """A COMMIT just before t_e leaves the result (computed after it); one at t_a
+    comes after it has applied: the tenant returns to the even split a cycle later."""
+    params, rate, grant, steps = _level_steps(commit_at=T_E2 - 1)
+    assert all(steps[t] == params.channels * rate for t in range(T_A2, T_A2 + 40))
+    params, rate, grant, steps = _level_steps(commit_at=T_A2)
+    assert steps[T_A2] == params.channels * rate and all(steps[t] == rate for t in range(T_A2 + 1, T_A2 + 40))
+
+
+def test_skip_is_exact_with_the_coordinator_on(seed):
+    """FabricModel.skip across epoch ends and apply cycles equals stepping the
+    idle cycles one by one (spec §13.4: the epoch counter runs while idle)."""
+    params = FabricParams(tenants=2, channels=3, queue_depth=2)
+    rng = random.Random(seed)
+    config = FabricConfig([_tenant(params, 40, 300), _tenant(params, 90, 600)], coord_enable=1,
+                          coord_floor=40, epoch_cycles=3000)
+    fabs = [FabricModel(params, config), FabricModel(params, config)]
+    for phase in range(4):
+        for _ in range(rng.randrange(50, 400)):
+            reqs = [Request(rng.randrange(2), rng.choice([64, 512]), 0) if rng.random() < 0.5 else None
+                    for _ in range(params.channels)]
+            results = [f.step(reqs, [True] * params.channels) for f in fabs]
+            assert results[0] == results[1]
+        while not fabs[0].quiescent():
+            for f in fabs:
+                f.step([None] * params.channels, [True] * params.channels)
+        idle = rng.randrange(1, 3 * E)
+        fabs[0].skip(idle)
+        for _ in range(idle):
+            fabs[1].step([None] * params.channels, [True] * params.channels)
+        a, b = fabs
+        assert a.cycle == b.cycle
+        assert (a.coordinator.epoch_counter, a.coordinator.pending, a.coordinator.splits, a.coordinator.demand) == \
+               (b.coordinator.epoch_counter, b.coordinator.pending, b.coordinator.splits, b.coordinator.demand)
+        assert [(c.level, c.peak, c.tag, c.config) for c in a.channels] == \
+               [(c.level, c.peak, c.tag, c.config) for c in b.channels]
+        assert a.telemetry.epoch_counter == b.telemetry.epoch_counter
+
+
+# ---- (d), (e), (f) the oracles of issue #27 -----------------------------------------------
+
+SIZE = 256  # bytes per request: four cycles of a 64-byte-per-cycle channel, so queues stay full
+B = 64  # the memory side's bytes per cycle (spec §8)
+
+
+def _backlogged(params, config, channels_of, cycles):
+    """Every tenant keeps its queues full on the channels ``channels_of(t)[i]``
+    says (the request port offered round robin to those with room); returns
+    the bytes transferred per cycle and tenant, and the fabric."""
+    fab = FabricModel(params, config)
+    mem = MemorySide(params.channels, B)
+    turn = [0] * params.channels
+    served = []
+    for t in range(cycles):
+        placement = channels_of(t)
+        reqs = []
+        for c, ch in enumerate(fab.channels):
+            full = ch.queue_full()
+            mine = [i for i in range(params.tenants) if c in placement.get(i, ())]
+            pick = None
+            for k in range(len(mine)):
+                i = mine[(turn[c] + k) % len(mine)]
+                if not full[i]:
+                    pick, turn[c] = i, (turn[c] + k + 1) % len(mine)
+                    break
+            reqs.append(Request(pick, SIZE, t & 0xFFFF) if pick is not None else None)
+        row = [0] * params.tenants
+        for c, r in enumerate(fab.step(reqs, mem.ready(t))):
+            if r.transferred is not None:
+                mem.transfer(c, t, r.transferred.bytes)
+                row[r.transferred.tenant] += r.transferred.bytes
+        served.append(row)
+    return served, fab
+
+
+def _per_cycle(served, tenant, start, end):
+    return Fraction(sum(row[tenant] for row in served[start:end]), end - start)
+
+
+SKEW_PARAMS = FabricParams(tenants=4, channels=8, queue_depth=4)
+RATE = 64  # 8 bytes per cycle per channel: a total of 64 bytes per cycle over 8 channels
+GUARANTEE = Fraction(SKEW_PARAMS.channels * RATE, 8)
+SPREAD = {i: range(8) for i in (1, 2, 3)}
+
+
+def _skew_config(on):
+    tenants = [_tenant(SKEW_PARAMS, RATE, 8 * B) for _ in range(4)]
+    return FabricConfig(tenants, coord_enable=int(on))
+
+
+@pytest.mark.parametrize("on", [True, False])
+def test_skewed_tenant_gets_its_total(on):
+    """Issue #27's case: four tenants guaranteed the same total, all
+    backlogged, tenant 0 on channels 0-1 only. After two epochs and the
+    latency, with the coordinator on, it receives >= 95 % of its total and
+    every other tenant >= 99 % of its own; off it stays near the 2/8 of its
+    guarantee that two channels give it, plus their leftover."""
+    start = 2 * E + COORD_LATENCY + 1
+    served, _ = _backlogged(SKEW_PARAMS, _skew_config(on), lambda t: {0: (0, 1), **SPREAD}, start + 2 * E)
+    got = [_per_cycle(served, i, start, len(served)) / GUARANTEE for i in range(4)]
+    print(f"coordinator {'on' if on else 'off'}: delivered / total guarantee "
+          + ", ".join(f"tenant {i} {float(g):.3f}" for i, g in enumerate(got)))
+    if on:
+        assert got[0] >= Fraction(95, 100)
+    else:
+        assert got[0] < Fraction(95, 100)
+    assert all(g >= Fraction(99, 100) for g in got[1:])
+
+
+def test_demand_shift_recovers_within_two_epochs():
+    """Tenant 0 moves from channels 0-1 to 2-3 in the middle of an epoch; from
+    2 epochs + COORD_LATENCY after the move (spec §13.7) it receives >= 95 %
+    of its total again, and did before the move."""
+    move = 3 * E + E // 3
+    back = move + 2 * E + COORD_LATENCY + 1
+    served, _ = _backlogged(SKEW_PARAMS, _skew_config(True),
+                            lambda t: {0: (0, 1) if t < move else (2, 3), **SPREAD}, back + E)
+    before = _per_cycle(served, 0, 2 * E + COORD_LATENCY + 1, move) / GUARANTEE
+    after = _per_cycle(served, 0, back, len(served)) / GUARANTEE
+    print(f"tenant 0 before the move {float(before):.3f}, from 2 epochs + latency after it {float(after):.3f}")
+    assert before >= Fraction(95, 100) and after >= Fraction(95, 100)
+
+
+def test_burst_cap_holds_over_windows():
+    """A tenant alone, backlogged, moving between channel sets every 1.5
+    epochs: over every window of w >= one epoch its bytes stay within
+    spec §13.7's C·(PCAP/8 + LMAX) + w·(C·PEAK_RATE + C)/8, and it does reach
+    its total burst cap (the bound is not vacuous)."""
+    params = FabricParams(tenants=2, channels=8, queue_depth=4)
+    peak_rate = 64  # 8 bytes per cycle per channel, 64 over the fabric
+    config = FabricConfig([_tenant(params, 16, peak_rate), TenantConfig()], coord_enable=1)
+    sets = [(0,), (0, 1, 2), (5, 6), tuple(range(8)), (7,)]
+    served, fab = _backlogged(params, config, lambda t: {0: sets[t * 2 // (3 * E) % len(sets)]}, 8 * E)
+    C = params.channels
+    slope = Fraction(C * peak_rate + C, 8)
+    allowance = C * (params.pcap // 8 + params.max_request_bytes)
+    # max over windows [t0, t1) with t1 - t0 >= E of bytes - slope·w: a running minimum.
+    prefix = [0]
+    for row in served:
+        prefix.append(prefix[-1] + row[0])
+    worst, lowest, densest = None, None, Fraction(0)
+    for t1 in range(E, len(prefix)):
+        t0 = t1 - E
+        lowest = prefix[t0] - slope * t0 if lowest is None else min(lowest, prefix[t0] - slope * t0)
+        excess = prefix[t1] - slope * t1 - lowest
+        worst = excess if worst is None else max(worst, excess)
+        densest = max(densest, Fraction(prefix[t1] - prefix[t0], E))
+    print(f"largest excess over w x slope: {float(worst):.0f} B (allowance {allowance} B); "
+          f"densest epoch {float(densest):.2f} B/cycle against a cap of {C * peak_rate / 8} B/cycle")
+    assert worst <= allowance
+    assert densest >= Fraction(9, 10) * C * peak_rate / 8
+
+
+# ---- the fast replay engine against the reference one ----------------------------------------
+
+def test_replay_engines_agree_with_the_coordinator_on(seed):
+    """replay_model (channels replayed between the coordinator's events) and
+    replay_lockstep (every channel every cycle) give the same grant log, on
+    traffic with idle gaps across epoch ends and apply cycles; and the
+    coordinator changed the log (the test is not vacuous)."""
+    params = FabricParams(tenants=3, channels=4, queue_depth=2)
+    rng = random.Random(seed)
+    tenants = [_tenant(params, 24, 128), _tenant(params, 24, 96), _tenant(params, 48, 256)]
+    rows, t = [], 0
+    for burst in range(12):
+        t += rng.choice([10, 300, E, 3 * E // 2])  # idle gaps, some across epoch ends
+        chans = rng.choice([(0,), (1, 2), (0, 1, 2, 3), (3,)])
+        for _ in range(rng.randrange(20, 80)):
+            t += rng.randrange(0, 4)
+            rows.append(TraceRow(len(rows), t, rng.choice(chans), rng.randrange(4), rng.choice([64, 256, 1024])))
+    config = FabricConfig(tenants, coord_enable=1, coord_floor=rng.randrange(64))
+    fast = replay_model(params, config, rows, Fraction(32))
+    slow, _ = replay_lockstep(params, config, rows, Fraction(32))
+    assert fast.log == slow.log
+    off = replay_model(params, FabricConfig(tenants), rows, Fraction(32))
+    assert off.log != fast.log
+
+
+# ---- (g) the contract's keys ----------------------------------------------------------------
+
+def _doc(**fabric):
+    return {"fabric": {"clock_mhz": 1000, "channels": 8, "channel_gbps": 64, "admission_limit": 0.9, **fabric},
+            "tenant": [{"id": 0, "name": "a", "guaranteed_gbps": 64, "burst_gbps": 128,
+                        "burst_duration_ms": 0.001, "priority": 0, "latency_slo_us": 10}]}
+
+
+def test_contract_compiles_the_coordinator():
+    cfg = compile_contract(_doc()).config
+    assert (cfg.coord_enable, cfg.coord_floor, cfg.coord_epoch_cycles) == (0, 0, 0)
+    cfg = compile_contract(_doc(coordinator=True, coordinator_epoch_us=4.0001, coordinator_floor=0.126)).config
+    # ceil(4.0001 us x 1000 MHz) = 4001 cycles, floor(256 x 0.126) = 32
+    assert (cfg.coord_enable, cfg.coord_floor, cfg.coord_epoch_cycles) == (1, 32, 4001)
+    writes = dict(config_writes(cfg))
+    assert writes[FABRIC.address("COORD")] == 1 | 32 << 8 and writes[FABRIC.address("COORD_EPOCH")] == 4001
+    mirror = RegisterFile(FabricParams(tenants=8, channels=8))
+    for addr, data in config_writes(cfg):
+        mirror.write(addr, data)
+    assert mirror.config == cfg
+
+
+@pytest.mark.parametrize("key, value, message", [
+    ("coordinator", 1, r"\[fabric\]\.coordinator must be true or false, not 1"),
+    ("coordinator_epoch_us", 0, r"\[fabric\]\.coordinator_epoch_us must be > 0, not 0"),
+    ("coordinator_epoch_us", -3, r"\[fabric\]\.coordinator_epoch_us must be > 0"),
+    ("coordinator_epoch_us", 2, r"coordinator_epoch_us = 2 is 2000 cycles at 1000 MHz; allowed 2048\.\.16777215 "
+                                r"cycles \(2\.048\.\.16777\.2 us\)"),
+    ("coordinator_epoch_us", 20000, r"coordinator_epoch_us = 20000 is 20000000 cycles .* allowed 2048\.\.16777215"),
+    ("coordinator_epoch_us", "4", r"coordinator_epoch_us must be a number"),
+    ("coordinator_floor", 1, r"\[fabric\]\.coordinator_floor must be in 0 <= x < 1 .*, not 1"),
+    ("coordinator_floor", -0.5, r"\[fabric\]\.coordinator_floor must be >= 0"),
+    ("coordinator_floor", True, r"\[fabric\]\.coordinator_floor must be a number"),
+])
+def test_contract_rejects_bad_coordinator_keys(key, value, message):
+    with pytest.raises(ContractError, match=message):
+        compile_contract(_doc(**{key: value}))
