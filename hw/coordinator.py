@@ -98,6 +98,17 @@ def div_steps(tenants, channels):
                      f"(tenant, channel) pairs within COORD_LATENCY = {COORD_LATENCY} cycles")
 
 
+def _bit(m, vector, index, name):
+    """Bit ``index`` of ``vector`` as a case statement (a variable shift
+    would be as wide as ``vector``, which the lint reports as truncated)."""
+    bit = Signal(name=name)
+    with m.Switch(index):
+        for e in range(len(vector)):
+            with m.Case(e):
+                m.d.comb += bit.eq(vector[e])
+    return bit
+
+
 class _State(enum.Enum, shape=3):
     IDLE = 0
     SUM = 1
@@ -224,7 +235,7 @@ class Coordinator(FabricComponent):
                 units.eq((ev.bytes >> p.tag_shift) + (ev.bytes[:p.tag_shift] != 0)),
                 addr.eq(Cat(ev.tenant[:tb], epoch.bank_d)),
                 rmw.addr.eq(addr),
-                old.eq(Mux(valid.bit_select(addr, 1), rmw.data, 0)),
+                old.eq(Mux(_bit(m, valid, addr, f"coord_dvalid_rmw_{c}"), rmw.data, 0)),
                 total.eq(old + units),
                 we.eq(epoch.en_d & ev.valid),
                 wp.addr.eq(addr),
@@ -245,7 +256,8 @@ class Coordinator(FabricComponent):
 
             raddr = Cat(rd_tenant, rd_bank)
             d = Signal(COORD_DEMAND_BITS, name=f"coord_rd_data_{c}")
-            m.d.comb += [dp.addr.eq(raddr), d.eq(Mux(valid.bit_select(raddr, 1), dp.data, 0))]
+            m.d.comb += [dp.addr.eq(raddr),
+                         d.eq(Mux(_bit(m, valid, raddr, f"coord_dvalid_rd_{c}"), dp.data, 0))]
             rd_data.append(d)
         return _Demand(tenant=rd_tenant, bank=rd_bank, data=rd_data)
 

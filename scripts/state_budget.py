@@ -24,6 +24,9 @@ after the output port it drives, for one):
   heads and configuration (``key_``, spec §11; not in the budget),
 * ``inflight`` -- per-channel credit counters of the memory-side interface
   (``inflight_``, spec §5, §6.6; per-channel state, not in the budget),
+* ``coord`` -- the coordinator of per-channel rates (``coord_``, spec §13):
+  demand counters, the serial datapath, staging and the per-(tenant, channel)
+  rate registers; fabric-wide state, reported beside the budget, not in it,
 * ``cfg``   -- configuration registers (``cfg_``),
 * ``q``     -- queue storage and pointers (``q_``),
 * ``tel``   -- telemetry counters and snapshots (``tel_``),
@@ -53,11 +56,11 @@ __all__ = ["CATEGORIES", "BUDGET_BITS", "classify_name", "measure", "format_tabl
 
 #: Categories in priority order: a bit whose names match several is counted in
 #: the first (dynamic state first, so that a conflict never hides budget bits).
-CATEGORIES = ("dyn", "key", "inflight", "q", "cfg", "tel", "other")
+CATEGORIES = ("dyn", "key", "inflight", "coord", "q", "cfg", "tel", "other")
 #: Dynamic state budget per tenant per channel (spec §5).
 BUDGET_BITS = 64
 
-_PREFIX_RE = re.compile(r"(?:^|[^A-Za-z0-9])(dyn|key|inflight|cfg|q|tel)_")
+_PREFIX_RE = re.compile(r"(?:^|[^A-Za-z0-9])(dyn|key|inflight|coord|cfg|q|tel)_")
 _FF_TYPES = re.compile(r"^\$_*(a|s|al)?(dff|dlatch|sdff|ff|sr)", re.IGNORECASE)
 
 
@@ -273,6 +276,14 @@ def measure(verilog, *, top="kvfabric", tenants=None, channels=None, workdir=Non
             "budget_bits_per_tenant_per_channel": BUDGET_BITS,
             "within_budget": per_tc <= BUDGET_BITS,
         },
+        # The coordinator's state (spec §13), beside the budget: not per-tenant
+        # arbitration state, but its size per tenant and channel is what grows.
+        "coordinator": {
+            "bits": categories["coord"]["bits"],
+            "ff_bits": categories["coord"]["ff_bits"],
+            "memory_bits": categories["coord"]["memory_bits"],
+            "bits_per_tenant_per_channel": categories["coord"]["bits"] / (tenants * channels),
+        },
         "groups": group_list,
         "uncategorised": [g for g in group_list if g["category"] == "other"],
         "classified_by_alias": {p: sorted(v) for p, v in sorted(via_alias.items())},
@@ -296,9 +307,12 @@ def format_table(report) -> str:
                  f"{sum(v['memory_bits'] for v in report['categories'].values()):9d}")
     d = report["dynamic"]
     verdict = "within" if d["within_budget"] else "OVER"
+    co = report["coordinator"]
     lines += ["", f"dynamic state: {d['bits']} bits = {d['bytes']:g} bytes; "
               f"{d['bits_per_tenant_per_channel']:g} bits per tenant per channel "
-              f"({verdict} the budget of {d['budget_bits_per_tenant_per_channel']})", "",
+              f"({verdict} the budget of {d['budget_bits_per_tenant_per_channel']})",
+              f"coordinator (spec §13, not in the budget): {co['bits']} bits ({co['ff_bits']} flip-flop, "
+              f"{co['memory_bits']} memory); {co['bits_per_tenant_per_channel']:g} per tenant per channel", "",
               f"{'category':8} {'registers':>9} {'bits':>7}  pattern"]
     for g in report["groups"]:
         if g["category"] != "other":
