@@ -419,3 +419,36 @@ def test_contract_compiles_the_coordinator():
 def test_contract_rejects_bad_coordinator_keys(key, value, message):
     with pytest.raises(ContractError, match=message):
         compile_contract(_doc(**{key: value}))
+
+
+# ---- the registers ----------------------------------------------------------------------------
+
+@pytest.mark.parametrize("field, value, message", [
+    ("coord_enable", 2, r"COORD register coord_enable = 2 does not fit its 1-bit register \(allowed 0\.\.1\)"),
+    ("coord_floor", 256, r"COORD register coord_floor = 256 does not fit its 8-bit register \(allowed 0\.\.255\)"),
+    ("coord_epoch_cycles", 1 << 24, r"COORD_EPOCH register coord_epoch_cycles = 16777216 does not fit its "
+                                    r"24-bit register \(allowed 0\.\.16777215\)"),
+    ("coord_floor", 0.5, r"COORD register coord_floor must be an integer"),
+])
+def test_fabric_config_checks_the_coordinator_fields(field, value, message):
+    with pytest.raises((ValueError, TypeError), match=message):
+        FabricConfig([TenantConfig()], **{field: value})
+
+
+def test_register_file_names_the_committed_tenant():
+    """COORD and COORD_EPOCH are plain fabric registers (spec §9); a COMMIT, even
+    of unchanged values, names its tenant for the coordinator (spec §13.3)."""
+    from kvfabric.tb.axil import tenant_reg
+    rf = RegisterFile(FabricParams(tenants=2, channels=2))
+    coord, epoch = FABRIC.address("COORD"), FABRIC.address("COORD_EPOCH")
+    rf.write(coord, 0xFFFF_FF01)
+    rf.write(epoch, 0xFFFF_FFFF)
+    assert (rf.config.coord_enable, rf.config.coord_floor, rf.config.coord_epoch_cycles) == (1, 0xFF, (1 << 24) - 1)
+    assert rf.read(coord) == 0xFF01 and rf.read(epoch) == (1 << 24) - 1 and rf.committed == ()
+    assert rf.config.coord_epoch == (1 << 24) - 1
+    rf.write(epoch, 5)
+    assert rf.config.coord_epoch == COORD_MIN_EPOCH  # below the minimum: the minimum (spec §13.2)
+    rf.write(tenant_reg(1, "COMMIT"), 0, strb=0)
+    assert rf.committed == (1,) and not rf.changed
+    rf.write(coord, 0)
+    assert rf.committed == () and rf.config.coord_enable == 0
