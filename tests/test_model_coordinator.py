@@ -452,3 +452,26 @@ def test_register_file_names_the_committed_tenant():
     assert rf.committed == (1,) and not rf.changed
     rf.write(coord, 0)
     assert rf.committed == () and rf.config.coord_enable == 0
+
+
+def test_skewed_total_with_a_floor_keeps_the_derived_bound():
+    """Spec §13.7's steady state with a floor f: tenant 0's rates on its two
+    channels sum to at least C·RATE − (C − |S|)·floor(f·RATE/256) −
+    pool·(|S| − 1)/Q, and over the window it receives at least what §7's
+    guaranteed-rate bound gives for those rates."""
+    floor, S = 32, (0, 1)
+    config = FabricConfig(_skew_config(True).tenants, coord_enable=1, coord_floor=floor)
+    start = 2 * E + COORD_LATENCY + 1
+    served, fab = _backlogged(SKEW_PARAMS, config, lambda t: {0: S, **SPREAD}, start + E)
+    C, rates = SKEW_PARAMS.channels, [ch.config.tenants[0].rate for ch in fab.channels]
+    fr = floor * RATE // 256
+    pool = C * (RATE - fr)
+    assert sum(rates[c] for c in S) >= C * RATE - (C - len(S)) * fr - Fraction(pool * (len(S) - 1), Q)
+    assert all(rates[c] == fr for c in range(C) if c not in S)  # the floor kept where it has no demand
+    w = len(served) - start
+    got = sum(row[0] for row in served[start:])
+    bound = sum(Fraction(rates[c], 8) * w - Fraction(SKEW_PARAMS.pcap, 8) - SKEW_PARAMS.max_request_bytes
+                for c in S)
+    print(f"floor {floor}/256: tenant 0 rates {rates}, {got} B in {w} cycles, bound {float(bound):.0f} B, "
+          f"{float(Fraction(got, w) / GUARANTEE):.3f} of its total")
+    assert got >= bound
