@@ -21,6 +21,7 @@ from kvfabric.regmap import REGMAP, params_word
 __all__ = [
     "FABRIC", "TENANT", "TEL", "DROPPED",
     "ID", "VERSION", "PARAMS", "CTRL", "EPOCH_CYCLES", "STARVE_LIMIT", "EPOCH_COUNT", "CREDITS",
+    "COORD", "COORD_EPOCH",
     "credits_word",
     "ID_VALUE", "VERSION_VALUE", "MARK_ADDR", "MARK_DATA", "MARK_GAP",
     "tenant_reg", "tel_reg", "dropped_reg", "params_word",
@@ -29,9 +30,9 @@ __all__ = [
     "write_strobed", "AXIL_CHANNELS", "PAUSE_PATTERNS", "pause_pattern", "AxiStress",
 ]
 
-ID, VERSION, PARAMS, CTRL, EPOCH_CYCLES, STARVE_LIMIT, EPOCH_COUNT, CREDITS = (
+ID, VERSION, PARAMS, CTRL, EPOCH_CYCLES, STARVE_LIMIT, EPOCH_COUNT, CREDITS, COORD, COORD_EPOCH = (
     FABRIC.address(name) for name in ("ID", "VERSION", "PARAMS", "CTRL", "EPOCH_CYCLES",
-                                      "STARVE_LIMIT", "EPOCH_COUNT", "CREDITS"))
+                                      "STARVE_LIMIT", "EPOCH_COUNT", "CREDITS", "COORD", "COORD_EPOCH"))
 ID_VALUE = FABRIC.register("ID").field("id").reset
 VERSION_VALUE = FABRIC.register("VERSION").field("version").reset
 

@@ -134,6 +134,11 @@ class ChannelPorts:
             self.h_peak = [_child(inst, f"dyn_peak_{i}") for i in range(n)]
             # Each tenant's enable of the previous cycle (spec §6.3's start fill).
             self.h_enable_prev = [_child(inst, f"cfg_enable_prev_{i}") for i in range(n)]
+            # This channel's rate and peak rate of each tenant: the coordinator's
+            # registers (spec §13; RATE/PEAK_RATE while it is off).
+            coord = _child(dut, "coord_rates")
+            self.r_rate = [reader(_child(coord, f"rate__{c}__{i}")) for i in range(n)]
+            self.r_peak_rate = [reader(_child(coord, f"peak_rate__{c}__{i}")) for i in range(n)]
             # Flat list in the scoreboard's order, with the spec's field names.
             self.r_state = [*self.r_level, *self.r_peak, *self.r_tag, *self.r_occ, self.r_vt,
                             self.r_served, self.r_vmin, self.r_vmin_valid, self.r_dropped,
@@ -142,6 +147,8 @@ class ChannelPorts:
                                   for i in range(n)),
                                 "vt", "served", "vmin", "vmin_valid", "dropped",
                                 *(f"inflight[{k}]" for k in range(3))]
+            self.r_rates = [*self.r_rate, *self.r_peak_rate]
+            self.rate_names = [f"{f}[{i}]" for f in ("rate", "peak_rate") for i in range(n)]
 
     # ---- driving (only changes are written: a write is a GPI call) ----------------
     def set_request(self, r) -> None:

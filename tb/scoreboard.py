@@ -8,8 +8,10 @@ just before the rising edge that ends it):
    and the grant payload (tenant, bytes, id, kind), the ``now`` timestamp; and
    the internal state of spec §5/§6.4/§6.6 read hierarchically: every tenant's
    ``dyn_level``, ``dyn_peak``, ``dyn_tag`` (start tag = previous finish tag)
-   and occupancy, and the channel's ``vt``, ``served``, ``vmin``,
-   ``vmin_valid``, ``dropped`` and ``inflight[k]``;
+   and occupancy, the channel's ``vt``, ``served``, ``vmin``,
+   ``vmin_valid``, ``dropped`` and ``inflight[k]``; after the model's step,
+   the coordinator's rate and peak rate of every tenant on the channel
+   against the rates the model's channel used in the cycle (spec §13);
 2. step the model with the sampled inputs (request valid/payload, grant
    ready, ``credit_return``) and the AXI writes whose handshake completed in cycle t-1, which
    take effect in t and change the active configuration from t+1 (spec §9)
@@ -193,6 +195,11 @@ class Scoreboard:
         if write is not None:
             snap = self.mirror.write(*write)
         results = m.step(reqs, readies, returns, snapshot_request=snap)
+        if self.check_internal:
+            # The rates each channel used in this cycle: the model applies a
+            # coordinator result at the start of the cycle's step.
+            for c, ch in enumerate(m.channels):
+                self._check_rates(c, ch)
 
         for c, res in enumerate(results):
             if res.accepted:
@@ -216,8 +223,10 @@ class Scoreboard:
                 self.granted += 1
                 self.grant_log.append((t, c, g.tenant, g.bytes, g.id, g.kind))
                 transfers.append((c, g.bytes))
-        if write is not None and self.mirror.changed:
-            m.set_config(self.mirror.config)
+        if write is not None and (self.mirror.changed or self.mirror.committed):
+            # A COMMIT that rewrote the same values still discards the
+            # coordinator's pending result for its tenant (spec §13).
+            m.set_config(self.mirror.config, committed=self.mirror.committed)
         self.cycle += 1
         return transfers
 
@@ -233,6 +242,16 @@ class Scoreboard:
         if actual != expected:
             k = next(k for k in range(len(expected)) if actual[k] != expected[k])
             self.fail(pt.state_names[k], expected[k], actual[k], c)
+
+    def _check_rates(self, c, ch) -> None:
+        """The coordinator's rate and peak rate registers of channel ``c`` (spec §13)."""
+        pt = self.ports[c]
+        actual = [r() for r in pt.r_rates]
+        expected = [*(t.rate for t in ch.config.tenants), *(t.peak_rate for t in ch.config.tenants)]
+        self.compared += len(expected)
+        if actual != expected:
+            k = next(k for k in range(len(expected)) if actual[k] != expected[k])
+            self.fail(pt.rate_names[k], expected[k], actual[k], c)
 
     # ---- end of test ------------------------------------------------------------------------
     def in_flight(self) -> int:

@@ -17,17 +17,19 @@ through :func:`kvfabric.model.regfile.config_writes`, as in every cocotb test.
 from __future__ import annotations
 
 import random
+from dataclasses import replace
 from fractions import Fraction
 
-from kvfabric.model.regfile import config_writes
-from kvfabric.model.registers import FabricConfig
+from kvfabric.model.regfile import COMMIT, TENANT, config_writes, tenant_words
+from kvfabric.model.registers import FabricConfig, TenantConfig
+from kvfabric.spec import COORD_LATENCY, COORD_MIN_EPOCH
 from kvfabric.model.trace import TraceRow
 
 from .stimulus import drainable_config, random_config, random_requests
 
 from .trace_format import END, MEMORY, MODE, PROB_ONE, RESET, SEED, TRACE, WRITE, ZERO, Event
 
-__all__ = ["WRITE_GAP", "program_events", "soak_stimulus", "replay_stimulus"]
+__all__ = ["WRITE_GAP", "program_events", "soak_stimulus", "replay_stimulus", "coordinator_stimulus"]
 
 #: Cycles between two register writes of a stimulus: the register file takes
 #: AW and W in one cycle and answers on B the next (spec §9); four leave room.
@@ -126,3 +128,39 @@ def replay_stimulus(params, config: FabricConfig, bytes_per_cycle, *, backpressu
     ev.append(Event(ZERO, start))
     ev.append(Event(TRACE, start))
     return ev, start
+
+
+def coordinator_stimulus(params, seed: int, *, epochs: int = 2, bytes_per_cycle: int = 64,
+                         tail: int = 1500) -> tuple[list[Event], list[TraceRow]]:
+    """The coordinator (spec §13) on with the shortest epoch for ``epochs``
+    epochs and their results' windows: tenant 0's traffic all on channel 0,
+    the others' spread over every channel; a COMMIT of tenant 1 inside the
+    first result's window (discarding its result); idle cycles and
+    backpressure; then a drainable tail with the coordinator off."""
+    rng = random.Random(seed)
+    p = params
+    seed64 = rng.getrandbits(64)
+    ev = [Event(SEED, 0, seed64 & 0xFFFFFFFF, seed64 >> 32), Event(MEMORY, 0, bytes_per_cycle, 1),
+          Event(TRACE, 0)]
+    tenants = [TenantConfig(rate=8 * rng.choice([4, 8, 12]), capacity=2 * p.pcap,
+                            peak_rate=8 * rng.choice([16, 24]), inv_weight=256 * (1 + i % 2),
+                            priority=i % 2, enable=1, slo_cycles=200) for i in range(p.tenants)]
+    config = FabricConfig(tenants, starve_limit=500, coord_enable=1, coord_floor=rng.choice([0, 32]))
+    t = program_events(ev, 0, config)
+    ev.append(Event(MODE, t, 0, _prob(0.1), _prob(0.1), 0))
+    span = epochs * COORD_MIN_EPOCH + COORD_LATENCY + 200
+    commit_at = COORD_MIN_EPOCH + COORD_LATENCY // 2
+    new = replace(tenants[1], rate=tenants[1].rate + 8)
+    for k, (name, word) in enumerate([*tenant_words(new).items(), (COMMIT.name, 1)]):
+        ev.append(Event(WRITE, commit_at + k * WRITE_GAP, TENANT.address(name, 1), word, 0xF))
+    requests = []
+    for k in range(span // 3):
+        tenant = rng.randrange(p.tenants)
+        channel = 0 if tenant == 0 else rng.randrange(p.channels)
+        requests.append((t + 3 * k + rng.randrange(3), channel, tenant, rng.choice([64, 256, 512])))
+    t = program_events(ev, t + span, drainable_config(p, rng))
+    ev.append(Event(MODE, t, 0, 0, 0, 0))
+    ev.append(Event(END, t + tail))
+    ev.sort(key=lambda e: e.cycle)
+    requests.sort(key=lambda q: q[0])
+    return ev, [TraceRow(k, *q) for k, q in enumerate(requests)]

@@ -36,6 +36,7 @@ SCENARIOS = {
     "tag_wraparound": NARROW,
     "full_queue_pushback": SMALL,
     "credit_classes": SMALL,
+    "coordinator_skew": SMALL,
 }
 
 

@@ -29,7 +29,7 @@ from kvfabric.examples import example_path
 from kvfabric.tb.env import TB, seed_from_env
 from kvfabric.tb.stimulus import random_config, random_credits, random_requests, random_size
 from kvfabric.tb.axil import CREDITS, credits_word
-from kvfabric.spec import URGENT
+from kvfabric.spec import COORD_LATENCY, COORD_MIN_EPOCH, URGENT
 
 
 
@@ -542,3 +542,50 @@ async def full_queue_pushback(dut):
     await tb.end_checks()
     assert tb.stalls > 0, "ready never went low: the push-back path was not exercised"
     tb.log.info("push-back: %d cycles with valid & ~ready", tb.stalls)
+
+
+# ---------------------------------------------------------------------------------------------
+@cocotb.test()
+async def coordinator_skew(dut):
+    """Spec §13: the coordinator on with the shortest epoch (COORD_MIN_EPOCH),
+    tenant 0's traffic all on channel 0, the others' spread, for three epochs;
+    a COMMIT of tenant 1 inside the first result's window (its result is
+    discarded), then the coordinator turned off and on again. Every cycle the
+    coordinator's rate and peak rate of every tenant on every channel, the
+    buckets and the grants are compared with the model."""
+    p = _params()
+    seed = seed_from_env()
+    rng = random.Random(seed)
+    tb = TB(dut, p, seed=seed, bytes_per_cycle=64, idle=0.1, backpressure=0.1)
+    await tb.reset()
+    tenants = [TenantConfig(rate=8 * rng.choice([4, 8, 12]), capacity=2 * p.pcap,
+                            peak_rate=8 * rng.choice([16, 24]), inv_weight=256 * (1 + i % 2),
+                            priority=i % 2, enable=1, slo_cycles=200) for i in range(p.tenants)]
+    cfg = FabricConfig(tenants, starve_limit=500, coord_enable=1, coord_floor=rng.choice([0, 32]),
+                       coord_epoch_cycles=0)
+    await tb.program(cfg)
+    t0 = tb.cycle
+    span = _cycles(2 * COORD_MIN_EPOCH + COORD_LATENCY + 400)
+    reqs = []
+    for k in range(span // 3):
+        tenant = rng.randrange(p.tenants)
+        channel = 0 if tenant == 0 else rng.randrange(p.channels)
+        reqs.append((t0 + 3 * k + rng.randrange(3), channel, tenant, rng.choice([64, 256, 512])))
+    tb.add(sorted(reqs, key=lambda r: r[0]))
+    split = [False]
+
+    def watch(tb_):
+        chans = tb_.scoreboard.model.channels
+        split[0] |= any(chans[c].config.tenants[0].rate != cfg.tenants[0].rate for c in range(p.channels))
+    tb.on_cycle = watch
+    # Into the first result's window (the first epoch ends COORD_MIN_EPOCH
+    # cycles after the COORD write, which program() makes first).
+    await tb.run(COORD_MIN_EPOCH + COORD_LATENCY // 2 - (tb.cycle - t0))
+    await tb.commit_tenant(1, replace(tenants[1], rate=tenants[1].rate + 8))
+    await tb.run(t0 + span - tb.cycle)
+    from kvfabric.tb import axil as regs
+    await tb.run_task(tb.axil.write_dword(regs.COORD, 0))
+    await tb.run(20)
+    await tb.run_task(tb.axil.write_dword(regs.COORD, 1 | 64 << 8))
+    await tb.end_checks()
+    assert split[0], f"tenant 0's rate was never split unevenly (seed {seed})"
