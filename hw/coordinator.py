@@ -28,7 +28,7 @@ Timing, exactly:
 * From t_e + 2 one serial datapath walks the tenants: the sum of the
   tenant's demand over the channels, ``floor(f * RATE / 256)`` and the same
   of PEAK_RATE on the multiplier, then per channel the share
-  ``q = floor(Q * d / S)`` on a restoring divider (``DIV_STEPS`` quotient
+  ``q = floor(Q * d / S)`` on a restoring divider (:func:`div_steps` quotient
   bits per cycle, the fewest that fit the schedule in COORD_LATENCY), the
   two products on the multiplier and the rounding; each result goes to the
   pair's staging registers ``coord_staged_*``.
@@ -110,6 +110,9 @@ def _bit(m, vector, index, name):
 
 
 class _State(enum.Enum, shape=3):
+    """The walk's step: sums and floor products of a tenant (SUM), then per
+    channel the demand read (LOAD), the division, the two products and the
+    peak's rounding (FIN)."""
     IDLE = 0
     SUM = 1
     LOAD = 2
@@ -145,6 +148,12 @@ class Coordinator(FabricComponent):
         previous cycle, its tenant and bytes.
     rate, peak_rate : ``Out(16).array(channels, tenants)``
         ``rate[c][i]``: tenant i's refill rate on channel c, a register.
+
+    Raises
+    ------
+    :exc:`ValueError`
+        If the walk of the tenant-channel pairs cannot fit COORD_LATENCY
+        (:func:`div_steps`).
     """
 
     def __init__(self, params):
