@@ -25,10 +25,11 @@ Timing, exactly:
 * ``coord_floor`` of t_e is held in ``coord_snap_floor``; RATE, PEAK_RATE
   and enable are read live (a COMMIT that changes them discards the
   tenant's result, so a result that applies saw the values of t_e).
-* From t_e + 2 one serial datapath walks the tenants: the sum of the
+* From t_e + 2 one serial datapath (two on the largest fabrics, each
+  taking every other tenant) walks the tenants: the sum of the
   tenant's demand over the channels, ``floor(f * RATE / 256)`` and the same
   of PEAK_RATE on the multiplier, then per channel the share
-  ``q = floor(Q * d / S)`` on a restoring divider (:func:`div_steps` quotient
+  ``q = floor(Q * d / S)`` on a restoring divider (:func:`walk_plan`'s quotient
   bits per cycle, the fewest that fit the schedule in COORD_LATENCY), the
   two products on the multiplier and the rounding; each result goes to the
   pair's staging registers ``coord_staged_*``.
@@ -61,7 +62,7 @@ from .layouts import acceptance_layout, tenant_config_layout
 from kvfabric.spec import (COORD_DEMAND_BITS, COORD_EPOCH_BITS, COORD_FLOOR_BITS, COORD_LATENCY,
                            COORD_MIN_EPOCH, COORD_Q_BITS, check_params)
 
-__all__ = ["Coordinator", "schedule_cycles", "div_steps"]
+__all__ = ["Coordinator", "schedule_cycles", "walk_plan"]
 
 #: Quotient bits of q = floor(Q * d / S) for d <= S: q <= Q.
 _Q_DIGITS = COORD_Q_BITS + 1
@@ -71,30 +72,34 @@ def _ceil_div(a, b):
     return -(-a // b)
 
 
-def schedule_cycles(tenants, channels, steps):
+def schedule_cycles(tenants, channels, steps, walkers=1):
     """Cycles the datapath takes for one epoch's result with ``steps``
-    quotient bits per cycle: per tenant max(C, 2) cycles of sums and floor
+    quotient bits per cycle and ``walkers`` copies of it (each walks every
+    ``walkers``-th tenant): per tenant max(C, 2) cycles of sums and floor
     products, then per channel a load, the division, two products and the
     rounding."""
     per_pair = 1 + _ceil_div(_Q_DIGITS, steps) + 3
-    return tenants * (max(channels, 2) + channels * per_pair)
+    return _ceil_div(tenants, walkers) * (max(channels, 2) + channels * per_pair)
 
 
-def div_steps(tenants, channels):
-    """The fewest quotient bits per cycle whose schedule ends before the
-    result is due: started in t_e + 2, staged by the edge into t_e +
-    COORD_LATENCY (the cycle whose edge loads the rate registers).
+def walk_plan(tenants, channels, walkers=None):
+    """``(walkers, steps)``: the fewest copies of the datapath, then the
+    fewest quotient bits per cycle, whose walk ends before the result is due
+    (started in t_e + 2, staged by the edge into t_e + COORD_LATENCY, the
+    cycle whose edge loads the rate registers). One walker, the serial
+    datapath, up to about 200 tenant-channel pairs; a second one for the
+    largest fabrics. ``walkers`` fixes their number.
 
     Raises
     ------
     :exc:`ValueError`
-        If even a one-cycle division does not fit (more than about 200
-        tenant-channel pairs).
+        If ``walkers`` walkers cannot fit the walk.
     """
-    for steps in range(1, _Q_DIGITS + 1):
-        if schedule_cycles(tenants, channels, steps) <= COORD_LATENCY - 2:
-            return steps
-    raise ValueError(f"The coordinator's serial datapath cannot walk {tenants} x {channels} "
+    for w in ([walkers] if walkers is not None else range(1, tenants + 1)):
+        for steps in range(1, _Q_DIGITS + 1):
+            if schedule_cycles(tenants, channels, steps, w) <= COORD_LATENCY - 2:
+                return w, steps
+    raise ValueError(f"{walkers} coordinator walker(s) cannot walk {tenants} x {channels} "
                      f"(tenant, channel) pairs within COORD_LATENCY = {COORD_LATENCY} cycles")
 
 
@@ -128,6 +133,8 @@ class Coordinator(FabricComponent):
     Parameters
     ----------
     params : :class:`kvfabric.spec.FabricParams`
+    walkers : int or None
+        Copies of the datapath; None: the fewest that fit (:func:`walk_plan`).
 
     Members
     -------
@@ -152,13 +159,13 @@ class Coordinator(FabricComponent):
     Raises
     ------
     :exc:`ValueError`
-        If the walk of the tenant-channel pairs cannot fit COORD_LATENCY
-        (:func:`div_steps`).
+        If ``walkers`` copies of the datapath cannot walk the tenant-channel
+        pairs within COORD_LATENCY (:func:`walk_plan`).
     """
 
-    def __init__(self, params):
+    def __init__(self, params, *, walkers=None):
         check_params(params)
-        self._steps = div_steps(params.tenants, params.channels)
+        self._walkers, self._steps = walk_plan(params.tenants, params.channels, walkers)
         n, c = params.tenants, params.channels
         super().__init__(params, {
             "enable":         In(1),
@@ -175,16 +182,30 @@ class Coordinator(FabricComponent):
         })
 
     @property
+    def walkers(self):
+        """Copies of the datapath (:func:`walk_plan`)."""
+        return self._walkers
+
+    @property
     def div_steps(self):
-        """Quotient bits the divider computes per cycle."""
+        """Quotient bits each divider computes per cycle."""
         return self._steps
 
     def elaborate(self, platform):
         m = Module()
+        p = self.params
         epoch = self._epoch(m)
         demand = self._demand(m, epoch)
         floor = self._floor(m, epoch)
-        staged_rate, staged_peak = self._datapath(m, epoch, demand, floor)
+        staged_rate = [[Signal(p.rate_bits, name=f"coord_staged_rate_{i}_{c}") for c in range(p.channels)]
+                       for i in range(p.tenants)]
+        staged_peak = [[Signal(p.peak_rate_bits, name=f"coord_staged_peak_{i}_{c}")
+                        for c in range(p.channels)] for i in range(p.tenants)]
+        with m.If(epoch.end):
+            m.d.sync += demand.bank.eq(epoch.bank)
+        for w in range(self._walkers):
+            self._datapath(m, epoch, demand.ports[w], floor, list(range(w, p.tenants, self._walkers)),
+                           staged_rate, staged_peak, "" if self._walkers == 1 else f"_w{w}")
         self._outputs(m, epoch, staged_rate, staged_peak)
         return m
 
@@ -217,22 +238,22 @@ class Coordinator(FabricComponent):
     def _demand(self, m, epoch):
         """Per channel: the demand RAM (two banks of one counter per tenant)
         with one saturating adder, fed by the channel's ingress register, and
-        a second read port for the datapath. Returns (read address signal,
-        per-channel masked read data)."""
+        one read port per walker of the datapath."""
         p = self.params
         n = p.tenants
         tb = max(1, (n - 1).bit_length())
         depth = 2 << tb
         dmax = (1 << COORD_DEMAND_BITS) - 1
-        rd_tenant = Signal(tb, name="coord_rd_tenant")
+        walkers = self._walkers
+        sfx = ["" if walkers == 1 else f"_w{w}" for w in range(walkers)]
         rd_bank = Signal(name="coord_rd_bank")
-        rd_data = []
+        ports = [_ReadPort(tenant=Signal(tb, name=f"coord_rd_tenant{sfx[w]}"), data=[])
+                 for w in range(walkers)]
         for c in range(p.channels):
             mem = Memory(shape=COORD_DEMAND_BITS, depth=depth, init=[])
             m.submodules[f"coord_demand_{c}"] = mem
             wp = mem.write_port()
             rmw = mem.read_port(domain="comb")
-            dp = mem.read_port(domain="comb")
             valid = Signal(depth, name=f"coord_dvalid_{c}")
             ev = self.accepted[c]
             units = Signal(range((p.max_request_bytes >> p.tag_shift) + 2), name=f"coord_units_{c}")
@@ -263,12 +284,14 @@ class Coordinator(FabricComponent):
                     with m.If(addr == e):
                         m.d.sync += valid[e].eq(1)
 
-            raddr = Cat(rd_tenant, rd_bank)
-            d = Signal(COORD_DEMAND_BITS, name=f"coord_rd_data_{c}")
-            m.d.comb += [dp.addr.eq(raddr),
-                         d.eq(Mux(_bit(m, valid, raddr, f"coord_dvalid_rd_{c}"), dp.data, 0))]
-            rd_data.append(d)
-        return _Demand(tenant=rd_tenant, bank=rd_bank, data=rd_data)
+            for w, port in enumerate(ports):
+                dp = mem.read_port(domain="comb")
+                raddr = Cat(port.tenant, rd_bank)
+                d = Signal(COORD_DEMAND_BITS, name=f"coord_rd_data_{c}{sfx[w]}")
+                m.d.comb += [dp.addr.eq(raddr),
+                             d.eq(Mux(_bit(m, valid, raddr, f"coord_dvalid_rd_{c}{sfx[w]}"), dp.data, 0))]
+                port.data.append(d)
+        return _Demand(bank=rd_bank, ports=ports)
 
     # --- the values of t_e ----------------------------------------------------------------
     def _floor(self, m, epoch):
@@ -282,9 +305,11 @@ class Coordinator(FabricComponent):
         return floor
 
     # --- the serial datapath --------------------------------------------------------------
-    def _datapath(self, m, epoch, demand, floor):
+    def _datapath(self, m, epoch, demand, floor, tenants, staged_rate, staged_peak, sfx):
+        """One walker: the tenants ``tenants`` in turn, through the read
+        port ``demand``, into their staging registers."""
         p = self.params
-        n, nc = p.tenants, p.channels
+        n, nc = len(tenants), p.channels
         steps = self._steps
         div_cycles = _ceil_div(_Q_DIGITS, steps)
         sum_bits = (nc * ((1 << COORD_DEMAND_BITS) - 1)).bit_length()
@@ -294,44 +319,46 @@ class Coordinator(FabricComponent):
         pmax = (1 << p.peak_rate_bits) - 1
         op_bits = max(p.rate_bits, p.peak_rate_bits)
 
-        state = Signal(_State, name="coord_state")
-        ti = Signal(range(n), name="coord_tenant")
-        ci = Signal(range(max(nc, 2)), name="coord_channel")
-        step = Signal(range(div_cycles + 1), name="coord_div_step")
-        total = Signal(sum_bits, name="coord_sum")
-        rem = Signal(rem_bits, name="coord_rem")
-        q = Signal(_Q_DIGITS, name="coord_q")
-        fr = Signal(p.rate_bits, name="coord_floor_rate")
-        fp = Signal(p.peak_rate_bits, name="coord_floor_peak")
-        pool_r = Signal(p.rate_bits, name="coord_share_rate")
-        pool_p = Signal(p.peak_rate_bits, name="coord_share_peak")
-        prod = Signal(op_bits + _Q_DIGITS, name="coord_prod")
-        rate_res = Signal(p.rate_bits, name="coord_rate_result")
-        even = Signal(name="coord_even")
+        state = Signal(_State, name=f"coord_state{sfx}")
+        ti = Signal(range(n), name=f"coord_tenant{sfx}")
+        ci = Signal(range(max(nc, 2)), name=f"coord_channel{sfx}")
+        step = Signal(range(div_cycles + 1), name=f"coord_div_step{sfx}")
+        total = Signal(sum_bits, name=f"coord_sum{sfx}")
+        rem = Signal(rem_bits, name=f"coord_rem{sfx}")
+        q = Signal(_Q_DIGITS, name=f"coord_q{sfx}")
+        fr = Signal(p.rate_bits, name=f"coord_floor_rate{sfx}")
+        fp = Signal(p.peak_rate_bits, name=f"coord_floor_peak{sfx}")
+        pool_r = Signal(p.rate_bits, name=f"coord_share_rate{sfx}")
+        pool_p = Signal(p.peak_rate_bits, name=f"coord_share_peak{sfx}")
+        prod = Signal(op_bits + _Q_DIGITS, name=f"coord_prod{sfx}")
+        rate_res = Signal(p.rate_bits, name=f"coord_rate_result{sfx}")
+        even = Signal(name=f"coord_even{sfx}")
 
         # The tenant's active RATE, PEAK_RATE and enable (see _floor).
-        t_rate = Signal(p.rate_bits, name="coord_t_rate")
-        t_peak = Signal(p.peak_rate_bits, name="coord_t_peak")
-        t_en = Signal(name="coord_t_enable")
+        t_rate = Signal(p.rate_bits, name=f"coord_t_rate{sfx}")
+        t_peak = Signal(p.peak_rate_bits, name=f"coord_t_peak{sfx}")
+        t_en = Signal(name=f"coord_t_enable{sfx}")
         with m.Switch(ti):
-            for i, cfg in enumerate(self.tenant_cfg):
-                with m.Case(i):
+            for j, i in enumerate(tenants):
+                cfg = self.tenant_cfg[i]
+                with m.Case(j):
                     m.d.comb += [t_rate.eq(cfg.rate), t_peak.eq(cfg.peak_rate), t_en.eq(cfg.enable)]
 
         # The demand the datapath reads: tenant ti of the ended epoch's bank, channel ci.
-        d = Signal(COORD_DEMAND_BITS, name="coord_d")
-        m.d.comb += demand.tenant.eq(ti)
+        d = Signal(COORD_DEMAND_BITS, name=f"coord_d{sfx}")
+        with m.Switch(ti):
+            for j, i in enumerate(tenants):
+                with m.Case(j):
+                    m.d.comb += demand.tenant.eq(i)
         with m.Switch(ci):
             for c in range(nc):
                 with m.Case(c):
                     m.d.comb += d.eq(demand.data[c])
-        with m.If(epoch.end):
-            m.d.sync += demand.bank.eq(epoch.bank)
 
         # One multiplier: f * RATE, f * PEAK_RATE, (RATE - fr) * q, (PEAK_RATE - fp) * q.
-        mul_a = Signal(op_bits, name="coord_mul_a")
-        mul_b = Signal(_Q_DIGITS, name="coord_mul_b")
-        mul = Signal(op_bits + _Q_DIGITS, name="coord_mul")
+        mul_a = Signal(op_bits, name=f"coord_mul_a{sfx}")
+        mul_b = Signal(_Q_DIGITS, name=f"coord_mul_b{sfx}")
+        mul = Signal(op_bits + _Q_DIGITS, name=f"coord_mul{sfx}")
         with m.Switch(state):
             with m.Case(_State.SUM):
                 m.d.comb += [mul_a.eq(Mux(ci == 0, t_rate, t_peak)), mul_b.eq(floor)]
@@ -348,47 +375,43 @@ class Coordinator(FabricComponent):
         # steps pass their inputs through.
         r_v, q_v = rem, q
         for s in range(steps):
-            ge = Signal(name=f"coord_div_ge_{s}")
+            ge = Signal(name=f"coord_div_ge_{s}{sfx}")
             m.d.comb += ge.eq(r_v >= total)
-            r_sub = Signal(rem_bits, name=f"coord_div_rem_{s}")
+            r_sub = Signal(rem_bits, name=f"coord_div_rem_{s}{sfx}")
             m.d.comb += r_sub.eq(Mux(ge, r_v - total, r_v))
-            r_n = Signal(rem_bits, name=f"coord_div_next_rem_{s}")
-            q_n = Signal(_Q_DIGITS, name=f"coord_div_next_q_{s}")
+            r_n = Signal(rem_bits, name=f"coord_div_next_rem_{s}{sfx}")
+            q_n = Signal(_Q_DIGITS, name=f"coord_div_next_q_{s}{sfx}")
             m.d.comb += [r_n.eq(r_sub << 1), q_n.eq(Cat(ge, q_v))]
             if div_cycles * steps > _Q_DIGITS and s >= _Q_DIGITS - (div_cycles - 1) * steps:
-                active = Signal(name=f"coord_div_active_{s}")
+                active = Signal(name=f"coord_div_active_{s}{sfx}")
                 m.d.comb += active.eq(step != div_cycles - 1)
                 r_n, q_n = Mux(active, r_n, r_v), Mux(active, q_n, q_v)
             r_v, q_v = r_n, q_n
 
         # Rounding (spec §13): rate = min(max(fr + ceil(C (R - fr) q / Q),
         # min(R, 1)), max), peak = min(max(fp + floor(C (P - fp) q / Q), rate), max).
-        scaled = Signal(len(prod) + nc.bit_length(), name="coord_scaled")
+        scaled = Signal(len(prod) + nc.bit_length(), name=f"coord_scaled{sfx}")
         m.d.comb += scaled.eq(prod * nc)
-        rate_sum = Signal(p.rate_bits + len(scaled) - COORD_Q_BITS + 1, name="coord_rate_sum")
+        rate_sum = Signal(p.rate_bits + len(scaled) - COORD_Q_BITS + 1, name=f"coord_rate_sum{sfx}")
         m.d.comb += rate_sum.eq(fr + ((scaled + (Q - 1)) >> COORD_Q_BITS))
-        rate_fin = Signal(p.rate_bits, name="coord_rate_final")
+        rate_fin = Signal(p.rate_bits, name=f"coord_rate_final{sfx}")
         # A tenant with a rate keeps at least 1 on every channel, so that a
         # request on a channel without demand share still refills its buckets.
-        rate_least = Signal(len(rate_sum), name="coord_rate_least")
+        rate_least = Signal(len(rate_sum), name=f"coord_rate_least{sfx}")
         m.d.comb += rate_least.eq(Mux((rate_sum == 0) & (t_rate != 0), 1, rate_sum))
         m.d.comb += rate_fin.eq(Mux(even, t_rate, Mux(rate_least > rmax, rmax, rate_least)))
-        peak_sum = Signal(p.peak_rate_bits + len(scaled) - COORD_Q_BITS + 1, name="coord_peak_sum")
+        peak_sum = Signal(p.peak_rate_bits + len(scaled) - COORD_Q_BITS + 1, name=f"coord_peak_sum{sfx}")
         m.d.comb += peak_sum.eq(fp + (scaled >> COORD_Q_BITS))
-        peak_max = Signal(len(peak_sum), name="coord_peak_max")
+        peak_max = Signal(len(peak_sum), name=f"coord_peak_max{sfx}")
         m.d.comb += peak_max.eq(Mux(peak_sum > rate_res, peak_sum, rate_res))
-        peak_fin = Signal(p.peak_rate_bits, name="coord_peak_final")
+        peak_fin = Signal(p.peak_rate_bits, name=f"coord_peak_final{sfx}")
         m.d.comb += peak_fin.eq(Mux(even, t_peak, Mux(peak_max > pmax, pmax, peak_max)))
 
-        staged_rate = [[Signal(p.rate_bits, name=f"coord_staged_rate_{i}_{c}") for c in range(nc)]
-                       for i in range(n)]
-        staged_peak = [[Signal(p.peak_rate_bits, name=f"coord_staged_peak_{i}_{c}") for c in range(nc)]
-                       for i in range(n)]
-        write_rate = Signal(name="coord_write_rate")
-        write_peak = Signal(name="coord_write_peak")
-        for i in range(n):
+        write_rate = Signal(name=f"coord_write_rate{sfx}")
+        write_peak = Signal(name=f"coord_write_peak{sfx}")
+        for j, i in enumerate(tenants):
             for c in range(nc):
-                here = (ti == i) & (ci == c)
+                here = (ti == j) & (ci == c)
                 with m.If(write_rate & here):
                     m.d.sync += staged_rate[i][c].eq(rate_fin)
                 with m.If(write_peak & here):
@@ -440,7 +463,6 @@ class Coordinator(FabricComponent):
         # Disabled: abandon the computation (its result is discarded).
         with m.If(~self.enable):
             m.d.sync += state.eq(_State.IDLE)
-        return staged_rate, staged_peak
 
     # --- the rate registers ---------------------------------------------------------------
     def _outputs(self, m, epoch, staged_rate, staged_peak):
@@ -489,10 +511,18 @@ class _Epoch:
 
 
 @dataclass
-class _Demand:
-    """The datapath's read port of the demand counters: tenant and bank
-    (inputs), each channel's counter (0 if not written in that epoch)."""
+class _ReadPort:
+    """A walker's read port of the demand counters: tenant (input), each
+    channel's counter of it in the bank being walked (0 if not written in
+    that epoch)."""
 
     tenant: Signal
-    bank: Signal
     data: list
+
+
+@dataclass
+class _Demand:
+    """The bank the walkers read (input) and each walker's read port."""
+
+    bank: Signal
+    ports: list

@@ -18,7 +18,7 @@ from amaranth.hdl import Module, Mux, Signal
 from amaranth.lib.wiring import In, Out
 
 from kvfabric.hw.config import FabricComponent
-from kvfabric.hw.coordinator import Coordinator, div_steps, schedule_cycles
+from kvfabric.hw.coordinator import Coordinator, schedule_cycles, walk_plan
 from kvfabric.hw.layouts import acceptance_layout
 from kvfabric.spec import (COORD_DEMAND_BITS, COORD_LATENCY, COORD_MIN_EPOCH, COORD_Q_BITS,
                            FabricParams)
@@ -109,7 +109,8 @@ class Harness(FabricComponent):
     ``staged_*``), and the channels' ingress registers (``acc`` is an
     acceptance in this cycle)."""
 
-    def __init__(self, params):
+    def __init__(self, params, walkers=None):
+        self._walkers = walkers
         n, c = params.tenants, params.channels
         super().__init__(params, {
             "en_write":     In(1),
@@ -129,7 +130,7 @@ class Harness(FabricComponent):
     def elaborate(self, platform):
         m = Module()
         p = self.params
-        m.submodules.coord = coord = Coordinator(p)
+        m.submodules.coord = coord = Coordinator(p, walkers=self._walkers)
         enable = Signal()
         enable_next = Mux(self.en_write, self.en_value, enable)
         m.d.sync += enable.eq(enable_next)
@@ -160,22 +161,27 @@ def test_rule_even_demand_is_the_contract():
 
 
 def test_schedule_fits():
-    # The serial datapath finishes before the edge into t_a for the builds we
-    # ship and test; the divider takes more bits per cycle only when it must.
-    for n, c in [(8, 8), (4, 2), (2, 16), (16, 2), (1, 1), (3, 2), (16, 8)]:
-        steps = div_steps(n, c)
-        assert schedule_cycles(n, c, steps) <= COORD_LATENCY - 2
-        assert steps == 1 or schedule_cycles(n, c, steps - 1) > COORD_LATENCY - 2
-    with pytest.raises(ValueError, match="cannot walk 16 x 16"):
-        div_steps(16, 16)
+    # The walk finishes before the edge into t_a for every size of spec §1;
+    # the divider takes more bits per cycle, and a second walker is added,
+    # only when they must.
+    for n in range(1, 17):
+        for c in range(1, 17):
+            walkers, steps = walk_plan(n, c)
+            assert schedule_cycles(n, c, steps, walkers) <= COORD_LATENCY - 2
+            assert steps == 1 or schedule_cycles(n, c, steps - 1, walkers) > COORD_LATENCY - 2
+            assert walkers == 1 or all(schedule_cycles(n, c, k, walkers - 1) > COORD_LATENCY - 2
+                                       for k in range(1, COORD_Q_BITS + 2))
+    assert walk_plan(8, 8) == (1, 2) and walk_plan(16, 16)[0] == 2
+    with pytest.raises(ValueError, match="1 coordinator walker"):
+        walk_plan(16, 16, 1)
 
 
-def _run(params, seed, *, cycles, script, traffic):
+def _run(params, seed, *, cycles, script, traffic, walkers=None):
     """Simulate ``cycles`` cycles; ``script(t, rng)`` returns the cycle's
     register actions, ``traffic(t, rng, c)`` an acceptance or None. Every
     cycle's rate and peak registers are compared with :class:`Reference`."""
     rng = seeded(seed, 27)
-    dut = Harness(params)
+    dut = Harness(params, walkers)
     ref = Reference(params)
     n, nc = params.tenants, params.channels
     stats = {}
@@ -229,9 +235,11 @@ def _contracts(params, rng):
     return {i: (rng.randrange(1, 1 << 16), rng.randrange(1, 1 << 16), 1) for i in range(params.tenants)}
 
 
-@pytest.mark.parametrize("params", [FabricParams(tenants=3, channels=2), FabricParams(tenants=2, channels=3)],
-                         ids=["3x2", "2x3"])
-def test_results_and_timing(params, seed):
+@pytest.mark.parametrize("params, walkers", [(FabricParams(tenants=3, channels=2), None),
+                                             (FabricParams(tenants=2, channels=3), None),
+                                             (FabricParams(tenants=3, channels=2), 2)],
+                         ids=["3x2", "2x3", "3x2-two-walkers"])
+def test_results_and_timing(params, walkers, seed):
     """Skewed random demand over four epochs of COORD_MIN_EPOCH cycles; each
     epoch's result (arithmetic against the Fraction rule) used exactly from
     t_e + 1 + COORD_LATENCY; a COMMIT in a result's window, or in t_e
@@ -267,7 +275,8 @@ def test_results_and_timing(params, seed):
         weights = [skew[i % 3][c % 3] if i < n - 1 or c == 0 else 0 for i in range(n)]
         return rng.choices(range(n), weights)[0], rng.choice([1, 31, 32, 33, 64, 4096])
 
-    stats = _run(params, seed, cycles=first + 1 + 3 * E + COORD_LATENCY + 4, script=script, traffic=traffic)
+    stats = _run(params, seed, cycles=first + 1 + 3 * E + COORD_LATENCY + 4, script=script, traffic=traffic,
+                 walkers=walkers)
     assert stats == {"results": 3, "applied": 3}
 
 
