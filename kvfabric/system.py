@@ -134,6 +134,12 @@ def build_system(contract_path, workload_path, policy_name, *, seed=None, cycles
     tenants = build_tenants(workload)
     # One front end per channel: each holds its channel's arbiter or queue state.
     policies = [make_policy(policy_name, channel_doc, workload) for _ in range(n)]
+    if policy_name.startswith("fabric") and channel.config.coord_enable:
+        # One coordinator over every channel's arbiter (spec §13); other
+        # policies have no arbiter for it to set rates in.
+        from kvfabric.sim.fabric import FabricCoordinator
+
+        FabricCoordinator(policies, channel.config)
     cxl = None
     if needs_cxl(workload):
         # 320 ns behind a link of 25 GB/s per channel (setup B's scaled figures).
@@ -156,13 +162,16 @@ def run_system(contract_path, workload_path, policy_name):
     all_stats = [c.stats for c in system.channels]
     n = len(all_stats)
     sets = system.channel_map.sets
+    coordinated = getattr(system.policies[0], "coordinator", None) is not None
     rows, warnings = [], []
     for spec, t in zip(workload.tenants, tenants):
         per_channel = [Fraction(st.bytes[t.tenant_id] * MEMORY_MHZ, workload.cycles * 1000) for st in all_stats]
         gbps = sum(per_channel)
         if spec.kind == "decode":
+            # With the coordinator a tenant's channels share its whole guarantee (spec §13).
+            reach = n if coordinated else len(sets[t.tenant_id])
             warning = headroom_warning(compiled.tenant_by_id(spec.id), channel.tenant_by_id(spec.id), gbps,
-                                       channels=n, reach=len(sets[t.tenant_id]))
+                                       channels=n, reach=reach)
             if warning:
                 warnings.append(warning)
         row = {"id": spec.id, "kind": spec.kind, "steps": None, "p50_ns": None, "p99_ns": None,
@@ -210,6 +219,9 @@ def simulated_channel(compiled, channel, doc, rescaled=False, channel_map=None):
     if channel_map is not None:
         out["mapping"] = {"interleave_bytes": channel_map.interleave_bytes,
                           "tenant_channels": [list(s) for s in channel_map.sets]}
+    cfg = channel.config
+    if cfg.coord_enable:  # (the fabric policies run it; absent when off, as before it existed)
+        out["coordinator"] = {"epoch_cycles": cfg.coord_epoch, "floor": cfg.coord_floor / 256}
     return out
 
 
@@ -259,6 +271,10 @@ def describe_simulated(sim):
                             for t in sim["tenants"]) + ")")
     else:
         text = f"{head}, as written (channels, clock and GB/s)"
+    coord = sim.get("coordinator")
+    if coord:
+        text += (f"; coordinator on (spec §13: epoch {coord['epoch_cycles']} fabric cycles, floor "
+                 f"{coord['floor']:g}; fabric policies only)")
     mapping = sim.get("mapping")
     if mapping and n > 1:
         narrow = [f"tenant {t}: channels {', '.join(map(str, s))}"

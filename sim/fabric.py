@@ -27,6 +27,7 @@ from fractions import Fraction
 from kvfabric.model.channel import Request as FabricRequest
 from kvfabric.model.channel import BURST, ChannelModel
 from kvfabric.model.contract import compile_contract
+from kvfabric.model.coordinator import Coordinator
 
 from kvfabric import spec as _spec
 
@@ -36,8 +37,8 @@ from .dram import NEVER
 from .policies import Policy
 from .system import TRANSACTION_ACCESSES
 
-__all__ = ["FabricPolicy", "FabricQosPolicy", "QosKnobs", "contract_doc", "grant_class", "grant_axqos",
-           "FABRIC_MHZ"]
+__all__ = ["FabricPolicy", "FabricQosPolicy", "FabricCoordinator", "QosKnobs", "contract_doc", "grant_class",
+           "grant_axqos", "FABRIC_MHZ"]
 
 #: The arbiter clock the system model's front end assumes: one 128 B grant per
 #: fabric clock is the channel's 51.2 GB/s peak.
@@ -100,6 +101,9 @@ class FabricPolicy(Policy):
     """
 
     scheduler = "frfcfs"
+    #: The :class:`FabricCoordinator` this channel's arbiter shares with the
+    #: others' (spec §13), or None: the contract's registers on every channel.
+    coordinator = None
 
     def __init__(self, doc, *, memory_mhz=1600, coloring=False, kind_aware=False, name="Fabric"):
         self.doc = doc
@@ -119,6 +123,8 @@ class FabricPolicy(Policy):
             raise ValueError(f"Contract has {self.compiled.params.tenants} tenants, "
                              f"the system {len(tenants)}")
         self.model = ChannelModel(self.compiled.params, self._config())
+        #: The registers as the contract sets them; the coordinator's rates replace its tenants' (spec §13.3).
+        self.base_config = self.model.config
         self.in_fabric = {}       # request id -> transaction accepted by the fabric
         self.fabric_cycle = 0     # the next fabric clock edge's number ...
         self.next_edge = 0        # ... and its memory cycle (:meth:`edge`)
@@ -128,9 +134,12 @@ class FabricPolicy(Policy):
     def reconfigure(self, doc):
         """Commit a new contract (all tenants at once, as COMMIT does); the
         arbiter's dynamic state (buckets, tags, queues) carries over."""
+        if self.coordinator is not None:
+            raise ValueError("A coordinated fabric cannot be reconfigured: a COMMIT would discard the "
+                             "coordinator's rates (spec §13.3), which the system model does not model")
         self.doc = doc
         self.compiled = compile_contract(doc)
-        self.model.config = self._config()
+        self.model.config = self.base_config = self._config()
 
     def _config(self):
         """The arbiter's registers: the contract's, with the ``CREDITS`` limits 0,
@@ -153,7 +162,10 @@ class FabricPolicy(Policy):
                 # over every edge up to now (the last is floor(now / period)).
                 period = self.period
                 last = now * period.denominator // period.numerator
-                model.skip(last - self.fabric_cycle + 1)
+                if self.coordinator is None:
+                    model.skip(last - self.fabric_cycle + 1)
+                else:
+                    self._skip_coordinated(last - self.fabric_cycle + 1)
                 self.fabric_cycle = last + 1
                 self.next_edge = self.edge(self.fabric_cycle)
                 break
@@ -167,6 +179,8 @@ class FabricPolicy(Policy):
     def _clock(self, now, fabric_cycle):
         system = self.system
         model = self.model
+        if self.coordinator is not None and fabric_cycle >= self.next_apply:
+            self._apply(fabric_cycle)
         offer = None
         if system.waiting:
             # Upstream presents, among tenants with room (spec §2), the one
@@ -195,6 +209,8 @@ class FabricPolicy(Policy):
         if result.accepted and not result.dropped:
             system.take(offer)
             self.in_fabric[request.id] = offer
+            if self.coordinator is not None:
+                self.coordinator.count(self.coord_channel, fabric_cycle, request.tenant, request.bytes)
         selected = model.grant
         if selected is not None and selected is not held:
             self.in_fabric[selected.id].granted = now
@@ -206,6 +222,35 @@ class FabricPolicy(Policy):
                 self.burst_grants[txn.tenant] += 1
             self._mark(txn, grant)
             system.enqueue(txn, now)
+
+    # -- the coordinator (spec §13; FabricCoordinator says when what happens) ------
+    def _apply(self, fabric_cycle):
+        """``fabric_cycle`` is an apply cycle: the rates of the result in force
+        from it on (spec §13.5), before the cycle steps."""
+        coord = self.coordinator
+        k = (fabric_cycle - coord.latency) // coord.epoch
+        self.model.config = coord.channel_config(self, k)
+        self.next_apply = (k + 1) * coord.epoch + coord.latency
+
+    def _skip_coordinated(self, cycles):
+        """``model.skip(cycles)`` from :attr:`fabric_cycle`, split at apply cycles
+        (the refill rates change there)."""
+        cycle, end = self.fabric_cycle, self.fabric_cycle + cycles
+        while cycle < end:
+            if cycle >= self.next_apply:
+                self._apply(cycle)
+            stop = min(end, self.next_apply)
+            self.model.skip(stop - cycle)
+            cycle = stop
+
+    def catch_up(self, fabric_cycle):
+        """Skip an idle arbiter to ``fabric_cycle`` (no waiting work was offered
+        before it: see :class:`FabricCoordinator`)."""
+        assert not self.in_fabric and self.model.quiescent(), "only an idle port is caught up"
+        if fabric_cycle > self.fabric_cycle:
+            self._skip_coordinated(fabric_cycle - self.fabric_cycle)
+            self.fabric_cycle = fabric_cycle
+            self.next_edge = self.edge(fabric_cycle)
 
     def _ready(self, held):
         """The memory side's grant.ready for the grant register's payload."""
@@ -219,6 +264,125 @@ class FabricPolicy(Policy):
         if self.kind_aware and grant.kind == BURST:
             for a in txn.accesses:
                 a.rank += _BURST_RANK
+
+
+class FabricCoordinator:
+    """The coordinator of spec §13 over the channels' :class:`FabricPolicy` s.
+
+    model/fabric.py's ``FabricModel`` steps every channel in the same cycle
+    and its :class:`~kvfabric.model.coordinator.Coordinator` between cycles.
+    Here each channel's arbiter is stepped by its own port (sim/system.py),
+    at its own wake-ups; this object keeps what the coordinator decides
+    exact all the same, with the model's arithmetic
+    (:meth:`Coordinator.count`, :meth:`Coordinator.end_epoch`, i.e.
+    ``split_rates``, and :meth:`Coordinator.channel_configs`).
+
+    **When.** The contract enables the coordinator from reset and the system
+    model never writes ``COORD`` or commits (:meth:`FabricPolicy.reconfigure`
+    refuses), so epoch ``e`` is fabric cycles ``eE .. (e+1)E - 1`` (spec
+    §13.4: ``ec`` = 0 in cycle 0) and the result of epoch ``k - 1``, result
+    ``k``, holds from its apply cycle ``t_a(k) = kE + COORD_LATENCY`` to
+    ``t_a(k+1)`` on every channel; before ``t_a(1)`` every channel uses the
+    registers (the even split).  All ports number fabric clocks alike, so
+    a channel counts an acceptance of fabric cycle t into epoch ``t // E``
+    and loads result k into its ``ChannelModel`` before it steps ``t_a(k)``,
+    in a step or inside a skip (:meth:`FabricPolicy._skip_coordinated` splits
+    a skip there: the refill rates change).
+
+    **Demand complete before its result.** The loop visits memory cycles in
+    order, and a port that has work (a waiting or granted transaction, or a
+    non-quiescent arbiter) asks to be called at its next fabric edge, so it
+    steps every edge at that edge's memory cycle: when any port reaches
+    ``t_a(k)`` (memory cycle ``edge(t_a(k))``) such a port has stepped every
+    fabric cycle up to ``t_a(k) - 1`` (the edge of this very memory cycle
+    may still be ahead of it), far past the epoch's end ``kE - 1``, since
+    ``COORD_LATENCY`` > 0.  Only a port whose front end went idle (returned
+    NEVER: nothing waiting, nothing granted, the arbiter quiescent) can lag:
+    its arbiter stays at the first fabric edge after its last visit until a
+    visit skips it on, and a transaction handed to it later would be
+    offered from that stale edge on (its earlier edges are stepped when it
+    wakes; a property of the loop, the same with the coordinator off).  Its
+    arbiter has accepted nothing since, so the demand it counted is final
+    up to its lag; what it could still count at an edge up to ``kE - 1`` is
+    only such a stale offer.  So result k is computed lazily, when the
+    first port reaches ``t_a(k)`` (not at the epoch's end, when the ports
+    stepping their edges in the same memory cycle may not all have passed
+    it), and first every lagging port is skipped to ``kE``
+    (:meth:`FabricPolicy.catch_up`: exact, it is quiescent and nothing was
+    offered to it; a transaction that reaches it later is offered from
+    ``kE`` on, which only ever moves a stale offer nearer its arrival).
+    Then no port can count demand of epoch ``k - 1`` any more (:meth:`count`
+    asserts it), and the result is the rule's on the whole epoch.  A port
+    that catches up crosses ``t_a(k - 1)`` at most, whose result exists.
+
+    Parameters
+    ----------
+    policies : list of FabricPolicy
+        One per channel, in channel order (channel c is ``policies[c]``).
+    config : FabricConfig
+        The contract's registers (``coord_enable`` set): every tenant's
+        ``RATE``, ``PEAK_RATE`` and ``enable``, ``coord_floor`` and the epoch.
+
+    Attributes
+    ----------
+    results : list
+        Per result k = 1, 2, ... computed so far: ``(t_a, demand, splits)``,
+        the epoch's demand per tenant per channel (32-byte units, as
+        counted) and each tenant's ``(rate, peak)`` per channel (None: the
+        even split).
+    """
+
+    def __init__(self, policies, config):
+        if not config.coord_enable:
+            raise ValueError("The contract does not enable the coordinator (coordinator = true, spec §12)")
+        self.policies = list(policies)
+        self.config = config
+        self.params = self.policies[0].compiled.params
+        if len(self.policies) != self.params.channels:
+            raise ValueError(f"{len(self.policies)} channel policies for a contract of {self.params.channels} channels")
+        #: E and COORD_LATENCY, in fabric cycles.
+        self.epoch = config.coord_epoch
+        self.latency = _spec.COORD_LATENCY
+        self.results = []
+        self._splits = [[None] * self.params.tenants]   # result k's splits; 0: the registers
+        self._open = {}                                  # epoch -> Coordinator counting its demand
+        for c, p in enumerate(self.policies):
+            p.coordinator = self
+            p.coord_channel = c
+            p.next_apply = self.epoch + self.latency
+
+    def count(self, channel, fabric_cycle, tenant, nbytes):
+        """A valid request accepted on ``channel`` in ``fabric_cycle`` (spec §13.4)."""
+        e = fabric_cycle // self.epoch
+        assert e >= len(self._splits) - 1, (f"demand of epoch {e} on channel {channel} after its result "
+                                            f"was computed")
+        acc = self._open.get(e)
+        if acc is None:
+            acc = self._open[e] = Coordinator(self.params)
+        acc.count(channel, tenant, nbytes)
+
+    def channel_config(self, policy, k):
+        """The configuration ``policy``'s channel uses from ``t_a(k)`` on."""
+        holder = Coordinator(self.params)
+        holder.splits = self._result(k)
+        return holder.channel_configs(policy.base_config)[policy.coord_channel]
+
+    def _result(self, k):
+        """Result k's splits, computed when first asked for (see the class docstring)."""
+        while len(self._splits) <= k:
+            j = len(self._splits)
+            end = j * self.epoch - 1                  # t_e of epoch j - 1
+            for p in self.policies:
+                if p.fabric_cycle <= end:
+                    p.catch_up(end + 1)
+            acc = self._open.pop(j - 1, None) or Coordinator(self.params)
+            demand = [row[:] for row in acc.demand]
+            acc.end_epoch(end, self.config)
+            t_a = acc.pending[0]
+            acc.apply()
+            self._splits.append(list(acc.splits))
+            self.results.append((t_a, demand, tuple(acc.splits)))
+        return self._splits[k]
 
 
 def grant_class(kind, priority=0, bulk_prio=0):
