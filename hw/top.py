@@ -136,6 +136,13 @@ class KvFabric(FabricComponent):
                 coord.peak_rate_next[i].eq(regs.cfg_peak_rate_next[i]),
             ]
 
+        # min(rate, capacity) below (spec §6.3) is per channel now; a rate has
+        # 16 bits, so it is the capacity only when the capacity fits 16 bits
+        # and is below it: the high bits are 0 and the comparison is 16 bits wide.
+        cap_fits = [Signal(name=f"capacity_fits_rate_{i}") for i in range(p.tenants)]
+        for i, cfg in enumerate(regs.cfg_tenant):
+            m.d.comb += cap_fits[i].eq(cfg.capacity[p.rate_bits:] == 0)
+
         for c in range(p.channels):
             ch = ChannelArbiter(p, checks=self._checks)
             m.submodules[f"channel_{c}"] = ch
@@ -165,13 +172,13 @@ class KvFabric(FabricComponent):
             for i in range(p.tenants):
                 cfg = regs.cfg_tenant[i]
                 rate, peak_rate = coord.rate[c][i], coord.peak_rate[c][i]
-                # min(rate, capacity) of this channel's rate (spec §6.3).
-                burst_level = Signal(p.level_bits, name=f"burst_level_{c}_{i}")
+                burst_level = Signal(p.rate_bits, name=f"burst_level_{c}_{i}")
+                cap_lo = cfg.capacity[:p.rate_bits]
                 m.d.comb += [
                     ch.tenant_cfg[i].eq(cfg),
                     ch.tenant_cfg[i].rate.eq(rate),
                     ch.tenant_cfg[i].peak_rate.eq(peak_rate),
-                    burst_level.eq(Mux(rate < cfg.capacity, rate, cfg.capacity)),
+                    burst_level.eq(Mux(cap_fits[i] & (cap_lo < rate), cap_lo, rate)),
                     ch.burst_level[i].eq(burst_level),
                     ch.priority_next[i].eq(regs.cfg_priority_next[i]),
                     tel.occupancy[c][i].eq(ch.occupancy[i]),
