@@ -219,6 +219,12 @@ def simulated_channel(compiled, channel, doc, rescaled=False, channel_map=None):
     if channel_map is not None:
         out["mapping"] = {"interleave_bytes": channel_map.interleave_bytes,
                           "tenant_channels": [list(s) for s in channel_map.sets]}
+        if any(w is not None for w in channel_map.weights):  # only when given: the JSON of before otherwise
+            out["mapping"]["tenant_weights"] = [None if w is None else list(w) for w in channel_map.weights]
+        if any(channel_map.moves):
+            out["mapping"]["tenant_moves"] = [
+                [{"at_cycles": at, "channels": list(s), "channel_weights": None if w is None else list(w)}
+                 for at, s, w in m] for m in channel_map.moves]
     cfg = channel.config
     if cfg.coord_enable:  # (the fabric policies run it; absent when off, as before it existed)
         out["coordinator"] = {"epoch_cycles": cfg.coord_epoch, "floor": cfg.coord_floor / 256}
@@ -281,6 +287,13 @@ def describe_simulated(sim):
                   for t, s in enumerate(mapping["tenant_channels"]) if len(s) < n]
         text += (f"; {mapping['interleave_bytes']} B interleave, "
                  + ("; ".join(narrow) + ", the others on all" if narrow else "every tenant on all channels"))
+        skewed = [t for t, w in enumerate(mapping.get("tenant_weights") or []) if w is not None]
+        if skewed:
+            text += "; weighted: tenant " + ", ".join(map(str, skewed))
+        for t, m in enumerate(mapping.get("tenant_moves") or []):
+            for move in m:
+                text += (f"; tenant {t} moves to channels {', '.join(map(str, move['channels']))} "
+                         f"at cycle {move['at_cycles']}")
     return text
 
 

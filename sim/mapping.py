@@ -5,7 +5,11 @@ Channels: a tenant's address space is cut into units of ``interleave_bytes``
 dealt round robin over the tenant's channel set (all channels unless the
 workload gives the tenant ``channels = [...]``); each channel numbers the
 units it receives consecutively, so a stream stays a stream inside every
-channel.  The default unit, :data:`DEFAULT_INTERLEAVE_BYTES` = 256 B, is the
+channel.  Optional per-channel weights (``channel_weights``) deal a round of
+``sum(weights)`` units instead, channel c receiving ``weights[c]`` of them
+spread over the round (a skew); optional moves (``moves``) change a tenant's
+set and weights from a given cycle on, for the transactions it issues from
+then (a demand shift; addresses it used before are not remapped).  The default unit, :data:`DEFAULT_INTERLEAVE_BYTES` = 256 B, is the
 largest run :class:`AddressMap` keeps in one bank group: 4 columns of 32 B
 (HBM3's BL8 on a 32-bit pseudo-channel, sim/hbm3.py) in each of the two
 pseudo-channels, one row activation per pseudo-channel.  A smaller unit
@@ -35,6 +39,8 @@ adjacent banks (the essay's "banks 0-3") would sit in one bank group and cap
 the tenant at tCCD_L, half the stream bandwidth.
 """
 
+from fractions import Fraction
+
 from .hbm3 import HBM3_GEOMETRY
 
 __all__ = ["AddressMap", "ChannelMap", "DEFAULT_INTERLEAVE_BYTES", "TRANSACTION_BYTES"]
@@ -58,9 +64,14 @@ class ChannelMap:
         The channels each tenant's addresses interleave over (ascending).
     interleave_bytes : int
         Unit dealt round robin over a tenant's set, a multiple of 128 B.
+    weights : list, one per tenant, of None or a tuple of positive ints
+        Units per round on each channel of the tenant's set (None: one each).
+    moves : list, one per tenant, of tuples of ``(cycle, set, weights)``
+        From ``cycle`` on (strictly increasing, > 0) the tenant's transactions
+        are dealt over ``set`` with ``weights`` (None: one each).
     """
 
-    def __init__(self, channels, sets, interleave_bytes=DEFAULT_INTERLEAVE_BYTES):
+    def __init__(self, channels, sets, interleave_bytes=DEFAULT_INTERLEAVE_BYTES, weights=None, moves=None):
         if not isinstance(channels, int) or channels <= 0:
             raise ValueError(f"Channel count must be a positive integer, not {channels!r}")
         if (not isinstance(interleave_bytes, int) or interleave_bytes <= 0
@@ -74,21 +85,57 @@ class ChannelMap:
         self.sets = [tuple(s) for s in sets]
         self.interleave_bytes = interleave_bytes
         self.unit = interleave_bytes // TRANSACTION_BYTES  # transactions per unit
+        n = len(self.sets)
+        self.weights = [None if w is None else tuple(w) for w in (weights or [None] * n)]
+        self.moves = [tuple((at, tuple(s), None if w is None else tuple(w)) for at, s, w in m)
+                      for m in (moves or [()] * n)]
+        if len(self.weights) != n or len(self.moves) != n:
+            raise ValueError(f"Give weights and moves for each of the {n} tenants")
+        #: Per tenant None (one set, one unit per channel a round: the plain
+        #: dealing), or its phases: (first cycle, set, round), the round a
+        #: tuple of (channel, the channel's units per round, rank in the round).
+        self._phases = []
+        for t in range(n):
+            phases = ((0, self.sets[t], self.weights[t]),) + self.moves[t]
+            last = 0
+            for k, (at, s, w) in enumerate(phases):
+                if k and (not isinstance(at, int) or at <= last):
+                    raise ValueError(f"Tenant {t}'s move {k} at {at!r} must be a cycle after {last}")
+                last = at
+                if not s or len(set(s)) != len(s) or any(not 0 <= c < channels for c in s):
+                    raise ValueError(f"Tenant {t}'s channel set {s!r} must be distinct channels in 0..{channels - 1}")
+                if w is not None and (len(w) != len(s) or any(not isinstance(x, int) or x <= 0 for x in w)):
+                    raise ValueError(f"Tenant {t}'s channel weights {w!r} must be positive integers, one per "
+                                     f"channel of {s!r}")
+            plain = len(phases) == 1 and self.weights[t] is None
+            self._phases.append(None if plain else tuple((at, s, _round(s, w)) for at, s, w in phases))
 
     @classmethod
     def spread(cls, channels, n_tenants, interleave_bytes=DEFAULT_INTERLEAVE_BYTES):
         """Every tenant over every channel."""
         return cls(channels, [tuple(range(channels))] * n_tenants, interleave_bytes)
 
-    def locate(self, tenant, index):
-        """Channel and channel-local index of the tenant's ``index``-th transaction."""
-        s = self.sets[tenant]
-        if len(s) == 1:
-            return s[0], index
+    def locate(self, tenant, index, now=0):
+        """Channel and channel-local index of the tenant's ``index``-th
+        transaction, issued at cycle ``now`` (which matters to a tenant with moves)."""
+        phases = self._phases[tenant]
         unit = self.unit
+        if phases is None:
+            s = self.sets[tenant]
+            if len(s) == 1:
+                return s[0], index
+            u, offset = divmod(index, unit)
+            q, r = divmod(u, len(s))
+            return s[r], q * unit + offset
+        rnd = phases[0][2]
+        for at, _, later in phases[1:]:
+            if now < at:
+                break
+            rnd = later
         u, offset = divmod(index, unit)
-        q, r = divmod(u, len(s))
-        return s[r], q * unit + offset
+        q, r = divmod(u, len(rnd))
+        channel, per_round, rank = rnd[r]
+        return channel, (q * per_round + rank) * unit + offset
 
     def capacity(self, tenant, local):
         """Transactions the tenant may address given ``local`` per channel.
@@ -98,11 +145,31 @@ class ChannelMap:
         index exceeds ``local`` and the tenant's two halves (a prefill's reads
         and writes, sim/tenants.py) start on the same channel.
         """
-        k = len(self.sets[tenant])
-        if k == 1:
-            return local
-        pair = 2 * self.unit
-        return local // pair * pair * k
+        phases = self._phases[tenant]
+        if phases is None:
+            k = len(self.sets[tenant])
+            if k == 1:
+                return local
+            pair = 2 * self.unit
+            return local // pair * pair * k
+        # Weights or moves: whole pairs of rounds, in every phase (a channel of
+        # weight w holds w units of each round).
+        out = None
+        for _, _, rnd in phases:
+            rounds = local // self.unit // max(w for _, w, _ in rnd) // 2 * 2
+            cap = rounds * len(rnd) * self.unit
+            out = cap if out is None else min(out, cap)
+        return out
+
+
+def _round(channels, weights):
+    """One round of units over ``channels``: ``weights[j]`` units for channel j
+    (one each when None), spread over the round (stride order: channel j's
+    k-th unit at (k + 1/2) / weights[j], ties in set order), each as (channel,
+    its units per round, its rank among them)."""
+    weights = weights or (1,) * len(channels)
+    order = sorted((Fraction(2 * k + 1, 2 * w), j, k) for j, w in enumerate(weights) for k in range(w))
+    return tuple((channels[j], weights[j], k) for _, j, k in order)
 
 
 class AddressMap:

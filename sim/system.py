@@ -290,7 +290,7 @@ class System:
         if len(self.ports) == 1:
             channel, first = 0, first_index
         else:
-            channel, local = self.channel_map.locate(tid, first_index // TRANSACTION_ACCESSES)
+            channel, local = self.channel_map.locate(tid, first_index // TRANSACTION_ACCESSES, now)
             first = local * TRANSACTION_ACCESSES + first_index % TRANSACTION_ACCESSES
         locate = self.address_map.locate
         accesses = []

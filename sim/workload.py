@@ -23,6 +23,13 @@ Format (TOML)::
     kind = "prefill"         # "decode", "prefill" or "idle"
     channels = [0, 1]        # optional, any kind: the channels its addresses interleave over
                              # (distinct, each in 0..channels-1 of the contract; default all)
+    channel_weights = [3, 1] # optional: units of interleave_bytes per round on each of its
+                             # channels (one integer 1..256 per channel of 'channels', in its
+                             # order, or of all channels without it; default one each): a skew
+    moves = [{ at_cycles = 200000, channels = [2, 3] }]
+                             # optional: from at_cycles on (memory cycles, 1..2^40, increasing
+                             # from move to move) its new transactions go to these channels,
+                             # optionally with their own channel_weights: a demand shift
     job_bytes = 2097152
     period_cycles = 200000
     phase_cycles = 10000     # optional, default 0
@@ -67,6 +74,10 @@ class TenantSpec:
     fields: dict = field(default_factory=dict)
     #: The channels its addresses interleave over (None: every channel).
     channels: tuple = None
+    #: Units per round on each channel of ``channels`` (None: one each).
+    weights: tuple = None
+    #: ``(at_cycles, channels, weights)`` of each move, in order.
+    moves: tuple = ()
 
 
 @dataclass
@@ -196,10 +207,10 @@ def parse_workload(doc, tenant_ids, source="workload", channels=1):
             raise WorkloadError(f"{label}: field 'kind' = {kind!r} must be one of "
                                 f"{', '.join(repr(k) for k in _KINDS)}")
         rules = _KINDS[kind]
-        _no_unknown(t, {"id", "kind", "channels", *rules}, label)
+        _no_unknown(t, {"id", "kind", *_MAPPING_FIELDS, *rules}, label)
         fields = {name: _value(t, name, rule, label) for name, rule in rules.items()}
         _check_shapes(kind, fields, label)
-        seen[tid] = TenantSpec(tid, kind, fields, _channel_set(t, channels, label))
+        seen[tid] = TenantSpec(tid, kind, fields, *_tenant_mapping(t, channels, label))
     missing = [tid for tid in tenant_ids if tid not in seen]
     if missing:
         raise WorkloadError(f"{source}: no [[tenant]] for contract tenant(s) {', '.join(map(str, missing))} "
@@ -222,8 +233,14 @@ def _mapping(table, source):
     return v
 
 
-def _channel_set(t, channels, label):
-    """A tenant's optional ``channels``: a non-empty list of distinct channel numbers of the contract."""
+#: A tenant's mapping fields (a move's are the first two and at_cycles).
+_MAPPING_FIELDS = ("channels", "channel_weights", "moves")
+_WEIGHT_MAX = 256
+_MOVE = {"at_cycles": (True, 1, _MAX, None)}
+
+
+def _channel_list(t, channels, label):
+    """A table's optional ``channels`` as written: a non-empty list of distinct channel numbers of the contract."""
     if "channels" not in t:
         return None
     v = t["channels"]
@@ -231,14 +248,58 @@ def _channel_set(t, channels, label):
             or any(isinstance(c, bool) or not isinstance(c, int) or not 0 <= c < channels for c in v)):
         raise WorkloadError(f"{label}: field 'channels' = {v!r} must be a non-empty list of distinct "
                             f"channels in 0..{channels - 1} (the contract has channels = {channels})")
-    return tuple(sorted(v))
+    return v
+
+
+def _set_and_weights(t, channels, label):
+    """``channels`` (sorted; None: absent) and ``channel_weights`` in the same order (None: absent)."""
+    chosen = _channel_list(t, channels, label)
+    if "channel_weights" not in t:
+        return (None if chosen is None else tuple(sorted(chosen))), None
+    v = t["channel_weights"]
+    order = chosen if chosen is not None else list(range(channels))
+    of = "one per channel of 'channels'" if chosen is not None else f"one per channel of the contract ({channels})"
+    if (not isinstance(v, list) or len(v) != len(order)
+            or any(isinstance(w, bool) or not isinstance(w, int) or not 1 <= w <= _WEIGHT_MAX for w in v)):
+        raise WorkloadError(f"{label}: field 'channel_weights' = {v!r} must be {len(order)} integers in "
+                            f"1..{_WEIGHT_MAX}, {of}")
+    pairs = sorted(zip(order, v))
+    return (None if chosen is None else tuple(c for c, _ in pairs)), tuple(w for _, w in pairs)
+
+
+def _tenant_mapping(t, channels, label):
+    """A tenant's channel set, weights and moves, every field checked."""
+    chosen, weights = _set_and_weights(t, channels, label)
+    moves = []
+    if "moves" in t:
+        v = t["moves"]
+        if not isinstance(v, list) or not v or any(not isinstance(m, dict) for m in v):
+            raise WorkloadError(f"{label}: field 'moves' = {v!r} must be a non-empty list of tables "
+                                f"{{ at_cycles = .., channels = [..] }} (optional channel_weights)")
+        last = 0
+        for j, m in enumerate(v):
+            where = f"{label}: moves[{j}]"
+            _no_unknown(m, {"at_cycles", "channels", "channel_weights"}, where)
+            if "channels" not in m:
+                raise WorkloadError(f"{where}: missing field 'channels' (distinct channels in 0..{channels - 1})")
+            at = _value(m, "at_cycles", _MOVE["at_cycles"], where)
+            if at <= last:
+                raise WorkloadError(f"{where}: field 'at_cycles' = {at} must be after the previous move's "
+                                    f"({last}), in {last + 1}..{_MAX}")
+            last = at
+            moves.append((at, *_set_and_weights(m, channels, where)))
+    return chosen, weights, tuple(moves)
 
 
 def channel_map(workload):
     """The :class:`~sim.mapping.ChannelMap` of a checked workload: each
-    tenant over its ``channels`` (default all), at its ``interleave_bytes``."""
+    tenant over its ``channels`` (default all) with its ``channel_weights``
+    and ``moves``, at its ``interleave_bytes``."""
     n = workload.channels
-    return ChannelMap(n, [t.channels or tuple(range(n)) for t in workload.tenants], workload.interleave_bytes)
+    every = tuple(range(n))
+    return ChannelMap(n, [t.channels or every for t in workload.tenants], workload.interleave_bytes,
+                      weights=[t.weights for t in workload.tenants],
+                      moves=[tuple((at, s or every, w) for at, s, w in t.moves) for t in workload.tenants])
 
 
 def _controller(table, read_queue, source):

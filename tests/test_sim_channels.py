@@ -51,15 +51,24 @@ WORKLOAD = {
 }
 
 
+def _toml_value(v):
+    """A value as TOML (JSON's spelling, but inline tables for dicts: a tenant's moves)."""
+    if isinstance(v, dict):
+        return "{ " + ", ".join(f"{k} = {_toml_value(x)}" for k, x in v.items()) + " }"
+    if isinstance(v, list):
+        return "[" + ", ".join(_toml_value(x) for x in v) + "]"
+    return json.dumps(v)
+
+
 def to_toml(doc):
     lines = []
     for table in ("system", "mapping", "controller"):
         if table in doc:
             lines.append(f"[{table}]")
-            lines += [f"{k} = {json.dumps(v)}" for k, v in doc[table].items()]
+            lines += [f"{k} = {_toml_value(v)}" for k, v in doc[table].items()]
     for t in doc["tenant"]:
         lines.append("[[tenant]]")
-        lines += [f"{k} = {json.dumps(v)}" for k, v in t.items()]
+        lines += [f"{k} = {_toml_value(v)}" for k, v in t.items()]
     return "\n".join(lines) + "\n"
 
 
@@ -298,3 +307,96 @@ def test_a_contract_for_another_channel_rate_is_rescaled_and_says_so(tmp_path, c
     assert first.startswith("simulated: 2 x 51.2 GB/s HBM3-6400 channels, arbiter at 400 MHz; "
                             "the contract's 2 x 32 GB/s at 400 MHz: its channel rate is not")
     assert "rescaled to 51.2 GB/s" in first
+
+
+# -- skew and demand shift (issue #27 deliverable 4's workloads) -------------------------
+
+def test_channel_weights_deal_units_in_proportion():
+    """Weights 3, 1 over channels [2, 5]: of every four units three go to channel 2,
+    spread over the round, and each channel numbers its units consecutively; the
+    capacity keeps every channel-local index below the channel's."""
+    m = ChannelMap(8, [(2, 5)], 256, weights=[(3, 1)])
+    got = [m.locate(0, i) for i in range(16)]
+    assert [c for c, _ in got[::2]] == [2, 2, 5, 2] * 2
+    assert [local for c, local in got if c == 2] == list(range(12))
+    assert [local for c, local in got if c == 5] == list(range(4))
+    cap = m.capacity(0, 1001)
+    assert max(m.locate(0, i)[1] for i in range(cap)) < 1001
+    counts = [0] * 8
+    for i in range(cap):
+        counts[m.locate(0, i)[0]] += 1
+    assert counts[2] == 3 * counts[5] and sum(counts) == cap
+
+
+def test_a_move_sends_new_transactions_to_the_new_set():
+    """Before its move a tenant's transactions go to its first set, from the move's
+    cycle on to the new one (with its weights); the capacity fits both phases."""
+    m = ChannelMap(4, [(0, 1)], 128, moves=[((500, (2, 3), (1, 3)),)])
+    assert {m.locate(0, i, 499)[0] for i in range(40)} == {0, 1}
+    after = [m.locate(0, i, 500)[0] for i in range(40)]
+    assert set(after) == {2, 3} and after.count(3) == 3 * after.count(2)
+    cap = m.capacity(0, 1000)
+    for now in (0, 500):
+        assert max(m.locate(0, i, now)[1] for i in range(cap)) < 1000
+
+
+def test_a_workload_moves_its_traffic(tmp_path):
+    """kvfabric system: a prefill on channels [0, 1] moving to [2, 3] at cycle
+    8,000 has its bytes on 0 and 1 before, and after it only what was in flight
+    there (at most its window) more."""
+    workload = copy.deepcopy(WORKLOAD)
+    workload["system"]["cycles"] = 16_000
+    workload["tenant"][0].update(phase_cycles=0, job_bytes=1 << 24, write_share=0, window=64,
+                                 channels=[0, 1], moves=[{"at_cycles": 8000, "channels": [2, 3]}])
+    c, w = write(tmp_path, contract_on(4, scale=4), workload)
+    run = build_system(c, w, "fabric")
+    run.system.run(8000)
+    before = _per_channel_bytes(run.system, 0)
+    assert before[0] > 0 and before[1] > 0 and before[2] == before[3] == 0
+    run.system.run(16_000)
+    after = _per_channel_bytes(run.system, 0)
+    assert after[2] > 0 and after[3] > 0
+    assert sum(after[:2]) - sum(before[:2]) <= 64 * 128
+    assert run_system(c, w, "frfcfs")["simulated"]["mapping"]["tenant_moves"][0] == [
+        {"at_cycles": 8000, "channels": [2, 3], "channel_weights": None}]
+
+
+@pytest.mark.parametrize("tenant, words", [
+    ({"channel_weights": [1, 2]}, ["w.toml: tenant 0", "'channel_weights' = [1, 2]", "4 integers in 1..256",
+                                   "one per channel of the contract (4)"]),
+    ({"channels": [0, 1], "channel_weights": [1, 0]}, ["tenant 0", "'channel_weights'", "2 integers in 1..256",
+                                                       "one per channel of 'channels'"]),
+    ({"channels": [0, 1], "channel_weights": [1, 257]}, ["tenant 0", "'channel_weights'", "1..256"]),
+    ({"channels": [0, 1], "channel_weights": [1, True]}, ["tenant 0", "'channel_weights'", "1..256"]),
+    ({"moves": []}, ["tenant 0", "'moves' = []", "non-empty list of tables"]),
+    ({"moves": [5]}, ["tenant 0", "'moves'", "at_cycles"]),
+    ({"moves": [{"channels": [1]}]}, ["tenant 0: moves[0]", "missing field 'at_cycles'", "1..1099511627776"]),
+    ({"moves": [{"at_cycles": 100}]}, ["tenant 0: moves[0]", "missing field 'channels'", "0..3"]),
+    ({"moves": [{"at_cycles": 0, "channels": [1]}]}, ["moves[0]", "'at_cycles' = 0", "1..1099511627776"]),
+    ({"moves": [{"at_cycles": 100, "channels": [1]}, {"at_cycles": 100, "channels": [2]}]},
+     ["tenant 0: moves[1]", "'at_cycles' = 100", "after the previous move's (100)", "101..1099511627776"]),
+    ({"moves": [{"at_cycles": 100, "channels": [4]}]}, ["tenant 0: moves[0]", "'channels' = [4]", "0..3"]),
+    ({"moves": [{"at_cycles": 100, "channels": [1, 2], "channel_weights": [1]}]},
+     ["tenant 0: moves[0]", "'channel_weights' = [1]", "2 integers"]),
+    ({"moves": [{"at_cycles": 100, "channels": [1], "when": 3}]}, ["tenant 0: moves[0]", "unknown field 'when'"]),
+])
+def test_bad_skew_and_move_fields_name_file_tenant_field_and_range(tenant, words):
+    doc = copy.deepcopy(BASE)
+    doc["tenant"][0] = {"id": 0, "kind": "idle", **tenant}
+    with pytest.raises(WorkloadError) as e:
+        parse_workload(doc, [0, 1], source="w.toml", channels=4)
+    for word in words:
+        assert word in str(e.value), (word, str(e.value))
+
+
+def test_skew_and_moves_parse_into_the_channel_map():
+    from kvfabric.sim.workload import channel_map
+
+    doc = copy.deepcopy(BASE)
+    doc["tenant"][0] = {"id": 0, "kind": "idle", "channels": [3, 1], "channel_weights": [2, 1],
+                        "moves": [{"at_cycles": 10, "channels": [0]}]}
+    doc["tenant"][1] = {"id": 1, "kind": "idle", "channel_weights": [1, 1, 1, 4]}
+    m = channel_map(parse_workload(doc, [0, 1], source="w.toml", channels=4))
+    assert m.sets == [(1, 3), (0, 1, 2, 3)]
+    assert m.weights == [(1, 2), (1, 1, 1, 4)]
+    assert m.moves == [((10, (0,), None),), ()]
