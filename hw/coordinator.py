@@ -346,10 +346,9 @@ class Coordinator(FabricComponent):
 
         # The demand the datapath reads: tenant ti of the ended epoch's bank, channel ci.
         d = Signal(COORD_DEMAND_BITS, name=f"coord_d{sfx}")
-        with m.Switch(ti):
-            for j, i in enumerate(tenants):
-                with m.Case(j):
-                    m.d.comb += demand.tenant.eq(i)
+        # The walker's j-th tenant is tenants[0] + j * step (every walkers-th).
+        stride = tenants[1] - tenants[0] if len(tenants) > 1 else 1
+        m.d.comb += demand.tenant.eq(tenants[0] + ti * stride)
         with m.Switch(ci):
             for c in range(nc):
                 with m.Case(c):
