@@ -22,6 +22,7 @@ from __future__ import annotations
 import random
 
 from kvfabric.model.registers import FabricConfig, TenantConfig
+from kvfabric.spec import COORD_MIN_EPOCH
 
 __all__ = ["random_tenant", "random_credits", "random_bulk_prio", "random_config", "drainable_config",
            "random_size", "make_invalid", "random_requests", "random_trace"]
@@ -76,7 +77,8 @@ def random_bulk_prio(rng: random.Random) -> int:
 
 
 def random_config(params, rng: random.Random, *, fcfs: int = 0, credits=False, drainable: bool = True,
-                  starve=(0, 0, 64, 300, 2000), epoch=(0, 0, 97, 500), **tenant_options) -> FabricConfig:
+                  starve=(0, 0, 64, 300, 2000), epoch=(0, 0, 97, 500), coordinator: bool = False,
+                  **tenant_options) -> FabricConfig:
     """A random configuration of ``params.tenants`` tenants (:func:`random_tenant`
     with ``drainable`` and ``tenant_options``); tenant 0 is always enabled in the
     drainable range, so a test always has a tenant to send to.
@@ -84,7 +86,10 @@ def random_config(params, rng: random.Random, *, fcfs: int = 0, credits=False, d
     ``credits``: False = limits 0 and no bulk priorities; True = limits from
     :data:`CREDIT_CHOICES` and a random ``bulk_prio``; a tuple = limits drawn
     from those choices, with a random ``bulk_prio`` if any choice is not 0.
-    ``starve`` and ``epoch``: the choices of ``STARVE_LIMIT`` and ``EPOCH_CYCLES``."""
+    ``starve`` and ``epoch``: the choices of ``STARVE_LIMIT`` and ``EPOCH_CYCLES``.
+    ``coordinator``: the coordinator on (spec §13) with a random floor and its
+    shortest epoch or a little more (no draws without it, so other
+    configurations keep their random streams)."""
     tenants = []
     for i in range(params.tenants):
         opts = dict(tenant_options)
@@ -98,8 +103,12 @@ def random_config(params, rng: random.Random, *, fcfs: int = 0, credits=False, d
     elif credits:
         limits = random_credits(rng, credits)
         bulk = random_bulk_prio(rng) if any(credits) else 0
+    coord = {}
+    if coordinator:
+        coord = dict(coord_enable=1, coord_floor=rng.choice([0, 16, 128, 255]),
+                     coord_epoch_cycles=rng.choice([0, COORD_MIN_EPOCH + 451]))
     return FabricConfig(tenants, fcfs_bypass=fcfs, starve_limit=starve_limit, epoch_cycles=epoch_cycles,
-                        credits=limits, bulk_prio=bulk)
+                        credits=limits, bulk_prio=bulk, **coord)
 
 
 def drainable_config(params, rng: random.Random) -> FabricConfig:

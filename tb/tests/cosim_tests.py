@@ -114,22 +114,26 @@ async def random_sweep(dut, idle, backpressure):
 @cocotb.test()
 async def random_long(dut):
     """The soak: ``KVF_CYCLES`` cycles of random traffic, reconfigured, reset and
-    switched to FCFS now and then, checked every cycle."""
+    switched to FCFS now and then, the coordinator on in some phases, checked
+    every cycle."""
     p = _params()
     seed = seed_from_env()
     rng = random.Random(seed)
     total = _cycles(3000)
     tb = TB(dut, p, seed=seed, bytes_per_cycle=64, idle=0.3, backpressure=0.2)
     await tb.reset()
-    phase = 0
+    phase = coordinated = 0
     while tb.total_cycles < total:
         fcfs = int(rng.random() < 0.15)
         tb.drivers_config(idle=rng.choice([0.0, 0.3, 0.7]))
         tb.memory.backpressure = rng.choice([0.0, 0.2, 0.6])
         tb.memory.credit_return = rng.choice([0.0, 0.1, 0.5])
         credits = bool(tb.memory.credit_return) and rng.random() < 0.5
-        await tb.program(random_config(p, rng, fcfs=fcfs, credits=credits))
+        # The coordinator (spec §13) in some phases: long enough for epochs to end.
         span = min(20000, max(500, total - tb.total_cycles))
+        coordinator = span > 2 * COORD_MIN_EPOCH and rng.random() < 0.4
+        await tb.program(random_config(p, rng, fcfs=fcfs, credits=credits, coordinator=coordinator))
+        coordinated += coordinator
         random_traffic(tb, rng, count=span // rng.choice([2, 4, 8]), start=tb.cycle, span=span)
         if rng.random() < 0.2:
             await tb.run(rng.randrange(span))
@@ -137,7 +141,8 @@ async def random_long(dut):
         else:
             await tb.drain()
         phase += 1
-    tb.log.info("soak: %d phases, %d cycles, seed %d", phase, tb.total_cycles, seed)
+    tb.log.info("soak: %d phases (%d with the coordinator), %d cycles, seed %d", phase, coordinated,
+                tb.total_cycles, seed)
     await tb.end_checks()
 
 
