@@ -18,7 +18,8 @@ def test_plan_has_unique_ids_and_every_kind():
         specs = plan(quick)
         ids = [s["id"] for s in specs]
         assert len(ids) == len(set(ids))
-        assert {s["kind"] for s in specs} == {"setup_a", "setup_b", "isolation", "idle", "admission"}
+        assert {s["kind"] for s in specs} == {"setup_a", "setup_b", "isolation", "idle", "admission",
+                                              "coordinator"}
 
 
 def test_horizon_cuts_every_run_but_keeps_a_whole_prefill_job():
@@ -29,6 +30,9 @@ def test_horizon_cuts_every_run_but_keeps_a_whole_prefill_job():
         if "periods" in p:
             # A third of the time, but never below half a prefill period.
             assert p["periods"] == max(Fraction(1, 2), full[key]["periods"] / 3), key
+        elif "epochs" in p:
+            # Issue #27's runs (20 epochs, their seed repeats 10): at least 8 when cut.
+            assert p["epochs"] == 8 and full[key]["epochs"] == (10 if ", seed " in key else 20), key
         else:
             assert p["cycles"] * 3 == full[key]["cycles"], key
     with pytest.raises(ValueError, match="horizon"):
@@ -264,3 +268,26 @@ def test_report_is_byte_for_byte_the_same_with_1_2_4_workers_and_any_completion_
     assert all(set(r) == {s["id"] for s in specs} for r in runs.values())
     assert all(r == reports["1 workers"] for r in reports.values()), \
         [name for name, r in reports.items() if r != reports["1 workers"]]
+
+
+def test_coordinator_figures_read_rates_and_the_reaction_from_the_timeline():
+    """Issue #27's figures from a run's timeline: the mean of whole windows after
+    two epochs and the latency (before and after a move), and the reaction, from
+    the move to the first window from which the moved tenant stays at 95 %."""
+    from kvfabric.sim.studies.metrics import coordinator_figures
+
+    win, epoch = 1000, 2048                     # memory cycles per window; fabric cycles per epoch
+    settle = (2 * epoch + 1024) * 4             # 20,480 memory cycles
+    move, horizon = 40_000, 100_000
+    rate = {w: (40.0 if w * win < move else 10.0 if w * win < move + 7000 else 39.0) for w in range(100)}
+    res = {"timeline_window": win, "horizon": horizon, "memory_per_fabric": 4, "epoch_cycles": epoch,
+           "move_cycle": move, "guaranteed_gbps": [40.0, 10.0], "bytes": [0, 0],
+           "timeline": [(w, [int(r * win / 1.6), int(10 * win / 1.6)]) for w, r in rate.items()]}
+    f = coordinator_figures(res)
+    assert f["gbps_before"][0] == pytest.approx(40.0) and f["gbps"][0] == pytest.approx(39.0)
+    assert f["share"] == [pytest.approx(39 / 40), pytest.approx(1.0)]
+    assert f["reaction_us"] == pytest.approx(7000 * 0.625 / 1000)
+    assert f["reaction_epochs"] == pytest.approx(7000 / (epoch * 4))
+    assert settle < move
+    res["timeline"] = [(w, [int(10 * win / 1.6)] * 2) for w in range(100)]
+    assert coordinator_figures(res)["reaction_us"] is None

@@ -20,9 +20,10 @@ from fractions import Fraction
 
 from kvfabric.provenance import revision
 from kvfabric.sweep import run_sweep
-from ..fabric import FabricPolicy, FabricQosPolicy, QosKnobs
-from .scenarios import (CHANNEL_GBPS, H200, HEADROOM, MEMORY_MHZ, SEEDS, UNTUNED, Scale, make_policy,
-                        setup_a, setup_b)
+from ..fabric import FabricCoordinator, FabricPolicy, FabricQosPolicy, QosKnobs
+from ..mapping import ChannelMap
+from .scenarios import (CHANNEL_GBPS, COORD_EPOCH_CYCLES, FABRIC_MHZ, H200, HEADROOM, MEMORY_MHZ, SEEDS, UNTUNED, Scale,
+                        across_channels, make_policy, setup_a, setup_b)
 from .focused import PowerCap, admission, idle_tenant, isolation, power_w
 from ..system import System
 
@@ -146,6 +147,27 @@ def plan(quick=False, horizon=1):
         for policy in ("FR-FCFS", "Static partition", "Fabric"):
             add("idle", f"{policy}, {pattern}", "idle", policy, pattern=pattern,
                 cycles=study_cycles // 2)
+    # Issue #27: contracts across 8 channels, the coordinator off and on.  Each
+    # run lasts 20 epochs of 8,192 fabric cycles (655,360 memory cycles, 410 us:
+    # the first result holds after 2 epochs, the move is after 10.5; --horizon
+    # keeps at least 8); --quick: 8 epochs of the shortest epoch (the shift's
+    # steady windows then fall outside the run: its rates read nan).
+    coord = (dict(epoch_cycles=2048, epochs=8) if quick else
+             dict(epoch_cycles=COORD_EPOCH_CYCLES, epochs=20 if horizon == 1 else max(8, int(20 * horizon))))
+    for mapping in ("skewed", "shift", "even"):
+        for on in (False, True):
+            add("coordinator", f"{mapping}, coordinator {'on' if on else 'off'}", "coordinator", "Fabric-QoS",
+                mapping=mapping, coordinator=on, **coord)
+    add("coordinator", "decode only", "coordinator", "FR-FCFS", mapping="even", coordinator=False, prefill=False,
+        **coord)
+    # The even mapping's decode p99, on against off, rests on about 110 steps a
+    # run: seeds 2-3 (half as long, to keep the plan's time) for the report to pool.
+    if not quick:
+        for seed in SEEDS[1:]:
+            for on in (False, True):
+                add("coordinator", f"even, coordinator {'on' if on else 'off'}, seed {seed}", "coordinator",
+                    "Fabric-QoS", mapping="even", coordinator=on, seed=seed,
+                    **dict(coord, epochs=max(8, coord["epochs"] // 2)))
     job = (1 << 19) if quick else (1 << 20)
     for limit in (None, Fraction(85, 100), Fraction(70, 100)):
         label = "no admission control" if limit is None else f"limit {float(limit):.2f}"
@@ -178,6 +200,8 @@ def build_run(spec, scale):
             cap.attach(system)
             extract = lambda s: {"power_trace": cap.trace, "power_budget_w": float(budget)}  # noqa: E731
         return system, int(workload.horizon * periods), extract, workload.description
+    if kind == "coordinator":
+        return _across_channels_run(spec, scale)
     if kind == "isolation":
         knobs = {k: params[k] for k in QOS_KNOB_PARAMS if k in params}
         seed = {"seed": params["seed"]} if "seed" in params else {}   # else the study's own default
@@ -193,6 +217,29 @@ def build_run(spec, scale):
     return system, study.horizon, study.extract, ""
 
 
+def _across_channels_run(spec, scale):
+    """(system, horizon, extract, description) of an issue #27 run: one policy
+    per channel, the coordinator over them when the contract enables it."""
+    params = spec["params"]
+    w = across_channels(scale, mapping=params["mapping"], coordinator=params["coordinator"],
+                        epoch_cycles=params["epoch_cycles"], epochs=params["epochs"],
+                        prefill=params.get("prefill", True), seed=params.get("seed", 1))
+    policies = [make_policy(spec["policy"], w, scale) for _ in range(w.contract["fabric"]["channels"])]
+    coordinator = None
+    if params["coordinator"] and isinstance(policies[0], FabricPolicy):
+        coordinator = FabricCoordinator(policies, policies[0].compiled.config)
+    channel_map = ChannelMap(len(policies), w.channel_sets, moves=w.moves)
+    system = System(w.make_tenants(), policies, channel_map=channel_map, timeline_window=TIMELINE_CYCLES)
+
+    def extract(s):
+        return {"channels": len(policies), "move_cycle": w.move_cycle, "epoch_cycles": params["epoch_cycles"],
+                "memory_per_fabric": MEMORY_MHZ // FABRIC_MHZ,
+                "guaranteed_gbps": [float(t["guaranteed_gbps"]) for t in w.contract["tenant"]],
+                "channel_bytes": [list(ch.stats.bytes) for ch in s.channels],
+                "coordinator_results": len(coordinator.results) if coordinator else 0}
+    return system, w.horizon, extract, w.description
+
+
 def run_spec(spec, compression=25):
     """Run one spec; return ``(id, result dict)`` of plain numbers and lists."""
     scale = Scale(compression)
@@ -206,9 +253,32 @@ def run_spec(spec, compression=25):
     return spec["id"], result
 
 
+class _Summed:
+    """Several channels' statistics summed (issue #27's runs), as one channel's read."""
+
+    def __init__(self, stats):
+        for name in ("bytes", "accesses", "hits", "misses", "conflicts", "inter_tenant_conflicts"):
+            setattr(self, name, [sum(x) for x in zip(*(getattr(st, name) for st in stats))])
+        for name in ("acts", "pres", "refs", "ref_postponed"):
+            setattr(self, name, sum(getattr(st, name) for st in stats))
+        self.ref_late_max = max(st.ref_late_max for st in stats)
+        self.window = stats[0].window
+        self.timeline = None
+        if stats[0].timeline is not None:
+            self.timeline = {}
+            for st in stats:
+                for w, row in st.timeline.items():
+                    mine = self.timeline.setdefault(w, [0] * len(row))
+                    for t, b in enumerate(row):
+                        mine[t] += b
+
+
 def summarize(system, horizon):
-    """Everything the report needs from a finished system, as plain data."""
-    st = system.channel.stats
+    """Everything the report needs from a finished system, as plain data
+    (several channels: their statistics summed, the front ends' grants too)."""
+    several = len(system.channels) > 1
+    st = _Summed([ch.stats for ch in system.channels]) if several else system.channel.stats
+    policy = system.policies[0] if several else system.policy
     tenants = system.tenants
     out = {
         "horizon": horizon,
@@ -230,13 +300,13 @@ def summarize(system, horizon):
         "cxl_accesses": system.cxl.accesses if system.cxl else 0,
         "job_bytes": {t.tenant_id: t.job_transactions * 128 for t in tenants if t.kind == "prefill"},
     }
-    if isinstance(system.policy, FabricPolicy):
-        out["grants"] = list(system.policy.grants)
-        out["burst_grants"] = list(system.policy.burst_grants)
-    if isinstance(system.policy, FabricQosPolicy):
-        out["class_grants"] = list(system.policy.class_grants)
-        out["credit_limits"] = list(system.policy.limits)
-        out["model_credits"] = system.policy.model_credits
+    if isinstance(policy, FabricPolicy):
+        out["grants"] = [sum(x) for x in zip(*(p.grants for p in system.policies))]
+        out["burst_grants"] = [sum(x) for x in zip(*(p.burst_grants for p in system.policies))]
+    if isinstance(policy, FabricQosPolicy):
+        out["class_grants"] = [sum(x) for x in zip(*(p.class_grants for p in system.policies))]
+        out["credit_limits"] = list(policy.limits)
+        out["model_credits"] = policy.model_credits
     out["ref_postponed"] = st.ref_postponed
     out["ref_late_max"] = st.ref_late_max
     return out
@@ -258,6 +328,8 @@ def run_all(specs, jobs, compression=25, scheduler=None, info=None):
 
 def _cost(spec):
     p = spec["params"]
+    if spec["kind"] == "coordinator":  # eight busy channels: about three setup-A cycles each
+        return p["epochs"] * p["epoch_cycles"] * MEMORY_MHZ // FABRIC_MHZ * 3
     if "periods" in p:
         return float(p["periods"]) * (2 if spec["kind"] == "setup_b" else 1) * 1_000_000
     return p.get("cycles", 0)

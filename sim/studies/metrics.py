@@ -10,7 +10,7 @@ from kvfabric.model.replay import percentile
 
 from ..hbm3 import HBM3_6400
 
-__all__ = ["NS_PER_CYCLE", "PEAK_BYTES_PER_CYCLE", "derive", "job_rates", "pooled", "pct", "tail_split", "us",
+__all__ = ["NS_PER_CYCLE", "PEAK_BYTES_PER_CYCLE", "derive", "coordinator_figures", "window_rates", "job_rates", "pooled", "pct", "tail_split", "us",
            "shares", "isolation_error", "get", "ratio", "SPLIT_PARTS"]
 
 NS_PER_CYCLE = HBM3_6400.tck_ps / 1000
@@ -28,12 +28,13 @@ def derive(res):
                           if any(s <= start <= e for s, e in intervals)], dtype=float)
     acc = max(1, sum(res["accesses"]))
     total = sum(res["bytes"])
+    channels = res.get("channels", 1)  # issue #27's runs: bytes summed over their channels
     d = {
         "steps": len(lat),
         "p50": pct(lat, 50), "p99": pct(lat, 99), "max": float(lat.max()) if len(lat) else float("nan"),
         "contended": len(contended), "contended_p50": pct(contended, 50),
-        "util": total / (res["horizon"] * PEAK_BYTES_PER_CYCLE),
-        "busy_util": total / max(1, res["busy_cycles"] * PEAK_BYTES_PER_CYCLE),
+        "util": total / (res["horizon"] * PEAK_BYTES_PER_CYCLE * channels),
+        "busy_util": total / max(1, res["busy_cycles"] * PEAK_BYTES_PER_CYCLE * channels),
         "conflict": sum(res["conflicts"]) / acc,
         "inter_conflict": sum(res["inter_conflicts"]) / acc,
         "hit": sum(res["hits"]) / acc,
@@ -105,3 +106,60 @@ def get(by, key, field):
 
 def ratio(a, b):
     return a / b if b and not np.isnan(a) and not np.isnan(b) else float("nan")
+
+
+#: Issue #27's targets, measured in the report (never asserted in a timed test).
+COORD_SHARE_TARGET = 0.95    # the skewed (and moved) tenant's delivered rate / its total guarantee
+COORD_OTHERS_TARGET = 0.99   # every other backlogged tenant's
+COORD_REACTION_EPOCHS = 2    # back above COORD_SHARE_TARGET within this many epochs of the move
+COORD_EVEN_RATE_TARGET = 0.01   # even mapping: |delivered on / off - 1| of every tenant
+COORD_EVEN_P99_TARGET = 1.05    # even mapping: decode p99 on / off
+
+
+def window_rates(res, tenant):
+    """``[(start cycle, GB/s)]`` of ``tenant`` per timeline window (bytes at their data's end), every
+    window from 0 to the last whole one (a window without data: 0)."""
+    win = res["timeline_window"]
+    rows = dict(res["timeline"])
+    return [(w * win, rows[w][tenant] * 1.6 / win if w in rows else 0.0) for w in range(res["horizon"] // win)]
+
+
+def coordinator_figures(res):
+    """An issue #27 run's figures: per tenant its delivered GB/s over the steady
+    windows (from two epochs and the latency after the start, when the first
+    result holds and its demand was measured under it; for a run with a move,
+    before the move and from two epochs and the latency after it) against its
+    total guarantee; for a move, the reaction: the time from the move to the
+    first window in which the moving tenant (0) is at or above
+    :data:`COORD_SHARE_TARGET` of its guarantee again (None: never), and the
+    lowest mean over two consecutive windows from then on."""
+    mpf = res["memory_per_fabric"]
+    epoch = res["epoch_cycles"] * mpf
+    settle = (2 * res["epoch_cycles"] + 1024) * mpf   # 2E + COORD_LATENCY, memory cycles
+    win = res["timeline_window"]
+    move = res["move_cycle"]
+    n = len(res["bytes"])
+    rates = [window_rates(res, t) for t in range(n)]
+
+    def mean(t, start, end):
+        xs = [r for s, r in rates[t] if s >= start and s + win <= end]
+        return float(np.mean(xs)) if xs else float("nan")
+
+    out = {"epoch_us": us(epoch), "guaranteed_gbps": res["guaranteed_gbps"]}
+    if move is None:
+        out["gbps"] = [mean(t, settle, res["horizon"]) for t in range(n)]
+    else:
+        out["gbps_before"] = [mean(t, settle, move) for t in range(n)]
+        out["gbps"] = [mean(t, move + settle, res["horizon"]) for t in range(n)]
+        need = COORD_SHARE_TARGET * res["guaranteed_gbps"][0]
+        after = [(s, r) for s, r in rates[0] if s >= move]
+        # Back: the first window (starting at or after the move: 10 us resolution) at 95 %.
+        reaction = next((s - move for s, r in after if r >= need), None)
+        out["reaction_us"] = None if reaction is None else us(reaction)
+        out["reaction_epochs"] = None if reaction is None else reaction / epoch
+        # How steady it is from then on: the lowest mean over two windows (about an epoch).
+        later = [r for s, r in after if reaction is not None and s >= move + reaction]
+        pairs = [(a + b) / 2 for a, b in zip(later, later[1:])]
+        out["worst_after_gbps"] = min(pairs) if pairs else float("nan")
+    out["share"] = [g / c if c else float("nan") for g, c in zip(out["gbps"], res["guaranteed_gbps"])]
+    return out

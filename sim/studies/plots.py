@@ -131,3 +131,31 @@ def plot_frontier(by, out_dir):
         ax.legend(fontsize=7)
     name = _save(fig, out_dir, "decode_p99_frontier.png")
     return name, "Decode-step p99 against prefill bandwidth per policy (target: below the green, right of the orange line)"
+
+
+def plot_coordinator(results, out_dir):
+    """Issue #27: the moving tenant's delivered rate through its move, coordinator off and on."""
+    from .metrics import window_rates
+
+    keys = [k for k in ("coordinator/shift, coordinator off", "coordinator/shift, coordinator on") if k in results]
+    if not keys:
+        return None, ""
+    fig, ax = plt.subplots(figsize=(10, 3.8))
+    res = results[keys[0]]
+    for key in keys:
+        rates = window_rates(results[key], 0)
+        ax.step([us(s) for s, _ in rates], [r for _, r in rates], where="post", label=key.split("/", 1)[1])
+    g = res["guaranteed_gbps"][0]
+    ax.axhline(g, color="grey", ls=":", label=f"total guarantee {g:g} GB/s")
+    ax.axhline(0.95 * g, color="green", ls="--", label="95 % of it")
+    move = res["move_cycle"]
+    settle = (2 * res["epoch_cycles"] + 1024) * res["memory_per_fabric"]
+    ax.axvline(us(move), color="red", lw=0.8, label="move (channels 0-1 -> 4-5)")
+    ax.axvline(us(move + settle), color="red", lw=0.8, ls="--", label="move + 2 epochs + latency")
+    ax.set_xlabel("simulated time (µs)")
+    ax.set_ylabel("GB/s over the 8 channels")
+    ax.set_ylim(0, max(1.3 * g, ax.get_ylim()[1]))
+    ax.set_title("A backlogged tenant moves its traffic half-way: delivered rate per 10 µs window")
+    ax.legend(fontsize=7, loc="lower right")
+    name = _save(fig, out_dir, "coordinator_shift.png")
+    return name, "Issue #27: delivered rate of the moving tenant through its move, coordinator off and on"

@@ -15,8 +15,10 @@ from kvfabric.provenance import describe
 from kvfabric.provenance import revision as source_revision
 from .claims import claims_section, notes_section
 from ..hbm3 import HBM3_6400
-from .metrics import NS_PER_CYCLE, SPLIT_PARTS, derive, get, isolation_error, pooled, us
-from .plots import plot_cdf, plot_conflicts, plot_frontier, plot_power, plot_share
+from .metrics import (COORD_EVEN_P99_TARGET, COORD_EVEN_RATE_TARGET, COORD_OTHERS_TARGET, COORD_REACTION_EPOCHS,
+                      COORD_SHARE_TARGET, NS_PER_CYCLE, SPLIT_PARTS, coordinator_figures, derive, get,
+                      isolation_error, pooled, us)
+from .plots import plot_cdf, plot_conflicts, plot_coordinator, plot_frontier, plot_power, plot_share
 from .scenarios import BASELINE_OF, CHANNEL_GBPS, GB200, H200, SEEDS, UNTUNED, Essay, Scale
 
 __all__ = ["write_report", "derive"]
@@ -41,6 +43,7 @@ def write_report(results, specs, *, out_dir, quick, wall_s, jobs, compression, o
         plot_share(results, out_dir),
         plot_conflicts(by, out_dir),
         plot_power(results, out_dir),
+        plot_coordinator(results, out_dir),
     ]
     lines = []
     w = lines.append
@@ -72,6 +75,7 @@ def write_report(results, specs, *, out_dir, quick, wall_s, jobs, compression, o
     w("")
     _scale_section(w, results, scale)
     qos_section(w, results, by)
+    coordinator_section(w, results, by)
     claims_section(w, results, by, scale, quick)
     notes_section(w, by)
     _validation_section(w)
@@ -418,6 +422,105 @@ def _seeds_table(w, rows):
     w("")
 
 
+def coordinator_rows(results, by):
+    """Issue #27's runs: each one's :func:`coordinator_figures`, its decode p99
+    and its ratio to the decode-only run's, and the targets judged where they apply."""
+    base = get(by, "coordinator/decode only", "p99")
+    rows = {}
+    for key, res in results.items():
+        if not key.startswith("coordinator/") or key == "coordinator/decode only" or ", seed " in key:
+            continue
+        f = coordinator_figures(res)
+        f["p99_ns"] = _ns(by[key]["p99"])
+        f["p99_ratio"] = by[key]["p99"] / base if base else float("nan")
+        f["coordinator_results"] = res["coordinator_results"]
+        rows[key] = f
+    for key, f in rows.items():
+        mapping, coord = key.split("/", 1)[1].split(", coordinator ")
+        if coord != "on":
+            continue
+        others = f["share"][1] >= COORD_OTHERS_TARGET   # the other backlogged tenant (the decodes are not)
+        if mapping == "skewed":
+            f["met"] = f["share"][0] >= COORD_SHARE_TARGET and others
+        elif mapping == "shift":
+            f["met"] = (f["reaction_epochs"] is not None and f["reaction_epochs"] <= COORD_REACTION_EPOCHS
+                        and f["share"][0] >= COORD_SHARE_TARGET and others)
+        elif f"coordinator/{mapping}, coordinator off" in rows:
+            # On against off, seed by seed (seed 1 and the plan's seed repeats), the
+            # decode steps of all seeds pooled into one p99 each.
+            pairs = [(f"coordinator/{mapping}, coordinator on{tag}", f"coordinator/{mapping}, coordinator off{tag}")
+                     for tag in [""] + [k[k.index(", seed "):] for k in results
+                                         if k.startswith(f"coordinator/{mapping}, coordinator on, seed ")]]
+            pairs = [(a, b) for a, b in pairs if a in results and b in results]
+            f["rate_change"] = max(abs(a / b - 1) for on, off in pairs
+                                   for a, b in zip(coordinator_figures(results[on])["gbps"],
+                                                   coordinator_figures(results[off])["gbps"]) if b)
+            p_on, p_off = (pooled([results[k[i]] for k in pairs]) for i in (0, 1))
+            f["pooled_runs"], f["pooled_steps"] = len(pairs), [p_on["steps"], p_off["steps"]]
+            f["pooled_p99_ns"] = [_ns(p_on["p99"]), _ns(p_off["p99"])]
+            f["p99_vs_off"] = p_on["p99"] / p_off["p99"] if p_off["p99"] else float("nan")
+            f["met"] = f["rate_change"] <= COORD_EVEN_RATE_TARGET and f["p99_vs_off"] <= COORD_EVEN_P99_TARGET
+    return rows
+
+
+def coordinator_section(w, results, by):
+    rows = coordinator_rows(results, by)
+    if not rows:
+        return
+    any_run = results[next(iter(rows))]
+    w("## Issue #27: contracts across channels (the coordinator)")
+    w("")
+    w(f"{any_run['channels']} channels of the system model, each with its own controller and arbiter "
+      f"(`kvfabric system`'s engine), Fabric-QoS: {any_run['description'].split('; ', 1)[1]}. The contract "
+      f"(`sim/studies/scenarios.py` `across_channels`) gives each tenant a total over the channels; "
+      f"coordinator on: epoch {any_run['epoch_cycles']} fabric cycles ({coordinator_figures(any_run)['epoch_us']:.2f} µs), "
+      "floor 0. Delivered GB/s: the mean of 10 µs windows from two epochs and the coordinator's latency "
+      "(1024 cycles) after the start (for the shift: before the move, and from two epochs and the latency "
+      "after it), against the tenant's total guarantee. Reaction: from the move to the first 10 µs window "
+      "from which the moved tenant stays at or above 95 % of its guarantee. Decode p99: the three decodes' "
+      "steps pooled, against the same decodes with both prefills idle (FR-FCFS, "
+      f"{_fmt(_ns(get(by, 'coordinator/decode only', 'p99')), '.0f')} ns).")
+    w("")
+    w(f"Targets (issue #27): skewed, coordinator on: the tenant on 2 of 8 channels at least "
+      f"{COORD_SHARE_TARGET:.0%} of its total guarantee, every other backlogged tenant at least "
+      f"{COORD_OTHERS_TARGET:.0%} of its own; shift: back to {COORD_SHARE_TARGET:.0%} within "
+      f"{COORD_REACTION_EPOCHS} epochs of the move; even: every tenant's delivered rate within "
+      f"{COORD_EVEN_RATE_TARGET:.0%} of the same run with the coordinator off (the isolation error this "
+      f"report reads for the even mapping) and decode p99 within {COORD_EVEN_P99_TARGET - 1:.0%} of it.")
+    w("")
+    names = [t["name"] for t in any_run["tenants"]]
+    w("| Run | " + " | ".join(f"{n} GB/s (x guarantee)" for n in names[:2])
+      + " | decodes GB/s | decode p99 ns | x decode-only | results | targets |")
+    w("|---|---|---|---|---|---|---|---|")
+    for key, f in rows.items():
+        cells = [f"{f['gbps'][t]:.1f} ({f['share'][t]:.2f})" for t in (0, 1)]
+        if "gbps_before" in f:
+            cells[0] += f"; before the move {f['gbps_before'][0]:.1f}"
+        decodes = " / ".join(f"{g:.1f}" for g in f["gbps"][2:])
+        met = {True: "met", False: "not met"}.get(f.get("met"), "-")
+        w(f"| {key.split('/', 1)[1]} | " + " | ".join(cells) + f" | {decodes} | {_fmt(f['p99_ns'], '.0f')} | "
+          f"{_fmt(f['p99_ratio'], '.2f')} | {f['coordinator_results']} | {met} |")
+    w("")
+    for key, f in rows.items():
+        if "reaction_us" in f:
+            r = ("never back at 95 % of its guarantee" if f["reaction_us"] is None else
+                 f"back at 95 % of its guarantee {f['reaction_us']:.1f} µs = {f['reaction_epochs']:.2f} epochs "
+                 f"after the move (at 10 µs resolution: the start of the first window at 95 %; spec §13.7's "
+                 f"bound is 2 epochs + 1024 cycles = 2.125 epochs), the lowest mean of two consecutive windows "
+                 f"from then on "
+                 f"{f['worst_after_gbps']:.1f} GB/s ({f['worst_after_gbps'] / f['guaranteed_gbps'][0]:.2f})")
+            w(f"* {key.split('/', 1)[1]}: {r}.")
+        if "rate_change" in f:
+            w(f"* {key.split('/', 1)[1]}: largest change of a tenant's delivered rate against coordinator off "
+              f"{f['rate_change']:.2%} (over {f['pooled_runs']} seeds); decode p99 of the seeds' steps pooled "
+              f"({f['pooled_steps'][0]} and {f['pooled_steps'][1]} steps) {f['pooled_p99_ns'][0]:.0f} ns on, "
+              f"{f['pooled_p99_ns'][1]:.0f} ns off: {f['p99_vs_off']:.3f}x.")
+    w("")
+    w("Guarantees (GB/s, totals): " + ", ".join(f"{n} {g:g}" for n, g in zip(names, any_run["guaranteed_gbps"]))
+      + ". The decodes are guaranteed 1.5x their mean demand.")
+    w("")
+
+
 def write_json(results, specs, by, path, rev):
     """``{"revision", "dirty", "runs"}``, ``runs`` one object per run: its spec and
     the figures of the tables. (Reports written before the revision was recorded
@@ -444,6 +547,8 @@ def write_json(results, specs, by, path, rev):
         })
         if key.startswith("isolation/"):
             runs[-1]["isolation_error_max"], runs[-1]["isolation_error_mean"] = isolation_error(res, 0.25)
+    for key, f in coordinator_rows(results, by).items():
+        next(r for r in runs if r["id"] == key)["coordinator"] = f
     # Not runs: issue #14's targets over seeds, pooled from the runs above.
     for row in pooled_rows(results):
         runs.append(dict(row, id=f"pooled/{row['workload']}, Fabric-QoS", group="pooled"))

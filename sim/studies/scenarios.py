@@ -249,3 +249,103 @@ def make_policy(name, workload, scale):
         options = dict(throttle_period=scale.cycles(1))
     contract = workload.contract if front_end.startswith("fabric") else None
     return make_front_end(front_end, contract, label=name, **options)
+
+
+#: Issue #27's fabric: setup A's H200 channels, eight of them simulated.
+ACROSS_CHANNELS = 8
+#: The coordinator's epoch in the issue #27 runs, fabric cycles (20.48 us at 400 MHz,
+#: ``coordinator_epoch_us = 20.48`` in the contract).  Why: a moved tenant is back
+#: within 2E + COORD_LATENCY (spec §13.7), 43.5 us here, while an epoch holds about
+#: two steps of each decode stream (think time 16,843 memory cycles = 4,211 fabric
+#: cycles), so its demand measures a decode's spread over the channels to about 9 %
+#: (a step is 424 random 256 B blocks, 53 per channel with a standard deviation of
+#: 7).  The shortest epoch (2,048 cycles) holds half a step on average: epochs
+#: without a step give the even split, the others one step's 13 % spread, which the
+#: next step does not repeat; a longer one reacts later and needs longer runs.
+COORD_EPOCH_CYCLES = 8192
+
+
+@dataclass
+class AcrossChannels:
+    """One issue #27 run's workload (see :func:`across_channels`)."""
+
+    make_tenants: object       # callable() -> list of tenants
+    contract: dict             # the 8-channel contract document
+    channel_sets: list         # per tenant: its channels
+    moves: list                # per tenant: ((memory cycle, channels, None), ...)
+    horizon: int               # memory cycles
+    move_cycle: int            # the moving tenant's move (None: no move)
+    description: str = ""
+
+
+def across_channels(scale, *, mapping, coordinator, epoch_cycles=COORD_EPOCH_CYCLES, epochs=20, prefill=True,
+                    seed=1):
+    """Issue #27's workload on :data:`ACROSS_CHANNELS` channels: two backlogged
+    prefills (priority 2) and setup A's three decode streams (priority 1),
+    every stream of a decode spread over the channels (a step is setup A's
+    per-channel step on each channel).
+
+    Tenant 0 ("prefill-moving") is guaranteed 40 GB/s in total: with
+    ``mapping`` "skewed" its addresses are on channels 0-1 (20 GB/s on each of
+    them when the coordinator moves its rate there, 5 GB/s with the even
+    split); "shift" starts it there and moves it to channels 4-5 half-way
+    through the run, in the middle of an epoch (the slowest reaction, spec
+    §13.7); "even" spreads it like the others.  Tenant 1 ("prefill-spread")
+    is guaranteed 96 GB/s, spread.  The decodes are guaranteed 1.5x their mean
+    demand (the report's "decode guarantee x1.5" knob: an epoch's demand
+    spreads a decode's rate unevenly, see :data:`COORD_EPOCH_CYCLES`).  The
+    run lasts ``epochs`` epochs of ``epoch_cycles`` fabric cycles (at
+    :data:`FABRIC_MHZ`); the contract sets ``coordinator`` and its epoch,
+    with floor 0 (a floor would take its share on the six channels tenant 0
+    does not use off its total, spec §13.7).  ``prefill`` False: both
+    prefills idle (the decode-only baseline).
+    """
+    if mapping not in ("skewed", "shift", "even"):
+        raise ValueError(f"mapping must be 'skewed', 'shift' or 'even', not {mapping!r}")
+    n = ACROSS_CHANNELS
+    step = scale.per_channel_bytes(Essay.decode_step_bytes, H200)
+    think = scale.cycles(Fraction(1000, Essay.decode_steps_per_s))
+    period = MEMORY_MHZ // FABRIC_MHZ
+    horizon = epochs * epoch_cycles * period
+    every = tuple(range(n))
+    skewed = (0, 1) if mapping != "even" else every
+    move_cycle = None
+    moves = [()] * 5
+    if mapping == "shift":
+        move_cycle = (epochs * epoch_cycles // 2 + epoch_cycles // 2) * period
+        moves[0] = ((move_cycle, (4, 5), None),)
+    big = 1 << 40
+
+    def make_tenants():
+        tenants = []
+        for tid, name, window in ((0, "prefill-moving", 600), (1, "prefill-spread", 2400)):
+            if prefill:
+                tenants.append(PrefillTenant(tid, job_bytes=big // 128 * 128, period=big, phase=0, window=window,
+                                             priority=2, name=name))
+            else:
+                tenants.append(PrefillTenant(tid, job_bytes=1 << 20, period=big, phase=big, window=window,
+                                             priority=2, name=f"{name} (off)"))
+        tenants += [DecodeTenant(i, step_bytes=step * n, think=think, seed=seed, priority=1, name=f"decode{i}")
+                    for i in (2, 3, 4)]
+        return tenants
+
+    decode = _decode_contract(0, step * n, think, scale, priority=1, headroom=Fraction(3, 2))
+    tenants = [_prefill_contract(0, scale, priority=2, guaranteed=40),
+               _prefill_contract(1, scale, priority=2, guaranteed=96)]
+    tenants += [dict(decode, id=i, name=f"decode{i}") for i in (2, 3, 4)]
+    for t in tenants:
+        t["burst_gbps"] = CHANNEL_GBPS * n
+        t["name"] = {0: "prefill-moving", 1: "prefill-spread"}.get(t["id"], t["name"])
+    doc = contract_doc(tenants, channel_gbps=CHANNEL_GBPS, clock_mhz=FABRIC_MHZ,
+                       admission_limit=Essay.admission_limit)
+    doc["fabric"].update(channels=n, coordinator=coordinator,
+                         coordinator_epoch_us=epoch_cycles / FABRIC_MHZ)
+    doc["tenant"] = [{k: (float(v) if isinstance(v, Fraction) else v) for k, v in t.items()} for t in doc["tenant"]]
+    sets = [skewed, every, every, every, every]
+    what = {"skewed": "on channels 0-1", "shift": f"on channels 0-1, moving to 4-5 at cycle {move_cycle}",
+            "even": "spread"}[mapping]
+    return AcrossChannels(make_tenants, doc, sets, moves, horizon, move_cycle,
+                          description=(f"{n} x {float(CHANNEL_GBPS):g} GB/s channels, arbiter at {FABRIC_MHZ} MHz, "
+                                       f"coordinator {'on' if coordinator else 'off'} (epoch {epoch_cycles} "
+                                       f"cycles); prefill-moving (40 GB/s) {what}, prefill-spread (96 GB/s) and "
+                                       f"3 decodes of {step * n} B steps spread"))
