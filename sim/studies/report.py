@@ -516,8 +516,16 @@ def coordinator_section(w, results, by):
               f"({f['pooled_steps'][0]} and {f['pooled_steps'][1]} steps) {f['pooled_p99_ns'][0]:.0f} ns on, "
               f"{f['pooled_p99_ns'][1]:.0f} ns off: {f['p99_vs_off']:.3f}x.")
     w("")
+    if any("reaction_us" in f for f in rows.values()):
+        w("After the move, with the coordinator on, the moved tenant's rate and peak rate on its new channels "
+          "stay at the minimum (1/8 byte per cycle: floor 0) until the result of the epoch in progress "
+          "applies, so until then it runs at what still drains from its old channels, below the "
+          "coordinator-off rate (spec §13.7: before that it has max(fr, 1) on each new channel); a floor "
+          "would shorten the dip at the cost of its total on few channels.")
+        w("")
     w("Guarantees (GB/s, totals): " + ", ".join(f"{n} {g:g}" for n, g in zip(names, any_run["guaranteed_gbps"]))
-      + ". The decodes are guaranteed 1.5x their mean demand.")
+      + ". The decodes are guaranteed 1.5x their mean demand; every tenant may burst to the fabric's "
+      "bandwidth.")
     w("")
 
 
