@@ -226,3 +226,21 @@ def test_demand_is_counted_as_a_fabric_model_counts_it(on):
         model.end_cycle(t, config)
     assert [d for _, d, _ in coord.results] == demands
     assert all(sum(d[0][2:]) == 0 and d[0][0] > 0 and d[0][1] > 0 for d in demands)
+
+
+def test_the_command_runs_and_names_the_coordinator(tmp_path, capsys):
+    """``kvfabric system --policy fabric-qos`` with the coordinator on: the first
+    line and the JSON say so (its epoch in fabric cycles, its floor), and a
+    coordinator runs over the fabric-qos channels."""
+    from kvfabric.cli import main
+
+    c, w = _files(tmp_path, ON + "\ncoordinator_floor = 0.125",
+                  WORKLOAD.replace(f"cycles = {CYCLES}", "cycles = 4000"))
+    out = tmp_path / "r.json"
+    assert main(["system", "--contract", str(c), "--workload", str(w), "--policy", "fabric-qos",
+                 "--json", str(out)]) == 0
+    first = capsys.readouterr().out.splitlines()[0]
+    assert "coordinator on (spec §13: epoch 2048 fabric cycles, floor 0.125" in first, first
+    assert json.loads(out.read_text())["simulated"]["coordinator"] == {"epoch_cycles": 2048, "floor": 0.125}
+    run = build_system(c, w, "fabric-qos")
+    assert len({id(p.coordinator) for p in run.system.policies}) == 1 and run.system.policies[0].coordinator
