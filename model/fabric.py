@@ -50,12 +50,8 @@ class FabricModel:
     def _load_channel_configs(self) -> None:
         """Every channel's configuration: the fabric's, with the coordinator's
         rates in force (spec §13.3)."""
-        if self.coordinator.idle:
-            for ch in self.channels:
-                ch.config = self.config
-        else:
-            for ch, cfg in zip(self.channels, self.coordinator.channel_configs(self.config)):
-                ch.config = cfg
+        for ch, cfg in zip(self.channels, self.coordinator.channel_configs(self.config)):
+            ch.config = cfg
 
     # ---- one cycle --------------------------------------------------------------
     @property

@@ -284,8 +284,7 @@ def _run_coordinated(params, glob, per_channel, seed, end):
     ti = 0
 
     def load():
-        configs = [cfg] * params.channels if coord.idle else coord.channel_configs(cfg)
-        for run, chan_cfg in zip(runs, configs):
+        for run, chan_cfg in zip(runs, coord.channel_configs(cfg)):
             run.ch.config = chan_cfg
 
     for t in range(end):
