@@ -172,7 +172,7 @@ class QosScheduler(FrFcfsScheduler):
         if not (waiting[URGENT_CLASS] or waiting[GUARANTEED_CLASS]):
             return True
         window_start = now - ch.timing.tFAW
-        return all(t <= window_start for t in ch.pc_faw[pc])
+        return max(ch.pc_faw[pc]) <= window_start  # every activation of the window before it
 
     def _may_bypass(self, ch, b, hit, head):
         # Same QoS level (AxQOS, which also fixes the class): a lower
@@ -281,30 +281,30 @@ class WatermarkDrain:
     def update(self, ch, now):
         """The ``(pc, write_mode)`` changes of this cycle (the channel applies
         them, starting a new write batch on entry, and then clears ``stuck``)."""
+        # Called every cycle the channel is visited: the interval's test is
+        # written inline (a drain is overdue when more than ``low`` writes
+        # are queued ``interval`` cycles after the pseudo-channel's last drain).
         changes = ()
         write_mode, pc_writes, pc_queued, pc_stuck = ch.write_mode, ch.pc_writes, ch.pc_queued, ch.stuck
-        timed = self.interval is not None
+        interval = self.interval
         for pc in range(len(write_mode)):
             writes = pc_writes[pc]
-            if not writes and not write_mode[pc]:
+            was = write_mode[pc]
+            if not writes and not was:
                 continue  # nothing to drain, nor a drain to end
             reads = pc_queued[pc] - writes
-            mode = was = write_mode[pc]
+            mode = was
             stuck = pc_stuck[pc]
             if mode:
                 if writes == 0 or (reads > 0 and (stuck or self._leave(ch, pc, writes))):
                     mode = False
                     self._left_at[pc] = now
             elif writes >= self.high or (writes > 0 and (reads == 0 or stuck)) or (
-                    timed and self._overdue(pc, writes, now)):
+                    interval is not None and writes > self.low and now - self._left_at.get(pc, 0) >= interval):
                 mode = self._may_enter(ch, pc, writes, now)
             if mode != was:
                 changes += ((pc, mode),)
         return changes
-
-    def _overdue(self, pc, writes, now):
-        return (self.interval is not None and writes > self.low
-                and now - self._left_at.get(pc, 0) >= self.interval)
 
     def _leave(self, ch, pc, writes):
         return writes <= self.low or ch.write_batch[pc] >= self.high - self.low
@@ -351,7 +351,7 @@ class PreemptingDrain(WatermarkDrain):
         # protected writes is never put off for reads of the same standing.
         reads, writes = ch.pc_class_reads[pc], ch.pc_class_writes[pc]
         return (any(reads[:self.preempt_below])
-                and not any(writes[k] for k in range(self.preempt_below)))
+                and not any(writes[:self.preempt_below]))
 
     def wake(self):
         """The cycle at which a held drain is released (the channel's wake-up), or None."""
@@ -487,8 +487,9 @@ class YieldingCreditReturn(CreditReturn):
     def _protected_reads(self, ch):
         below = self.protect_below
         for reads in ch.pc_class_reads:
-            if any(reads[:below]):
-                return True
+            for k in range(below):
+                if reads[k]:
+                    return True
         return False
 
     def _held_classes(self, ch, now):

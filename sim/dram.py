@@ -543,7 +543,9 @@ class Channel:
         # be looked at before it.  The tCCD_R term is left out (it goes away
         # when the pseudo-channel's stack ID changes), as is the scheduler's
         # hold on an activation.  Banks are looked at in ``active``'s order,
-        # the first of equal rank winning.
+        # the first of equal rank winning.  A column command ranked no better
+        # than the best found so far cannot win this cycle, so its timers are
+        # not looked at (its bound stays: a bound is only ever a lower bound).
         for b in active:
             if bound[b] > now:
                 continue
@@ -555,6 +557,8 @@ class Channel:
                     continue
                 pc_work[pc_of[b]] += 1
             cmd, req, rank, own, group, pcs, g, p = cand
+            if cmd is _COL and rank >= best_col_rank:
+                continue
             t = own[b]
             u = group[g]
             if u > t:
@@ -563,7 +567,7 @@ class Channel:
             if u > t:
                 t = u
             if cmd is _COL:
-                ok = t <= now and rank < best_col_rank
+                ok = t <= now
                 if ok and pc_last_sid[p] != sid_of[b]:
                     ok = pc_last_col[p] + tCCD_R <= now
                 if ok:

@@ -25,7 +25,7 @@ from dataclasses import dataclass, replace
 from fractions import Fraction
 
 from kvfabric.model.channel import Request as FabricRequest
-from kvfabric.model.channel import BURST, ChannelModel
+from kvfabric.model.channel import BURST, NO_CREDIT_RETURN, ChannelModel
 from kvfabric.model.contract import compile_contract
 from kvfabric.model.coordinator import Coordinator
 
@@ -190,14 +190,13 @@ class FabricPolicy(Policy):
             # at every other selection: the ingress takes one request per
             # clock and needs two clocks to make it visible.
             occupancy = model.occupancy()
-            depth = self.depth
-            best = None
+            best_occ = self.depth  # only a queue with room takes the offer
             for source in system.sources:
                 if source:
                     head = source[0]
                     occ = occupancy[head.tenant]
-                    if occ < depth and (best is None or (occ, head.seq) < best):
-                        best, offer = (occ, head.seq), head
+                    if occ < best_occ or (occ == best_occ and offer is not None and head.seq < offer.seq):
+                        best_occ, offer = occ, head
         request = None
         if offer is not None:
             request = FabricRequest(offer.tenant, offer.nbytes, offer.seq & self.id_mask)
@@ -597,8 +596,10 @@ class FabricQosPolicy(FabricPolicy):
         return self.system.channel.has_room(TRANSACTION_ACCESSES, False, self._class(held))
 
     def _step(self, now, fabric_now, request, ready):
-        ret = self.credit_return.step(self.system.channel, now)
-        return self.model.step(fabric_now, request, ready, credit_return=tuple(ret))
+        ret = tuple(self.credit_return.step(self.system.channel, now))
+        if ret == NO_CREDIT_RETURN:
+            ret = NO_CREDIT_RETURN  # the model's own constant: no return, nothing to check
+        return self.model.step(fabric_now, request, ready, credit_return=ret)
 
     def _mark(self, txn, grant):
         k = self._class(grant)

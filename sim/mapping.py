@@ -204,6 +204,11 @@ class AddressMap:
             self._row_base = [t * self.rows_per_tenant for t in range(n_tenants)]
         self._col_lo_bits = 2
         self._col_hi = g.columns >> self._col_lo_bits
+        # locate() runs for every access a tenant issues: per tenant, the flat
+        # bank id of (pseudo-channel, bank group, k-th pair of its set) as a table.
+        self._bank_ids = [[[[g.bank_id(pc, sid, bg, bank) for sid, bank in pairs]
+                            for bg in range(g.bank_groups)] for pc in range(g.pseudo_channels)]
+                          for pairs in self._sets]
 
     def bank_set(self, tenant):
         """(stack ID, bank) pairs the tenant's pages may occupy."""
@@ -231,11 +236,10 @@ class AddressMap:
         a >>= self._col_lo_bits
         bg = a % g.bank_groups
         a //= g.bank_groups
-        pairs = self._sets[tenant]
-        n = len(pairs)
+        banks = self._bank_ids[tenant][pc][bg]  # bank ids of the tenant's (stack ID, bank) pairs
+        n = len(banks)
         k = a % n
         a //= n
         a //= self._col_hi
         row = a % self.rows_per_tenant
-        sid, bank = pairs[(k + row) % n]
-        return g.bank_id(pc, sid, bg, bank), self._row_base[tenant] + row
+        return banks[(k + row) % n], self._row_base[tenant] + row
