@@ -67,6 +67,11 @@ PENDING: dict[str, str] = {}
 #: RATE/PEAK_RATE at the edge at which the coordinator is turned off (spec §13).
 EARLY_FIELDS = ("fcfs_bypass", "starve_limit", *CREDIT_CLASS_NAMES, "bulk_prio", "coord_enable")
 
+#: Fabric fields whose value two edges ahead the register file also gives
+#: (``cfg_<field>_after_next``): the coordinator stages the rates its rate
+#: registers load when it is turned off one cycle before they load them.
+TWO_AHEAD_FIELDS = ("coord_enable",)
+
 
 def is_telemetry_register(reg):
     """Snapshots and counters: decoded by :class:`hw.telemetry.Telemetry`."""
@@ -162,13 +167,25 @@ class RegisterFile(FabricComponent):
         The value each tenant's active ``priority`` takes at the next edge. The
         channels precompute next cycle's selection keys (spec §11) and need the
         configuration they will be compared under.
-    cfg_rate_next, cfg_peak_rate_next : ``Out(16).array(tenants)``
-        The values each tenant's active ``rate`` and ``peak_rate`` take at the
-        next edge: the coordinator's per-channel rate registers load them at
-        that same edge (spec §13).
+    cfg_coord_enable_after_next : ``Out(1)``
+        The value ``cfg_coord_enable`` has after the next two edges (a write on
+        the bus in this cycle included).
+    cfg_rate_after_next, cfg_peak_rate_after_next : ``Out(16).array(tenants)``
+        The values each tenant's active ``rate`` and ``peak_rate`` have after
+        the next two edges (a COMMIT written on the bus in this cycle
+        included): the coordinator stages them one cycle before its
+        per-channel rate registers load them, so that each of those registers
+        has one source (spec §13; :mod:`hw.coordinator`).
     cfg_commit : ``Out(tenants)``
         Bit i: a ``COMMIT`` of tenant i takes effect in this cycle (the
         decoded write register, ``cfg_wr_commit``).
+    cfg_commit_next : ``Out(tenants)``
+        ``cfg_commit`` of the next cycle: a ``COMMIT`` written on the bus in this
+        cycle.
+
+    The two-ahead outputs rely on the bus's write spacing (:mod:`hw.axil`: a
+    write at least two cycles after the previous one), so that a COMMIT on the
+    bus copies staging registers that already hold their values.
 
     The outputs are the registers themselves, and Amaranth names a register
     that drives an output after the port; hence the ``cfg_`` prefix on the
@@ -190,9 +207,12 @@ class RegisterFile(FabricComponent):
         for name in EARLY_FIELDS:
             members[f"cfg_{name}_next"] = Out(members[f"cfg_{name}"].shape)
         members["cfg_priority_next"] = Out(params.priority_bits).array(params.tenants)
-        members["cfg_rate_next"] = Out(params.rate_bits).array(params.tenants)
-        members["cfg_peak_rate_next"] = Out(params.peak_rate_bits).array(params.tenants)
+        for name in TWO_AHEAD_FIELDS:
+            members[f"cfg_{name}_after_next"] = Out(members[f"cfg_{name}"].shape)
+        members["cfg_rate_after_next"] = Out(params.rate_bits).array(params.tenants)
+        members["cfg_peak_rate_after_next"] = Out(params.peak_rate_bits).array(params.tenants)
         members["cfg_commit"] = Out(params.tenants)
+        members["cfg_commit_next"] = Out(params.tenants)
         super().__init__(params, members)
 
     def elaborate(self, platform):
@@ -215,10 +235,12 @@ class RegisterFile(FabricComponent):
         wr_strb = Signal(len(bus.w_strb), name="cfg_wr_strb")
         m.d.sync += [wr_fabric[reg.name].eq(bus.w_stb & (bus.w_addr == reg.offset))
                      for reg in fabric_regs]
+        m.d.comb += self.cfg_commit_next.eq(
+            Cat(bus.w_stb & Cat(bus.w_addr == tenant.base + tenant.stride * i + r.offset
+                                for r in commit).any()
+                for i in range(p.tenants)))
         m.d.sync += [
-            wr_commit.eq(Cat(bus.w_stb & Cat(bus.w_addr == tenant.base + tenant.stride * i + r.offset
-                                             for r in commit).any()
-                             for i in range(p.tenants))),
+            wr_commit.eq(self.cfg_commit_next),
             wr_data.eq(bus.w_data),
             wr_strb.eq(bus.w_strb),
         ]
@@ -249,6 +271,13 @@ class RegisterFile(FabricComponent):
                     with m.If(wr_fabric[reg.name]):
                         m.d.comb += nxt.eq(new_word[f.lsb:f.msb + 1])
                     m.d.sync += cfg[f.name].eq(nxt)
+                    if f.name in TWO_AHEAD_FIELDS:
+                        # A write on the bus now is decoded at this edge and
+                        # merged into `nxt`'s value at the next.
+                        bus_word = ((nxt << f.lsb) & ~_byte_mask(bus.w_strb)) | (bus.w_data & _byte_mask(bus.w_strb))
+                        after = getattr(self, f"cfg_{f.name}_after_next")
+                        m.d.comb += after.eq(Mux(bus.w_stb & (bus.w_addr == reg.offset),
+                                                 bus_word[f.lsb:f.msb + 1], nxt))
 
         # Per-tenant configuration: staged and active copies of every field.
         staged = [Signal(layout, name=f"cfg_staged_{i}") for i in range(p.tenants)]
@@ -257,18 +286,17 @@ class RegisterFile(FabricComponent):
         m.d.comb += self.cfg_commit.eq(wr_commit)
         for i in range(p.tenants):
             m.d.comb += self.cfg_tenant[i].eq(active[i])
-            m.d.comb += [
-                prio_next[i].eq(active[i].priority),
-                self.cfg_rate_next[i].eq(active[i].rate),
-                self.cfg_peak_rate_next[i].eq(active[i].peak_rate),
-            ]
+            m.d.comb += prio_next[i].eq(active[i].priority)
             with m.If(wr_commit[i]):
                 m.d.sync += active[i].eq(staged[i])
-                m.d.comb += [
-                    prio_next[i].eq(staged[i].priority),
-                    self.cfg_rate_next[i].eq(staged[i].rate),
-                    self.cfg_peak_rate_next[i].eq(staged[i].peak_rate),
-                ]
+                m.d.comb += prio_next[i].eq(staged[i].priority)
+            # A COMMIT taking effect now or next cycle leaves the staged values
+            # active after two edges (no staging write comes between, hw.axil).
+            copies = self.cfg_commit_next[i] | wr_commit[i]
+            m.d.comb += [
+                self.cfg_rate_after_next[i].eq(Mux(copies, staged[i].rate, active[i].rate)),
+                self.cfg_peak_rate_after_next[i].eq(Mux(copies, staged[i].peak_rate, active[i].peak_rate)),
+            ]
 
         # Staging registers are written from the decode stage too, in cycle
         # h+1 like every other write: they are never visible, and the next

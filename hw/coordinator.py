@@ -41,10 +41,21 @@ Timing, exactly:
   cycle with the coordinator disabled loads every register from the active
   ones and discards every pending result (so a disable taking effect in t_e,
   too, discards t_e's result).
+* Every ``rate``/``peak_rate`` register loads only its staging register, so
+  that it costs a flip-flop with a clock enable and no multiplexer (one
+  LUT per bit otherwise: 2,048 at 8 x 8). The values a COMMIT or a disable
+  loads go through the staging registers one cycle earlier: the register
+  file gives the active RATE/PEAK_RATE and the enable two edges ahead
+  (``rate_after_next``, ``enable_after_next``, from the register bus's
+  write of this cycle), and a tenant whose COMMIT takes effect next cycle,
+  or every tenant while the coordinator is off after the next edge, has its
+  staging registers loaded with them, overriding the walker's result (which
+  that COMMIT or disable discards). The choice between the walker's result
+  and the register file's value is one per tenant, shared by its channels.
 
 Area: the datapath is shared by every pair; what grows with N x C is the
-demand RAM, the staging registers and the output registers (each of which
-chooses between its staging register and the active rate).
+demand RAM and the staging and output registers (flip-flops with a clock
+enable).
 
 All state is named ``coord_*``: the state-budget script reports it as its
 own category.
@@ -138,18 +149,20 @@ class Coordinator(FabricComponent):
 
     Members
     -------
-    enable, enable_next : ``In(1)``
-        ``COORD.coord_enable`` in this cycle and in the next one.
+    enable, enable_next, enable_after_next : ``In(1)``
+        ``COORD.coord_enable`` in this cycle, in the next one and in the one
+        after it.
     floor : ``In(8)``
         ``COORD.coord_floor`` (UQ0.8) in this cycle.
     epoch_cycles : ``In(24)``
         ``COORD_EPOCH.coord_epoch_cycles`` in this cycle.
     tenant_cfg : ``In(tenant_config_layout(params)).array(tenants)``
         Active per-tenant configuration (``rate``, ``peak_rate``, ``enable``).
-    rate_next, peak_rate_next : ``In(16).array(tenants)``
-        The values the active ``rate``/``peak_rate`` take at the next edge.
-    commit : ``In(tenants)``
-        Bit i: a COMMIT of tenant i takes effect in this cycle.
+    rate_after_next, peak_rate_after_next : ``In(16).array(tenants)``
+        The values the active ``rate``/``peak_rate`` have after the next two
+        edges.
+    commit, commit_next : ``In(tenants)``
+        Bit i: a COMMIT of tenant i takes effect in this cycle, in the next one.
     accepted : ``In(acceptance_layout(params)).array(channels)``
         Each channel's ingress register: a valid request accepted in the
         previous cycle, its tenant and bytes.
@@ -170,12 +183,14 @@ class Coordinator(FabricComponent):
         super().__init__(params, {
             "enable":         In(1),
             "enable_next":    In(1),
+            "enable_after_next": In(1),
             "floor":          In(COORD_FLOOR_BITS),
             "epoch_cycles":   In(COORD_EPOCH_BITS),
             "tenant_cfg":     In(tenant_config_layout(params)).array(n),
-            "rate_next":      In(params.rate_bits).array(n),
-            "peak_rate_next": In(params.peak_rate_bits).array(n),
+            "rate_after_next":      In(params.rate_bits).array(n),
+            "peak_rate_after_next": In(params.peak_rate_bits).array(n),
             "commit":         In(n),
+            "commit_next":    In(n),
             "accepted":       In(acceptance_layout(params)).array(c),
             "rate":           Out(params.rate_bits).array(c, n),
             "peak_rate":      Out(params.peak_rate_bits).array(c, n),
@@ -203,9 +218,10 @@ class Coordinator(FabricComponent):
                         for c in range(p.channels)] for i in range(p.tenants)]
         with m.If(epoch.end):
             m.d.sync += demand.bank.eq(epoch.bank)
-        for w in range(self._walkers):
-            self._datapath(m, epoch, demand.ports[w], floor, list(range(w, p.tenants, self._walkers)),
-                           staged_rate, staged_peak, "" if self._walkers == 1 else f"_w{w}")
+        writes = [self._datapath(m, epoch, demand.ports[w], floor, list(range(w, p.tenants, self._walkers)),
+                                 "" if self._walkers == 1 else f"_w{w}")
+                  for w in range(self._walkers)]
+        self._staging(m, writes, staged_rate, staged_peak)
         self._outputs(m, epoch, staged_rate, staged_peak)
         return m
 
@@ -305,9 +321,9 @@ class Coordinator(FabricComponent):
         return floor
 
     # --- the serial datapath --------------------------------------------------------------
-    def _datapath(self, m, epoch, demand, floor, tenants, staged_rate, staged_peak, sfx):
+    def _datapath(self, m, epoch, demand, floor, tenants, sfx):
         """One walker: the tenants ``tenants`` in turn, through the read
-        port ``demand``, into their staging registers."""
+        port ``demand``; returns its :class:`_Write` of the staging registers."""
         p = self.params
         n, nc = len(tenants), p.channels
         steps = self._steps
@@ -408,13 +424,6 @@ class Coordinator(FabricComponent):
 
         write_rate = Signal(name=f"coord_write_rate{sfx}")
         write_peak = Signal(name=f"coord_write_peak{sfx}")
-        for j, i in enumerate(tenants):
-            for c in range(nc):
-                here = (ti == j) & (ci == c)
-                with m.If(write_rate & here):
-                    m.d.sync += staged_rate[i][c].eq(rate_fin)
-                with m.If(write_peak & here):
-                    m.d.sync += staged_peak[i][c].eq(peak_fin)
 
         last_channel = ci == nc - 1
         last_tenant = ti == n - 1
@@ -462,12 +471,40 @@ class Coordinator(FabricComponent):
         # Disabled: abandon the computation (its result is discarded).
         with m.If(~self.enable):
             m.d.sync += state.eq(_State.IDLE)
+        return _Write(tenants=tenants, tenant=ti, channel=ci, rate=rate_fin, peak=peak_fin,
+                      write_rate=write_rate, write_peak=write_peak)
+
+    # --- the staging registers ------------------------------------------------------------
+    def _staging(self, m, writes, staged_rate, staged_peak):
+        """Each pair's staging registers: the walker's result for it, or,
+        when tenant i's COMMIT takes effect in the next cycle or the
+        coordinator is off after the next edge, the active RATE/PEAK_RATE of
+        two edges ahead, which the rate registers load at the next edge (see
+        :meth:`_outputs`). That value wins: the COMMIT or the disable
+        discards the result."""
+        p = self.params
+        for w in writes:
+            for j, i in enumerate(w.tenants):
+                preload = Signal(name=f"coord_preload_{i}")
+                m.d.comb += preload.eq(self.commit_next[i] | ~self.enable_after_next)
+                # One choice per tenant, fanned out to its channels' registers.
+                rate_in = Signal(p.rate_bits, name=f"coord_staging_rate_{i}")
+                peak_in = Signal(p.peak_rate_bits, name=f"coord_staging_peak_{i}")
+                m.d.comb += [rate_in.eq(Mux(preload, self.rate_after_next[i], w.rate)),
+                             peak_in.eq(Mux(preload, self.peak_rate_after_next[i], w.peak))]
+                for c in range(p.channels):
+                    here = (w.tenant == j) & (w.channel == c)
+                    with m.If(preload | (w.write_rate & here)):
+                        m.d.sync += staged_rate[i][c].eq(rate_in)
+                    with m.If(preload | (w.write_peak & here)):
+                        m.d.sync += staged_peak[i][c].eq(peak_in)
 
     # --- the rate registers ---------------------------------------------------------------
     def _outputs(self, m, epoch, staged_rate, staged_peak):
-        """``rate``/``peak_rate`` registers: the active values when off or on a
-        COMMIT (loaded with the active registers), the staged result at the
-        edge into t_a for tenants whose result is still pending."""
+        """``rate``/``peak_rate`` registers, each loading its staging register:
+        when off or on a COMMIT (at the edge at which the active registers
+        load, the values :meth:`_staging` put there a cycle before), and at
+        the edge into t_a for tenants whose result is still pending."""
         p = self.params
         n = p.tenants
         pending = Signal(name="coord_pending")
@@ -489,9 +526,7 @@ class Coordinator(FabricComponent):
                 rate = Signal(p.rate_bits, name=f"coord_rate_{c}_{i}")
                 peak = Signal(p.peak_rate_bits, name=f"coord_peak_rate_{c}_{i}")
                 m.d.comb += [self.rate[c][i].eq(rate), self.peak_rate[c][i].eq(peak)]
-                with m.If(~self.enable_next | self.commit[i]):
-                    m.d.sync += [rate.eq(self.rate_next[i]), peak.eq(self.peak_rate_next[i])]
-                with m.Elif(apply & keep[i]):
+                with m.If(~self.enable_next | self.commit[i] | (apply & keep[i])):
                     m.d.sync += [rate.eq(staged_rate[i][c]), peak.eq(staged_peak[i][c])]
 
 
@@ -507,6 +542,20 @@ class _Epoch:
     en_d: Signal
     end_d: Signal
     bank_d: Signal
+
+
+@dataclass
+class _Write:
+    """A walker's write of the staging registers: its tenants, the pair it
+    is at (index into ``tenants``, channel), its results and write strobes."""
+
+    tenants: list
+    tenant: Signal
+    channel: Signal
+    rate: Signal
+    peak: Signal
+    write_rate: Signal
+    write_peak: Signal
 
 
 @dataclass

@@ -127,13 +127,14 @@ class KvFabric(FabricComponent):
         m.submodules.coord_rates = coord = Coordinator(p)
         m.d.comb += [getattr(coord, port).eq(getattr(regs, f"cfg_{field}"))
                      for port, field in [("enable", "coord_enable"), ("enable_next", "coord_enable_next"),
+                                         ("enable_after_next", "coord_enable_after_next"),
                                          ("floor", "coord_floor"), ("epoch_cycles", "coord_epoch_cycles"),
-                                         ("commit", "commit")]]
+                                         ("commit", "commit"), ("commit_next", "commit_next")]]
         for i in range(p.tenants):
             m.d.comb += [
                 coord.tenant_cfg[i].eq(regs.cfg_tenant[i]),
-                coord.rate_next[i].eq(regs.cfg_rate_next[i]),
-                coord.peak_rate_next[i].eq(regs.cfg_peak_rate_next[i]),
+                coord.rate_after_next[i].eq(regs.cfg_rate_after_next[i]),
+                coord.peak_rate_after_next[i].eq(regs.cfg_peak_rate_after_next[i]),
             ]
 
         # min(rate, capacity) below (spec §6.3) is per channel now; a rate has

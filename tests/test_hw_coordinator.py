@@ -107,7 +107,10 @@ class Harness(FabricComponent):
     enable register (written by ``en_write``/``en_value``, taking effect in
     this cycle) and every tenant's active configuration (``commit`` copies
     ``staged_*``), and the channels' ingress registers (``acc`` is an
-    acceptance in this cycle)."""
+    acceptance in this cycle). Like the register file, it also tells the
+    coordinator the next cycle's COMMITs and enable write (``commit_next``,
+    ``en_write_next``/``en_value_next``), with ``staged_*`` already holding
+    what a COMMIT of the next cycle copies."""
 
     def __init__(self, params, walkers=None):
         self._walkers = walkers
@@ -115,6 +118,9 @@ class Harness(FabricComponent):
         super().__init__(params, {
             "en_write":     In(1),
             "en_value":     In(1),
+            "en_write_next": In(1),
+            "en_value_next": In(1),
+            "commit_next":  In(n),
             "floor":        In(8),
             "epoch_cycles": In(24),
             "commit":       In(n),
@@ -135,16 +141,17 @@ class Harness(FabricComponent):
         enable_next = Mux(self.en_write, self.en_value, enable)
         m.d.sync += enable.eq(enable_next)
         m.d.comb += [coord.enable.eq(enable), coord.enable_next.eq(enable_next),
+                     coord.enable_after_next.eq(Mux(self.en_write_next, self.en_value_next, enable_next)),
                      coord.floor.eq(self.floor), coord.epoch_cycles.eq(self.epoch_cycles),
-                     coord.commit.eq(self.commit)]
+                     coord.commit.eq(self.commit), coord.commit_next.eq(self.commit_next)]
         for i in range(p.tenants):
             cfg = coord.tenant_cfg[i]
-            rate_next = Mux(self.commit[i], self.staged_rate[i], cfg.rate)
-            peak_next = Mux(self.commit[i], self.staged_peak[i], cfg.peak_rate)
-            m.d.sync += [cfg.rate.eq(rate_next), cfg.peak_rate.eq(peak_next)]
             with m.If(self.commit[i]):
-                m.d.sync += cfg.enable.eq(self.staged_en[i])
-            m.d.comb += [coord.rate_next[i].eq(rate_next), coord.peak_rate_next[i].eq(peak_next)]
+                m.d.sync += [cfg.rate.eq(self.staged_rate[i]), cfg.peak_rate.eq(self.staged_peak[i]),
+                             cfg.enable.eq(self.staged_en[i])]
+            copies = self.commit[i] | self.commit_next[i]
+            m.d.comb += [coord.rate_after_next[i].eq(Mux(copies, self.staged_rate[i], cfg.rate)),
+                         coord.peak_rate_after_next[i].eq(Mux(copies, self.staged_peak[i], cfg.peak_rate))]
         for c in range(p.channels):
             m.d.sync += coord.accepted[c].eq(self.acc[c])
             for i in range(p.tenants):
@@ -189,18 +196,27 @@ def _run(params, seed, *, cycles, script, traffic, walkers=None):
     async def testbench(ctx):
         active = [(0, 0, 0)] * n
         enable = 0
+        acts_next = script(0, rng)
+        # The register file's first COMMIT or enable write takes effect in cycle 1.
+        assert "commit" not in acts_next and "enable" not in acts_next, "a write takes effect in cycle 0"
         for t in range(cycles):
-            acts = script(t, rng)
+            acts, acts_next = acts_next, script(t + 1, rng)
             floor = acts.get("floor", 0)
             epoch_cycles = acts.get("epoch", 0)
             commits = acts.get("commit", {})
-            en_write = "enable" in acts
-            ctx.set(dut.en_write, en_write)
+            commits_next = acts_next.get("commit", {})
+            ctx.set(dut.en_write, "enable" in acts)
             ctx.set(dut.en_value, acts.get("enable", 0))
+            ctx.set(dut.en_write_next, "enable" in acts_next)
+            ctx.set(dut.en_value_next, acts_next.get("enable", 0))
             ctx.set(dut.floor, floor)
             ctx.set(dut.epoch_cycles, epoch_cycles)
             ctx.set(dut.commit, sum(1 << i for i in commits))
-            for i, (r, pk, en) in commits.items():
+            ctx.set(dut.commit_next, sum(1 << i for i in commits_next))
+            # A tenant's COMMITs are at least two cycles apart (the bus's
+            # write spacing): the staged values serve the COMMIT of t or t + 1.
+            assert not set(commits) & set(commits_next), f"cycle {t}: back-to-back COMMITs"
+            for i, (r, pk, en) in {**commits, **commits_next}.items():
                 ctx.set(dut.staged_rate[i], r)
                 ctx.set(dut.staged_peak[i], pk)
                 ctx.set(dut.staged_en[i], en)
@@ -320,9 +336,9 @@ def test_long_epoch_and_saturation(seed):
 
     def script(t, rng):
         acts = {"floor": 200, "epoch": E}
-        if t == 0:
-            acts["commit"] = {0: (3000, 6000, 1)}
         if t == 1:
+            acts["commit"] = {0: (3000, 6000, 1)}
+        if t == 2:
             acts["enable"] = 1
         return acts
 

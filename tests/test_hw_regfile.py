@@ -6,6 +6,7 @@ the description's map, spec §9's behaviour), never from the RTL. Every test
 prints its seed (``KVFABRIC_SEED`` overrides it).
 """
 
+import copy
 import gc
 import random
 import warnings
@@ -104,9 +105,11 @@ class _ConfigHarness(wiring.Component):
             "coord_floor":       Out(8),
             "coord_epoch_cycles": Out(24),
             "coord_enable_next": Out(1),
-            "rate_next":         Out(16).array(params.tenants),
-            "peak_rate_next":    Out(16).array(params.tenants),
+            "coord_enable_after_next": Out(1),
+            "rate_after_next":      Out(16).array(params.tenants),
+            "peak_rate_after_next": Out(16).array(params.tenants),
             "commit":            Out(params.tenants),
+            "commit_next":       Out(params.tenants),
         })
 
     def elaborate(self, platform):
@@ -128,14 +131,16 @@ class _ConfigHarness(wiring.Component):
             self.coord_floor.eq(regs.cfg_coord_floor),
             self.coord_epoch_cycles.eq(regs.cfg_coord_epoch_cycles),
             self.coord_enable_next.eq(regs.cfg_coord_enable_next),
+            self.coord_enable_after_next.eq(regs.cfg_coord_enable_after_next),
             self.commit.eq(regs.cfg_commit),
+            self.commit_next.eq(regs.cfg_commit_next),
         ]
         for i in range(self._params.tenants):
             m.d.comb += [
                 self.cfg_tenant[i].eq(regs.cfg_tenant[i]),
                 self.priority_next[i].eq(regs.cfg_priority_next[i]),
-                self.rate_next[i].eq(regs.cfg_rate_next[i]),
-                self.peak_rate_next[i].eq(regs.cfg_peak_rate_next[i]),
+                self.rate_after_next[i].eq(regs.cfg_rate_after_next[i]),
+                self.peak_rate_after_next[i].eq(regs.cfg_peak_rate_after_next[i]),
             ]
         return m
 
@@ -162,7 +167,9 @@ def test_register_file_commit_atomic(seed):
     exactly in the cycle after a CTRL write with bit 1 takes effect. The
     ``cfg_*_next`` outputs (the channels
     precompute selection keys under them, spec §11) equal in cycle t what the
-    mirror says is active at t+1.
+    mirror says is active at t+1, and the ``cfg_*_after_next`` ones (the
+    coordinator stages its rate registers' values with them, spec §13) what
+    it says is active at t+2: the write on the bus in t applied too.
     """
     params = FabricParams(tenants=3, channels=1)
     rng = seeded(seed, 1)
@@ -184,7 +191,7 @@ def test_register_file_commit_atomic(seed):
         axil.write(addr, data, strb, *delays)
         if rng.random() < 0.5:
             axil.read(rng.choice(addrs + [ID, PARAMS, EPOCH_COUNT, 0x0003]))
-    stats = {"commits": 0, "snapshots": 0, "orders": set()}
+    stats = {"commits": 0, "commits_ahead": 0, "snapshots": 0, "orders": set()}
 
     async def testbench(ctx):
         snapshot_due = False
@@ -211,12 +218,23 @@ def test_register_file_commit_atomic(seed):
             nxt = mirror.config
             got = (ctx.get(dut.fcfs_bypass_next), ctx.get(dut.starve_limit_next),
                    [ctx.get(dut.priority_next[i]) for i in range(params.tenants)],
-                   ctx.get(dut.coord_enable_next),
-                   [(ctx.get(dut.rate_next[i]), ctx.get(dut.peak_rate_next[i])) for i in range(params.tenants)],
-                   ctx.get(dut.commit))
+                   ctx.get(dut.coord_enable_next), ctx.get(dut.commit))
             want = (nxt.fcfs_bypass, nxt.starve_limit, [t.priority for t in nxt.tenants], nxt.coord_enable,
-                    [(t.rate, t.peak_rate) for t in nxt.tenants], committed)
+                    committed)
             assert got == want, f"cycle {cycle}: next-cycle configuration"
+            ahead, committing = copy.deepcopy(mirror), 0
+            if w is not None:
+                ahead.write(w.addr, w.data, w.strb)
+                found = REGMAP.decode(w.addr, params)
+                if found is not None and found[2].commit:
+                    committing = 1 << found[1]
+                    stats["commits_ahead"] += 1
+            got = (ctx.get(dut.coord_enable_after_next), ctx.get(dut.commit_next),
+                   [(ctx.get(dut.rate_after_next[i]), ctx.get(dut.peak_rate_after_next[i]))
+                    for i in range(params.tenants)])
+            want = (ahead.config.coord_enable, committing,
+                    [(t.rate, t.peak_rate) for t in ahead.config.tenants])
+            assert got == want, f"cycle {cycle}: configuration two edges ahead"
             await ctx.tick()
             if axil.idle() and in_decode is None:
                 break
@@ -228,6 +246,7 @@ def test_register_file_commit_atomic(seed):
     for r in axil.completed_reads:
         assert r.data == r.expected, f"read {r.addr:#06x}"
     assert stats["orders"] == {-1, 0, 1} and stats["commits"] > 20 and stats["snapshots"] > 2
+    assert stats["commits_ahead"] == stats["commits"]
 
 
 def test_register_file_read_map():
