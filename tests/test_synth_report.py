@@ -426,3 +426,16 @@ def test_family_router_gives_way_to_pnr_arg():
         assert family_pnr_args(family, parse_options(["--revision", "t", *args])) == []
     both = parse_options(["--revision", "t", "--pnr-arg=--placer-heap-beta", "--pnr-arg=0.6"])
     assert family_pnr_args(family, both) == ["--router", "router2"]
+
+
+def test_coordinator_area_report_judges_the_share():
+    # The committed report's share is its two TRELLIS_COMB counts' ratio, and
+    # its verdict follows the 5 % bound of issue #27 (either side of it).
+    from kvfabric.scripts import coordinator_area
+    rep = json.loads((ROOT / "reports" / "coordinator_area.json").read_text())
+    d = rep["designs"]
+    assert rep["share"] == d["coordinator"]["trellis_comb"] / d["channel"]["trellis_comb"]
+    assert rep["target_share"] == coordinator_area.TARGET_SHARE == 0.05
+    for comb, verdict in ((600, "met"), (700, "**not met**")):
+        fake = dict(rep, share=comb / 12_000)
+        assert f"(target <= 5%: {verdict})" in coordinator_area.report_md(fake)
