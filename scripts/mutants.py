@@ -241,7 +241,7 @@ SIM_MUTANTS = [
        "self.pc_faw[pc][0] + self.timing.tFAW, self._row_bus_cycle()) + 1")),
     # ---- scheduling rules (sim/controller.py) ----
     S("frfcfs_no_hit_first", "FR-FCFS serves the oldest request, hits or not", _C,
-      ("if r.row == row and (hit is None or r.rank < hit.rank):", "if r is head and r.row == row:")),
+      ("if r.row == row and (hit is None or rank < hit_rank):", "if r is head and r.row == row:")),
     S("hit_cap_off_by_one", "cap + 1 hits may bypass", _C,
       ("return ch.bypassed[b] < self.row_hit_cap", "return ch.bypassed[b] <= self.row_hit_cap")),
     S("bypass_never_counted", "bypassing hits are not counted (no cap)", _D,

@@ -95,14 +95,15 @@ class FrFcfsScheduler:
     def candidate(self, ch, b):
         write_mode = ch.write_mode[ch.pc_of[b]]
         row = ch.open_row[b]
-        head = None
-        hit = None
+        head = hit = None
+        head_rank = hit_rank = 0  # the ranks of head and hit, once set
         for r in ch.bank_queue[b]:
             if r.is_write == write_mode:
-                if head is None or r.rank < head.rank:
-                    head = r
-                if r.row == row and (hit is None or r.rank < hit.rank):
-                    hit = r
+                rank = r.rank
+                if head is None or rank < head_rank:
+                    head, head_rank = r, rank
+                if r.row == row and (hit is None or rank < hit_rank):
+                    hit, hit_rank = r, rank
         if head is None:
             return None
         if hit is not None and (hit is head or self._may_bypass(ch, b, hit, head)):

@@ -229,17 +229,28 @@ class AddressMap:
 
     def locate(self, tenant, index):
         """Bank and row of the tenant's ``index``-th 32-byte access."""
+        return self.locate_run(tenant, index, 1)[0]
+
+    def locate_run(self, tenant, first, count):
+        """Bank and row of the tenant's accesses ``first .. first + count - 1``
+        (a transaction's: one call where the system would make ``count``)."""
         g = self.geometry
-        a = index
-        pc = a % g.pseudo_channels
-        a //= g.pseudo_channels
-        a >>= self._col_lo_bits
-        bg = a % g.bank_groups
-        a //= g.bank_groups
-        banks = self._bank_ids[tenant][pc][bg]  # bank ids of the tenant's (stack ID, bank) pairs
-        n = len(banks)
-        k = a % n
-        a //= n
-        a //= self._col_hi
-        row = a % self.rows_per_tenant
-        return banks[(k + row) % n], self._row_base[tenant] + row
+        pcs, groups = g.pseudo_channels, g.bank_groups
+        col_lo_bits, col_hi = self._col_lo_bits, self._col_hi
+        rows, row_base = self.rows_per_tenant, self._row_base[tenant]
+        bank_ids = self._bank_ids[tenant]  # per pseudo-channel and bank group: bank ids of its pairs
+        out = []
+        for a in range(first, first + count):
+            pc = a % pcs
+            a //= pcs
+            a >>= col_lo_bits
+            bg = a % groups
+            a //= groups
+            banks = bank_ids[pc][bg]
+            n = len(banks)
+            k = a % n
+            a //= n
+            a //= col_hi
+            row = a % rows
+            out.append((banks[(k + row) % n], row_base + row))
+        return out

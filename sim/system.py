@@ -294,11 +294,8 @@ class System:
         else:
             channel, local = self.channel_map.locate(tid, first_index // TRANSACTION_ACCESSES, now)
             first = local * TRANSACTION_ACCESSES + first_index % TRANSACTION_ACCESSES
-        locate = self.address_map.locate
-        accesses = []
-        for i in range(first, first + TRANSACTION_ACCESSES):
-            bank, row = locate(tid, i)
-            accesses.append(Request(tid, is_write, bank, row, now))
+        accesses = [Request(tid, is_write, bank, row, now)
+                    for bank, row in self.address_map.locate_run(tid, first, TRANSACTION_ACCESSES)]
         return Transaction(tid, is_write, accesses, now, tenant, tag, to_cxl, channel)
 
     def submit(self, txn, now):
@@ -379,9 +376,10 @@ class System:
                 busy = port.waiting or channel.occupancy
             else:
                 nxt, busy = self._visit(now)
-            nxt = max(nxt, now + 1)
+            if nxt <= now:
+                nxt = now + 1
             if busy:
-                self.busy_cycles += min(nxt, until) - now
+                self.busy_cycles += (nxt if nxt < until else until) - now
             now = nxt
             if progress is not None and now - reported >= 200_000:
                 progress(min(now, until) - reported)
