@@ -1,5 +1,6 @@
 """The experiment pipeline end to end on tiny runs (the real run is `make experiments`)."""
 
+import dataclasses
 import json
 from fractions import Fraction
 
@@ -291,3 +292,62 @@ def test_coordinator_figures_read_rates_and_the_reaction_from_the_timeline():
     assert settle < move
     res["timeline"] = [(w, [int(10 * win / 1.6)] * 2) for w in range(100)]
     assert coordinator_figures(res)["reaction_us"] is None
+
+
+def test_setups_a_and_b_on_8_channels_are_planned_and_reported():
+    """Issue #27: setups A and B on 8 channels (each channel the one-channel
+    load, the contract's totals x8, the coordinator on and off), and the report
+    judging them by issue #14's targets against their own 8-channel baselines."""
+    from kvfabric.sim.studies.report import coordinator_section
+
+    specs = {s["id"]: s for s in plan()}
+    labels = ("decode only", "FR-FCFS", "Fabric-QoS, coordinator on", "Fabric-QoS, coordinator off")
+    for setup, kind in (("A", "setup_a"), ("B", "setup_b")):
+        runs = [specs[f"coordinator-setups/{setup}, 8 channels, {label}"] for label in labels]
+        assert [s["kind"] for s in runs] == [kind] * 4
+        assert [s["policy"] for s in runs] == ["FR-FCFS", "FR-FCFS", "Fabric-QoS", "Fabric-QoS"]
+        assert {s["params"]["channels"] for s in runs} == {8}
+        assert [s["params"].get("coordinator", False) for s in runs] == [False, False, True, False]
+        assert runs[0]["params"]["prefill"] is False
+        assert len({s["params"]["periods"] for s in runs}) == 1   # one length: the ratios compare like with like
+    assert not any(s["group"] == "coordinator-setups" for s in plan(quick=True))
+    # Built, not run: 8 channels, each with the one-channel registers, the coordinator over them.
+    scale = Scale(25)
+    system, horizon, extract, _ = build_run(specs["coordinator-setups/A, 8 channels, Fabric-QoS, coordinator on"],
+                                            scale)
+    one, *_ = build_run(dict(kind="setup_a", policy="Fabric-QoS", params=dict(periods=1)), scale)
+    assert len(system.policies) == 8 and extract(system) == {"channels": 8, "coordinator_results": 0}
+    config = system.policies[0].compiled.config
+    assert config.coord_enable == 1 and config.coord_epoch_cycles == 8192
+    assert config == dataclasses.replace(one.policy.compiled.config, coord_enable=1, coord_epoch_cycles=8192)
+    steps = [t.step_bytes for t in system.tenants if t.kind == "decode"]
+    assert steps == [8 * t.step_bytes for t in one.tenants if t.kind == "decode"]
+    b, *_ = build_run(specs["coordinator-setups/B, 8 channels, Fabric-QoS, coordinator off"], scale)
+    assert len(b.cxl) == 8 and not b.policies[0].compiled.config.coord_enable
+
+    # The report from made-up figures: p99 in cycles, prefill job GB/s.
+    def figures(p99, job_gbps):
+        return dict(p99=p99, job_gbps=job_gbps, **{f"tail_{n}": 1.0 for n in ("arbiter", "admission", "queue",
+                                                                               "service")})
+
+    by, results = {}, {}
+    for setup, qos in (("A", (1100, 290)), ("B", (1300, 300))):
+        prefix = f"coordinator-setups/{setup}, 8 channels, "
+        for label, f in (("decode only", (1000, float("nan"))), ("FR-FCFS", (3000, 320)),
+                         ("Fabric-QoS, coordinator on", qos), ("Fabric-QoS, coordinator off", (1100, 300))):
+            by[prefix + label] = figures(*f)
+            results[prefix + label] = dict(description=f"setup {setup}", horizon=1_000_000, channels=8,
+                                           coordinator_results=19 if label.endswith(" on") else 0)
+    lines = []
+    coordinator_section(lines.append, results, by)
+    text = "\n".join(lines)
+    assert "## Issue #27: contracts across channels (the coordinator)" in text
+    assert "### Setup A on 8 channels" in text and "### Setup B on 8 channels" in text
+    # A: 1.10x at 91 %: met; B: 1.30x at 94 %: not met; FR-FCFS itself 3.00x: not met.
+    assert "| coordinator-setups/A, 8 channels, Fabric-QoS, coordinator on | 688 | 1.10 | 290.0 | 91% |" in text
+    row = next(x for x in lines if x.startswith("| coordinator-setups/A, 8 channels, Fabric-QoS, coordinator on"))
+    assert row.endswith(" met |") and not row.endswith("not met |")
+    row = next(x for x in lines if x.startswith("| coordinator-setups/B, 8 channels, Fabric-QoS, coordinator on"))
+    assert "| 1.30 | 300.0 | 94% |" in row and row.endswith("not met |")
+    assert "Coordinator results applied: Fabric-QoS, coordinator on 19." in text
+    assert "coordinator-setups/A, 8 channels, decode only |" not in text   # the baseline is the line above the table

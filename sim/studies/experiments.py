@@ -22,8 +22,8 @@ from kvfabric.provenance import revision
 from kvfabric.sweep import run_sweep
 from ..fabric import FabricCoordinator, FabricPolicy, FabricQosPolicy, QosKnobs
 from ..mapping import ChannelMap
-from .scenarios import (CHANNEL_GBPS, COORD_EPOCH_CYCLES, FABRIC_MHZ, H200, HEADROOM, MEMORY_MHZ, SEEDS, UNTUNED, Scale,
-                        across_channels, make_policy, setup_a, setup_b)
+from .scenarios import (ACROSS_CHANNELS, CHANNEL_GBPS, COORD_EPOCH_CYCLES, FABRIC_MHZ, H200, HEADROOM, MEMORY_MHZ, SEEDS,
+                        UNTUNED, Scale, across_channels, make_policy, setup_a, setup_b)
 from .focused import PowerCap, admission, idle_tenant, isolation, power_w
 from ..system import System
 
@@ -168,6 +168,22 @@ def plan(quick=False, horizon=1):
                 add("coordinator", f"even, coordinator {'on' if on else 'off'}, seed {seed}", "coordinator",
                     "Fabric-QoS", mapping="even", coordinator=on, seed=seed,
                     **dict(coord, epochs=max(8, coord["epochs"] // 2)))
+    # Issue #27: setups A and B on 8 channels, every tenant spread over them
+    # (each channel sees the one-channel load), their latency-isolation targets
+    # judged with the coordinator on (off: the reference).  Half a prefill
+    # period, as the knob sweeps: eight channels cost about five one-channel
+    # runs of setup A's full length each (A's Fabric-QoS 250 CPU s at 10c0902).
+    # It holds one whole job of A's prefill and of B's first (B's second
+    # arrives at 0.6 of the period); the p99 rests on about 200 (A) and 270 (B)
+    # steps.  Not in --quick.
+    if not quick:
+        for setup, kind in (("A", "setup_a"), ("B", "setup_b")):
+            for label, policy, extra in (("decode only", "FR-FCFS", dict(prefill=False)),
+                                         ("FR-FCFS", "FR-FCFS", {}),
+                                         ("Fabric-QoS, coordinator on", "Fabric-QoS", dict(coordinator=True)),
+                                         ("Fabric-QoS, coordinator off", "Fabric-QoS", {})):
+                add("coordinator-setups", f"{setup}, {ACROSS_CHANNELS} channels, {label}", kind, policy,
+                    periods=cut(Fraction(1, 2)), channels=ACROSS_CHANNELS, **extra)
     job = (1 << 19) if quick else (1 << 20)
     for limit in (None, Fraction(85, 100), Fraction(70, 100)):
         label = "no admission control" if limit is None else f"limit {float(limit):.2f}"
@@ -188,11 +204,15 @@ def build_run(spec, scale):
             if "entries" in knobs:
                 knobs["entries"] = tuple(knobs["entries"])
             policy = FabricQosPolicy(workload.contract, memory_mhz=MEMORY_MHZ, knobs=QosKnobs(**knobs))
+            coordinator = None
         else:
-            policy = make_policy(spec["policy"], workload, scale)
+            policy, coordinator = _channel_policies(spec["policy"], workload, scale)
         system = System(workload.make_tenants(), policy, cxl=workload.cxl() if workload.cxl else None,
                         timeline_window=TIMELINE_CYCLES)
         extract = lambda s: {}  # noqa: E731
+        if workload.channels > 1:
+            extract = lambda s: {"channels": workload.channels,  # noqa: E731
+                                 "coordinator_results": len(coordinator.results) if coordinator else 0}
         if power_cap:
             # Budget: the formula's watts at 40% of the GPU's HBM bandwidth.
             budget = power_w(CHANNEL_GBPS * H200.channels * Fraction(4, 10))
@@ -217,6 +237,20 @@ def build_run(spec, scale):
     return system, study.horizon, study.extract, ""
 
 
+def _channel_policies(name, workload, scale):
+    """(policy or one policy per channel, the coordinator or None): the contract's
+    channels each with its own front end, the coordinator over their arbiters
+    when the contract enables it (a fabric policy)."""
+    channels = workload.contract["fabric"]["channels"]
+    if channels == 1:
+        return make_policy(name, workload, scale), None
+    policies = [make_policy(name, workload, scale) for _ in range(channels)]
+    coordinator = None
+    if workload.contract["fabric"].get("coordinator") and isinstance(policies[0], FabricPolicy):
+        coordinator = FabricCoordinator(policies, policies[0].compiled.config)
+    return policies, coordinator
+
+
 def _across_channels_run(spec, scale):
     """(system, horizon, extract, description) of an issue #27 run: one policy
     per channel, the coordinator over them when the contract enables it."""
@@ -224,10 +258,7 @@ def _across_channels_run(spec, scale):
     w = across_channels(scale, mapping=params["mapping"], coordinator=params["coordinator"],
                         epoch_cycles=params["epoch_cycles"], epochs=params["epochs"],
                         prefill=params.get("prefill", True), seed=params.get("seed", 1))
-    policies = [make_policy(spec["policy"], w, scale) for _ in range(w.contract["fabric"]["channels"])]
-    coordinator = None
-    if params["coordinator"] and isinstance(policies[0], FabricPolicy):
-        coordinator = FabricCoordinator(policies, policies[0].compiled.config)
+    policies, coordinator = _channel_policies(spec["policy"], w, scale)
     channel_map = ChannelMap(len(policies), w.channel_sets, moves=w.moves)
     system = System(w.make_tenants(), policies, channel_map=channel_map, timeline_window=TIMELINE_CYCLES)
 
@@ -297,7 +328,8 @@ def summarize(system, horizon):
         + [(t.job_start, horizon) for t in tenants if t.kind == "prefill" and t.running],
         "timeline_window": st.window,
         "timeline": sorted(st.timeline.items()) if st.timeline is not None else [],
-        "cxl_accesses": system.cxl.accesses if system.cxl else 0,
+        "cxl_accesses": sum(link.accesses for link in (system.cxl if isinstance(system.cxl, list) else
+                                                       [system.cxl] if system.cxl else [])),
         "job_bytes": {t.tenant_id: t.job_transactions * 128 for t in tenants if t.kind == "prefill"},
     }
     if isinstance(policy, FabricPolicy):
@@ -331,7 +363,7 @@ def _cost(spec):
     if spec["kind"] == "coordinator":  # eight busy channels: about three setup-A cycles each
         return p["epochs"] * p["epoch_cycles"] * MEMORY_MHZ // FABRIC_MHZ * 3
     if "periods" in p:
-        return float(p["periods"]) * (2 if spec["kind"] == "setup_b" else 1) * 1_000_000
+        return float(p["periods"]) * (2 if spec["kind"] == "setup_b" else 1) * p.get("channels", 1) * 1_000_000
     return p.get("cycles", 0)
 
 

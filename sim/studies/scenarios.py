@@ -17,7 +17,8 @@ Scale (stated in the report)
   they are the real memory time of a step's KV reads in one channel.
 """
 
-from dataclasses import dataclass
+import copy
+from dataclasses import dataclass, replace
 from fractions import Fraction
 
 from ..fabric import FABRIC_MHZ, contract_doc
@@ -26,7 +27,7 @@ from ..hbm3 import CHANNEL_GBPS, HBM3_6400, MEMORY_MHZ, ns_to_cycles
 from ..system import CxlLink
 from ..tenants import DecodeTenant, PrefillTenant
 
-__all__ = ["Gpu", "H100", "H200", "GB200", "Scale", "Essay", "setup_a", "setup_b", "make_policy",
+__all__ = ["Gpu", "H100", "H200", "GB200", "Scale", "Essay", "setup_a", "setup_b", "on_channels", "make_policy",
            "CHANNEL_GBPS", "MEMORY_MHZ", "FABRIC_MHZ", "SEEDS", "UNTUNED", "HEADROOM", "BASELINE_OF"]
 
 #: Seeds of the decode streams' random think times over which the experiments
@@ -111,6 +112,7 @@ class Workload:
     cxl: object = None         # callable() -> CxlLink or None
     horizon: int = 0           # cycles to simulate
     description: str = ""
+    channels: int = 1          # channels every tenant is spread over (see :func:`on_channels`)
 
 
 def _decode_contract(tid, step_hbm_bytes, think, scale, *, priority, weight=None, headroom=1):
@@ -135,7 +137,7 @@ def _prefill_contract(tid, scale, *, priority, guaranteed, weight=None):
 
 
 def setup_a(scale, *, periods=2, window=None, chunks=1, yield_gap=0, prefill=True, seed=1,
-            step_scale=1, prefills=1, decode_headroom=1):
+            step_scale=1, prefills=1, decode_headroom=1, channels=1, coordinator=False):
     """Figure 3: simulated H200, 4 tenants, 1 prefill + 3 decode.
 
     The prefill arrives once per period, 10% into it; a period is the
@@ -148,6 +150,7 @@ def setup_a(scale, *, periods=2, window=None, chunks=1, yield_gap=0, prefill=Tru
     adds a second, identical prefill half a period later (ids 0..prefills-1,
     decode ids follow).  ``decode_headroom`` multiplies the decodes'
     guaranteed rate (and so their bucket): a contract knob, 1 = the mean demand.
+    ``channels`` > 1: the same tenants on that many channels (:func:`on_channels`).
     """
     gpu = H200
     window = window or Essay.queued_requests // 4
@@ -162,14 +165,15 @@ def setup_a(scale, *, periods=2, window=None, chunks=1, yield_gap=0, prefill=Tru
         tenants = []
         for p in range(prefills):
             if prefill:
-                tenants.append(PrefillTenant(p, job_bytes=job, period=period,
+                tenants.append(PrefillTenant(p, job_bytes=job * channels, period=period,
                                              phase=period // 10 + p * period // 2,
-                                             window=window, chunks=chunks, yield_gap=yield_gap,
+                                             window=window * channels, chunks=chunks, yield_gap=yield_gap,
                                              priority=2, name=f"prefill{p or ''}"))
             else:
-                tenants.append(PrefillTenant(p, job_bytes=job, period=period, phase=10 * period * periods,
-                                             window=window, priority=2, name="prefill (off)"))
-        tenants += [DecodeTenant(i, step_bytes=step, think=think, seed=seed, priority=1,
+                tenants.append(PrefillTenant(p, job_bytes=job * channels, period=period,
+                                             phase=10 * period * periods, window=window * channels, priority=2,
+                                             name="prefill (off)"))
+        tenants += [DecodeTenant(i, step_bytes=step * channels, think=think, seed=seed, priority=1,
                                  name=f"decode{i}") for i in decodes]
         return tenants
 
@@ -178,15 +182,18 @@ def setup_a(scale, *, periods=2, window=None, chunks=1, yield_gap=0, prefill=Tru
          for p in range(prefills)]
         + [_decode_contract(i, step, think, scale, priority=1, headroom=decode_headroom) for i in decodes],
         channel_gbps=CHANNEL_GBPS, clock_mhz=FABRIC_MHZ, admission_limit=Essay.admission_limit)
-    return Workload(make_tenants, contract, horizon=periods * period,
-                    description=(f"{gpu.name}: 1/{gpu.channels} per channel; prefill {job / 1e6:.2f} MB "
-                                 f"per job every {period} cycles, window {window} x 128 B; decode "
-                                 f"{step} B per step, think {think} cycles"))
+    return on_channels(Workload(make_tenants, contract, horizon=periods * period,
+                                description=(f"{gpu.name}: 1/{gpu.channels} per channel; prefill "
+                                             f"{job / 1e6:.2f} MB per job every {period} cycles, window "
+                                             f"{window} x 128 B; decode {step} B per step, think {think} cycles")),
+                       channels, coordinator)
 
 
-def setup_b(scale, *, periods=2, window=None, cxl=True, seed=1, prefill=True):
+def setup_b(scale, *, periods=2, window=None, cxl=True, seed=1, prefill=True, channels=1, coordinator=False):
     """§10: GB200, 8 tenants, all decode but 2 periodic prefills, 50% KV
-    spill to CXL (320 ns), WFQ weights equal (one priority)."""
+    spill to CXL (320 ns), WFQ weights equal (one priority).  ``channels`` > 1:
+    the same tenants on that many channels (:func:`on_channels`), each with
+    its own CXL link of one channel's share."""
     gpu = GB200
     window = window or Essay.queued_requests // 4
     step = scale.per_channel_bytes(Essay.decode_step_bytes, gpu)
@@ -197,10 +204,10 @@ def setup_b(scale, *, periods=2, window=None, cxl=True, seed=1, prefill=True):
 
     def make_tenants(policy_name=None):
         off = 10 * period * periods
-        tenants = [PrefillTenant(i, job_bytes=job, period=period,
+        tenants = [PrefillTenant(i, job_bytes=job * channels, period=period,
                                  phase=period // 10 + i * period // 2 if prefill else off,
-                                 window=window, name=f"prefill{i}") for i in (0, 1)]
-        tenants += [DecodeTenant(i, step_bytes=step, think=think, seed=seed, cxl_fraction=float(spill),
+                                 window=window * channels, name=f"prefill{i}") for i in (0, 1)]
+        tenants += [DecodeTenant(i, step_bytes=step * channels, think=think, seed=seed, cxl_fraction=float(spill),
                                  name=f"decode{i}") for i in range(2, 8)]
         return tenants
 
@@ -208,8 +215,9 @@ def setup_b(scale, *, periods=2, window=None, cxl=True, seed=1, prefill=True):
         # The CXL link keeps its utilisation under time compression: K times
         # faster, since decode traffic is K times denser.
         per_channel = Fraction(Essay.cxl_gb_per_s, gpu.channels) * scale.compression
-        return CxlLink(latency=ns_to_cycles(Essay.cxl_latency_ns),
-                       cycles_per_access=ns_to_cycles(Fraction(32, per_channel)))
+        links = [CxlLink(latency=ns_to_cycles(Essay.cxl_latency_ns),
+                         cycles_per_access=ns_to_cycles(Fraction(32, per_channel))) for _ in range(channels)]
+        return links if channels > 1 else links[0]
 
     hbm_step = int(step * (1 - spill))
     contract = contract_doc(
@@ -217,11 +225,12 @@ def setup_b(scale, *, periods=2, window=None, cxl=True, seed=1, prefill=True):
          for i in (0, 1)]
         + [_decode_contract(i, hbm_step, think, scale, priority=1, weight=1) for i in range(2, 8)],
         channel_gbps=CHANNEL_GBPS, clock_mhz=FABRIC_MHZ, admission_limit=Essay.admission_limit)
-    return Workload(make_tenants, contract, cxl=make_cxl if cxl else None,
-                    horizon=periods * period,
-                    description=(f"{gpu.name}: 1/{gpu.channels} per channel; 2 prefills of "
-                                 f"{job / 1e6:.2f} MB every {period} cycles (half a period apart); "
-                                 f"6 decode streams of {step} B per step, {float(spill):.0%} to CXL"))
+    return on_channels(Workload(make_tenants, contract, cxl=make_cxl if cxl else None,
+                                horizon=periods * period,
+                                description=(f"{gpu.name}: 1/{gpu.channels} per channel; 2 prefills of "
+                                             f"{job / 1e6:.2f} MB every {period} cycles (half a period apart); "
+                                             f"6 decode streams of {step} B per step, {float(spill):.0%} to CXL")),
+                       channels, coordinator)
 
 
 #: Report names of the front ends: (name for make_front_end, its options).
@@ -263,6 +272,33 @@ ACROSS_CHANNELS = 8
 #: without a step give the even split, the others one step's 13 % spread, which the
 #: next step does not repeat; a longer one reacts later and needs longer runs.
 COORD_EPOCH_CYCLES = 8192
+
+
+def on_channels(workload, channels, coordinator, epoch_cycles=COORD_EPOCH_CYCLES):
+    """Setup A's or B's ``workload`` on ``channels`` channels.  Why: issue #27's
+    latency-isolation targets, setups A and B judged with the coordinator
+    splitting each tenant's rate per epoch.  The setup makes every decode step,
+    prefill job and prefill window ``channels`` times its one-channel size and
+    the system spreads every tenant over every channel (its default channel
+    map), so each channel sees the one-channel load (a decode step's random
+    blocks: on average), as :func:`across_channels` spreads its decodes.  Here
+    the contract: each tenant's GB/s ``channels`` times the one-channel figure
+    in total (spec §12: every channel enforces 1/``channels`` of it, so each
+    keeps the one-channel registers), the coordinator on or off at issue #27's
+    epoch, floor 0.  One channel: ``workload`` as it is."""
+    if channels == 1:
+        if coordinator:
+            raise ValueError("The coordinator needs a contract of more than one channel")
+        return workload
+    doc = copy.deepcopy(workload.contract)
+    for t in doc["tenant"]:
+        t["guaranteed_gbps"] *= channels
+        t["burst_gbps"] *= channels
+    doc["fabric"].update(channels=channels, coordinator=coordinator, coordinator_epoch_us=epoch_cycles / FABRIC_MHZ)
+    return replace(workload, contract=doc, channels=channels,
+                   description=(f"{workload.description}; on {channels} channels, every step and job x{channels} "
+                                f"and spread over them; coordinator (when on): epoch {epoch_cycles} fabric cycles "
+                                f"({epoch_cycles / FABRIC_MHZ:g} µs), floor 0"))
 
 
 @dataclass
