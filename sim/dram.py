@@ -22,7 +22,6 @@ JEDEC's).
 """
 
 import heapq
-from bisect import bisect_left, insort
 
 from .controller import BURST_CLASS, NoDrain, RoundRobinRefresh, SharedQueues, WatermarkDrain, make_scheduler
 from .hbm3 import HBM3_6400, HBM3_GEOMETRY
@@ -191,17 +190,6 @@ class Channel:
         # A lower bound of the cycle the cached candidate can issue (NEVER: no
         # candidate, -1: stale), so tick() passes over a bank until then.
         self._bound = [-1] * nb
-        # Where tick() finds the banks to look at, instead of passing over
-        # every active bank each cycle: the banks whose candidate is stale
-        # (recomputed at the next tick, if the bank is still active), per
-        # pseudo-channel the banks whose candidate is a column command in
-        # rank order (the column bus serves one command a cycle, so tick()
-        # stops at the best one ready), each as the key rank * banks + bank
-        # (one int: the order of (rank, bank), cheaper to sort and compare),
-        # and the banks whose candidate is a row command.
-        self._stale = set()
-        self._col_order = [[] for _ in range(npc)]
-        self._row_banks = set()
         self._pc_work = [0] * npc  # banks per pseudo-channel with a fresh candidate
         self.bypassed = [0] * nb  # row hits served past an older request since the ACT
         self.active = set()
@@ -237,24 +225,20 @@ class Channel:
 
     def _invalidate(self, b):
         """Bank ``b``'s candidate is stale: recompute it at the next tick."""
-        cand = self._cand[b]
-        if cand:
-            self._pc_work[cand[7]] -= 1
-            if cand[0] is _COL:
-                order = self._col_order[cand[7]]
-                del order[bisect_left(order, cand[2] * len(self._cand) + b)]
-            else:
-                self._row_banks.discard(b)
+        if self._cand[b]:
+            self._pc_work[self.pc_of[b]] -= 1
         self._cand[b] = False
         self._bound[b] = -1
-        self._stale.add(b)
 
     def enqueue(self, req, now):
         """Accept a request into the transaction queue (caller checks room)."""
         req.admitted = now
         b = req.bank
         pc = self.pc_of[b]
-        self._invalidate(b)
+        if self._cand[b]:
+            self._pc_work[pc] -= 1
+        self._cand[b] = False
+        self._bound[b] = -1
         self.bank_queue[b].append(req)
         self.active.add(b)
         self.occupancy += 1
@@ -316,7 +300,10 @@ class Channel:
         if self.policy.bypasses(self, req):
             self.bypassed[b] += 1
         queue.remove(req)
-        self._invalidate(b)
+        if self._cand[b]:
+            self._pc_work[pc] -= 1
+        self._cand[b] = False
+        self._bound[b] = -1
         if not queue:
             self.active.discard(b)
         self.occupancy -= 1
@@ -555,68 +542,39 @@ class Channel:
         # candidate, so the bound stays one until then and the bank need not
         # be looked at before it.  The tCCD_R term is left out (it goes away
         # when the pseudo-channel's stack ID changes), as is the scheduler's
-        # hold on an activation.  The best rank wins; of equal ranks the bank
-        # first in ``active``'s order (``col_ties`` and ``row_ties`` hold the
-        # equals until the end).
-        banks = len(cache)
-        stale = self._stale
-        if stale:
-            col_order, row_banks = self._col_order, self._row_banks
-            for b in stale:
-                if b not in active:
-                    continue  # no request: a candidate once one is enqueued
+        # hold on an activation.  Banks are looked at in ``active``'s order,
+        # the first of equal rank winning.  A column command ranked no better
+        # than the best found so far cannot win this cycle, so its timers are
+        # not looked at (its bound stays: a bound is only ever a lower bound).
+        for b in active:
+            if bound[b] > now:
+                continue
+            cand = cache[b]
+            if cand is False:
                 cand = cache[b] = candidate(b)
                 if cand is None:
                     bound[b] = NEVER
                     continue
-                pc_work[cand[7]] += 1
-                if cand[0] is _COL:
-                    insort(col_order[cand[7]], cand[2] * banks + b)
-                else:
-                    row_banks.add(b)
-            stale.clear()
-        # The column command: in each pseudo-channel the candidates in rank
-        # order, up to the first ready one (and any ready of the same rank).
-        col_ties = None
-        last_key = NEVER * banks + banks - 1  # keys above it rank below the best ready so far
-        for order in self._col_order:
-            for key in order:
-                if key > last_key:
-                    break
-                b = key % banks
-                if bound[b] > now:
-                    continue
-                cmd, req, rank, own, group, pcs, g, p = cache[b]
-                t = own[b]
-                u = group[g]
-                if u > t:
-                    t = u
-                u = pcs[p]
-                if u > t:
-                    t = u
+                pc_work[pc_of[b]] += 1
+            cmd, req, rank, own, group, pcs, g, p = cand
+            if cmd is _COL and rank >= best_col_rank:
+                continue
+            t = own[b]
+            u = group[g]
+            if u > t:
+                t = u
+            u = pcs[p]
+            if u > t:
+                t = u
+            if cmd is _COL:
                 ok = t <= now
                 if ok and pc_last_sid[p] != sid_of[b]:
                     ok = pc_last_col[p] + tCCD_R <= now
                 if ok:
-                    if rank < best_col_rank:
-                        best_col, best_col_rank, col_ties = req, rank, None
-                        last_key = rank * banks + banks - 1
-                    elif col_ties is None:
-                        col_ties = [best_col, req]
-                    else:
-                        col_ties.append(req)
+                    best_col, best_col_rank = req, rank
                 elif t > now:
                     bound[b] = t
-        if col_ties is not None:
-            first = self._first_active({req.bank for req in col_ties})
-            best_col = next(req for req in col_ties if req.bank == first)
-        # The row command: every bank that wants one and is past its bound.
-        row_ties = None
-        for b in self._row_banks:
-            if bound[b] > now:
                 continue
-            cmd, req, rank, own, group, pcs, g, p = cache[b]
-            t = max(own[b], group[g], pcs[p])  # few banks a cycle: max() will do
             if cmd is _ACT:
                 u = pc_faw[p][0] + tFAW
                 if u > t:
@@ -625,18 +583,11 @@ class Channel:
                 t = row_bus
             if t > now:
                 bound[b] = t
-            elif rank < best_row_rank or (rank == best_row_rank and row_ties is not None):
+            elif rank < best_row_rank:
                 # The scheduler may hold an activation back (a policy
                 # decision); it is looked at again next cycle.
                 if cmd is _PRE or act_gate is None or act_gate(self, req, p, now):
-                    if rank < best_row_rank:
-                        best_row, best_row_rank = (cmd, b, req), rank
-                        row_ties = [best_row]
-                    else:
-                        row_ties.append((cmd, b, req))
-        if row_ties is not None and len(row_ties) > 1:
-            first = self._first_active({row[1] for row in row_ties})
-            best_row = next(row for row in row_ties if row[1] == first)
+                    best_row, best_row_rank = (cmd, b, req), rank
 
         if self.batches_writes:
             # A direction with nothing it can do hands the bus over.
@@ -680,13 +631,6 @@ class Channel:
                 if wake <= now + 1:
                     break
         return max(wake, now + 1)
-
-    def _first_active(self, banks):
-        """The bank of ``banks`` that comes first in ``active``'s order (the
-        order in which tick() once looked at every bank: equal ranks go to it)."""
-        for b in self.active:
-            if b in banks:
-                return b
 
     def _drain_wake(self):
         # A drain policy that holds a due drain back names when it lets go.
