@@ -364,3 +364,15 @@ def test_even_mapping_runs_at_six_seeds_of_full_length():
         assert [r["params"].get("seed", 1) for r in runs] == [1, 2, 3, 4, 5, 6]
         assert {r["params"]["epochs"] for r in runs} == {20}
     assert "coordinator/even, coordinator on, seed 7" not in specs
+
+
+def test_only_selects_run_ids_with_commas():
+    # Run ids contain commas: one id as it is, or ids separated by ';'.
+    from kvfabric.sim.studies.experiments import plan, select
+    specs = plan()
+    ids = lambda only: [s["id"] for s in select(specs, only)]  # noqa: E731
+    assert ids("coordinator/even, coordinator on") == ["coordinator/even, coordinator on"]
+    assert ids("B/Fabric, kind-aware; coordinator/decode only") == ["B/Fabric, kind-aware",
+                                                                    "coordinator/decode only"]
+    assert ids("A/Fabric-QoS,B/")[0] == "A/Fabric-QoS" and all(i.startswith("B/") for i in ids("A/Fabric-QoS,B/")[1:])
+    assert ids("no such run") == []

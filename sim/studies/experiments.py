@@ -196,6 +196,18 @@ def plan(quick=False, horizon=1):
     return specs
 
 
+def select(specs, only):
+    """The specs ``--only`` names: run ids or group prefixes (ending in ``/``),
+    separated by ``;``, or by ``,`` when there is no ``;``. Run ids contain
+    commas ("B/Fabric, kind-aware"): ``only`` that is one run id as it is
+    names that run, and ``;`` separates several such ids."""
+    if any(s["id"] == only.strip() for s in specs):
+        return [s for s in specs if s["id"] == only.strip()]
+    wanted = [w.strip() for w in only.split(";" if ";" in only else ",") if w.strip()]
+    return [s for s in specs if any(s["id"] == w or (w.endswith("/") and s["id"].startswith(w))
+                                    for w in wanted)]
+
+
 def build_run(spec, scale):
     """(system, horizon, extract) for one spec."""
     kind, params = spec["kind"], dict(spec["params"])
@@ -385,7 +397,9 @@ def main(argv=None):
                     help="fraction of the default simulated time per run (e.g. 1/3; setup runs keep at "
                          "least half a prefill period); the report header says so")
     ap.add_argument("--only", default=None,
-                    help="comma-separated run ids or group prefixes (e.g. 'A/Fabric-QoS,B/'); "
+                    help="run ids or group prefixes, separated by ';' or, when there is no ';', by ','; "
+                         "a single run id may contain commas (e.g. 'A/Fabric-QoS,B/', "
+                         "'B/Fabric, kind-aware;coordinator/'); "
                          "the report then covers only those runs (use another --out)")
     ap.add_argument("--report-only", action="store_true",
                     help="rewrite the report from the raw results of the last run (build/)")
@@ -399,9 +413,7 @@ def main(argv=None):
     except ValueError as e:
         ap.error(f"--horizon: {e}")
     if args.only:
-        wanted = [w.strip() for w in args.only.split(",") if w.strip()]
-        specs = [s for s in specs if any(s["id"] == w or (w.endswith("/") and s["id"].startswith(w))
-                                         for w in wanted)]
+        specs = select(specs, args.only)
         if not specs:
             ap.error(f"--only {args.only!r} matches no run")
         raw = raw.replace(".pickle", "-only.pickle")
