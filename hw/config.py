@@ -128,6 +128,13 @@ def _byte_mask(strb):
     return Cat(strb[b].replicate(8) for b in range(len(strb)))
 
 
+def _merge(old, data, strb):
+    """The word a write of ``data`` with byte strobes ``strb`` leaves in a
+    register whose value is ``old``."""
+    mask = _byte_mask(strb)
+    return (old & ~mask) | (data & mask)
+
+
 def _word(values, reg):
     """A register's 32-bit word from the values of its readable fields (by name)."""
     out = Const(0, DATA_WIDTH)
@@ -233,8 +240,9 @@ class RegisterFile(FabricComponent):
         wr_commit = Signal(p.tenants, name="cfg_wr_commit")
         wr_data = Signal(DATA_WIDTH, name="cfg_wr_data")
         wr_strb = Signal(len(bus.w_strb), name="cfg_wr_strb")
-        m.d.sync += [wr_fabric[reg.name].eq(bus.w_stb & (bus.w_addr == reg.offset))
-                     for reg in fabric_regs]
+        # A write to each fabric register on the bus in this cycle.
+        bus_hit = {reg.name: bus.w_stb & (bus.w_addr == reg.offset) for reg in fabric_regs}
+        m.d.sync += [wr_fabric[name].eq(hit) for name, hit in bus_hit.items()]
         m.d.comb += self.cfg_commit_next.eq(
             Cat(bus.w_stb & Cat(bus.w_addr == tenant.base + tenant.stride * i + r.offset
                                 for r in commit).any()
@@ -244,11 +252,9 @@ class RegisterFile(FabricComponent):
             wr_data.eq(bus.w_data),
             wr_strb.eq(bus.w_strb),
         ]
-        w_mask = _byte_mask(wr_strb)
-
         def merged(old):
             # The word the decoded write leaves in a register whose value is `old`.
-            return (old & ~w_mask) | (wr_data & w_mask)
+            return _merge(old, wr_data, wr_strb)
 
         # Fabric registers: cfg_<field>, written through a combinational
         # "next" signal (what the channels read for EARLY_FIELDS).
@@ -274,10 +280,9 @@ class RegisterFile(FabricComponent):
                     if f.name in TWO_AHEAD_FIELDS:
                         # A write on the bus now is decoded at this edge and
                         # merged into `nxt`'s value at the next.
-                        bus_word = ((nxt << f.lsb) & ~_byte_mask(bus.w_strb)) | (bus.w_data & _byte_mask(bus.w_strb))
+                        bus_word = _merge(nxt << f.lsb, bus.w_data, bus.w_strb)
                         after = getattr(self, f"cfg_{f.name}_after_next")
-                        m.d.comb += after.eq(Mux(bus.w_stb & (bus.w_addr == reg.offset),
-                                                 bus_word[f.lsb:f.msb + 1], nxt))
+                        m.d.comb += after.eq(Mux(bus_hit[reg.name], bus_word[f.lsb:f.msb + 1], nxt))
 
         # Per-tenant configuration: staged and active copies of every field.
         staged = [Signal(layout, name=f"cfg_staged_{i}") for i in range(p.tenants)]
