@@ -22,8 +22,6 @@ from __future__ import annotations
 import argparse
 import json
 import shlex
-import subprocess
-import time
 from pathlib import Path
 
 from amaranth.back import verilog
@@ -33,7 +31,7 @@ from kvfabric.hw.coordinator import Coordinator
 from kvfabric.provenance import describe
 from kvfabric.scripts.synth.families import FAMILIES
 from kvfabric.scripts.synth.parsers import cell_counts, utilisation_from_log, yosys_cells
-from kvfabric.scripts.synth.tools import source_revision, tool_path, tool_versions
+from kvfabric.scripts.synth.tools import ROOT, run_tool, source_revision, tool_path, tool_versions
 from kvfabric.spec import FabricParams
 
 __all__ = ["TARGET_SHARE", "measure", "main"]
@@ -41,7 +39,6 @@ __all__ = ["TARGET_SHARE", "measure", "main"]
 #: Issue #27's bound: the coordinator's TRELLIS_COMB over one channel's.
 TARGET_SHARE = 0.05
 
-ROOT = Path(__file__).resolve().parents[1]
 FAMILY = FAMILIES["ecp5"]
 
 
@@ -63,17 +60,11 @@ def measure(name, top, component, workdir):
              f"read_verilog {source}; {FAMILY.synth_command} -top {top} -json {netlist}; "
              f"tee -q -o {stat} stat -json"]
     pack = [tool_path(FAMILY.pnr_tool), *FAMILY.devices[FAMILY.default_device].pnr_args,
-            "--json", netlist, "--pack-only", "--log", f"{workdir}/{name}_pack.log"]
-    seconds = {}
-    for label, args in (("yosys", yosys), ("pack", pack)):
-        started = time.monotonic()
-        done = subprocess.run(args, cwd=ROOT, capture_output=True, text=True)
-        if done.returncode:
-            tail = "\n".join((done.stdout + done.stderr).splitlines()[-15:])
-            raise SystemExit(f"coordinator_area: {label} of {name} failed (exit {done.returncode}; "
-                             f"log in {workdir}/):\n{tail}")
-        seconds[label] = round(time.monotonic() - started, 1)
-    util = utilisation_from_log(ROOT / workdir / f"{name}_pack.log")
+            "--json", netlist, "--pack-only"]
+    # run_tool keeps each tool's output in <name>_<tool>.out and names it on a failure.
+    seconds = {label: round(run_tool(args, f"{workdir}/{name}_{label}.out", label=f"{label} of {name}"), 1)
+               for label, args in (("yosys", yosys), ("pack", pack))}
+    util = utilisation_from_log(f"{workdir}/{name}_pack.out")
     cells = yosys_cells(stat)
     return {"trellis_comb": util[FAMILY.logic_resource]["used"],
             "trellis_ff": util.get("TRELLIS_FF", {}).get("used"),
