@@ -4,6 +4,7 @@ results, reproducibility from the printed seed, and a tiny family end to end
 (the real run is `make family`; its figures are never asserted here)."""
 
 import json
+import math
 import re
 import tomllib
 
@@ -13,7 +14,7 @@ from kvfabric.model.contract import compile_contract
 from kvfabric.sim.studies import family as fam
 from kvfabric.sim.studies.family import (FAMILY_SEED, FIXED, MIN_STEPS, RANGES, distribution, draw, draw_family,
                                          judge, run_spec, tail_split, write_draw)
-from kvfabric.sim.workload import one_channel_contract, parse_workload
+from kvfabric.sim.workload import parse_workload, simulated_contract
 from kvfabric.system import run_system
 
 #: Draws checked against the ranges: the default family's and another seed's (printed on failure).
@@ -40,10 +41,14 @@ def test_a_draw_is_admissible_and_inside_the_stated_ranges(seed, k):
     # Admissible: the contract compiler (admission control included) and the workload checker accept it.
     compile_contract(contract, source=f"draw {k} at seed {seed}")
     parse_workload(workload, ids, source=f"draw {k} at seed {seed}")
-    # Held fixed: the channel kvfabric system simulates, so its rewrite changes nothing.
+    # The channel kvfabric system simulates, so it runs the contract as written;
+    # a clock at which one 128-byte grant per clock covers that channel's 51.2 GB/s.
     fab = contract["fabric"]
-    assert (fab["clock_mhz"], fab["channels"], fab["channel_gbps"]) == (400, 1, pytest.approx(51.2))
-    assert one_channel_contract(contract, 51.2, 400)["tenant"] == contract["tenant"]
+    assert (fab["channels"], fab["channel_gbps"]) == (1, pytest.approx(51.2))
+    assert fab["clock_mhz"] in RANGES["clock_mhz"] and 128 * fab["clock_mhz"] / 1000 >= 51.2
+    simulated, rescaled = simulated_contract(contract, 51.2)
+    assert not rescaled and simulated["tenant"] == contract["tenant"]
+    assert simulated["fabric"]["clock_mhz"] == fab["clock_mhz"]
     assert (workload["system"]["read_queue"], workload["system"]["write_queue"]) == (128, 64)
     guarantee = {t["id"]: t["guaranteed_gbps"] for t in contract["tenant"]}
     for t in decodes:
@@ -76,6 +81,7 @@ def test_the_family_spans_its_ranges():
     decodes = [t for d in draws for t in d["workload"]["tenant"] if t["kind"] == "decode"]
     assert any(t["cxl_fraction"] for t in decodes) and not all(t["cxl_fraction"] for t in decodes)
     assert {t["block_bytes"] for t in decodes} == set(RANGES["block_bytes"])
+    assert {d["contract"]["fabric"]["clock_mhz"] for d in draws} == set(RANGES["clock_mhz"])
 
 
 def test_a_draw_depends_on_the_seed_and_its_index_only(tmp_path):
@@ -89,10 +95,10 @@ def test_a_draw_depends_on_the_seed_and_its_index_only(tmp_path):
         assert tomllib.load(f) == d["workload"]
 
 
-def _fake(lat, parts=None, prefills=None):
+def _fake(lat, parts=None, prefills=None, busy=1000):
     return {"cycles": 1000, "utilisation": 0.5, "cpu_s": 1.0, "wall_s": 2.0,
             "decodes": {1: {"lat": lat, "parts": parts or [[0, 0, x, 0] for x in lat], "bytes": 0}},
-            "prefills": prefills or {}}
+            "prefills": prefills or {}, "prefills_busy": busy}
 
 
 def test_judge_and_distribution_on_fake_results():
@@ -113,6 +119,7 @@ def test_judge_and_distribution_on_fake_results():
     assert set(rows) == {("frfcfs", 1), ("frfcfs", 2), ("fabric-qos", 1), ("fabric-qos", 2)}
     assert rows["frfcfs", 1]["p99_ratio"] == 2 and rows["fabric-qos", 1]["p99_ratio"] == 1
     assert rows["frfcfs", 1]["prefill_ratio"] == 1 and rows["fabric-qos", 1]["prefill_ratio"] == 0.5
+    assert rows["fabric-qos", 1]["prefill_each_ratio"] == 0.5  # one prefill: the two figures agree
     assert rows["fabric-qos", 1]["prefill_gbps"] == pytest.approx(10.0)
     assert rows["fabric-qos", 1]["backlogged_met"] == {0: True}       # 10.0 GB/s, guaranteed 10.0
     assert rows["fabric-qos", 2]["backlogged_met"] == {0: False}      # 9.6 GB/s
@@ -125,6 +132,33 @@ def test_judge_and_distribution_on_fake_results():
     assert tail_split([sum(p) for p in parts], parts) == [98.5, 0, 0, 1]
 
 
+def test_prefills_together_are_judged_over_the_cycles_some_prefill_had_a_job():
+    # Two prefills in a 1,000-cycle run, prefill 0 backlogged (a job all along).
+    # FR-FCFS lets prefill 1's job (4,000 bytes) crowd prefill 0 out: done in
+    # 200 cycles, prefill 0 getting 10,000 bytes.  The policy shares: prefill 1's
+    # job takes 400 cycles and prefill 0 gets 10,500 bytes.
+    meta = {"draw": 0, "decodes": {1: {}}, "backlogged": [0],
+            "prefills": {0: {"backlogged": True, "guaranteed_gbps": 1.0}, 1: {"backlogged": False}}}
+    lat = list(range(1, 101))
+    fr = {0: {"bytes": 10_000, "active": 1000, "jobs": 0}, 1: {"bytes": 4000, "active": 200, "jobs": 1}}
+    qos = {0: {"bytes": 10_500, "active": 1000, "jobs": 0}, 1: {"bytes": 4000, "active": 400, "jobs": 1}}
+    results = {(0, "decode-only", 1): _fake(lat), (0, "frfcfs", 1): _fake(lat, prefills=fr),
+               (0, "fabric-qos", 1): _fake(lat, prefills=qos)}
+    row = next(r for r in judge(results, [meta], seeds=(1,)) if r["policy"] == "fabric-qos")
+    # Together: 14,500 bytes against 14,000 over the same 1,000 busy cycles.
+    assert row["prefill_ratio"] == pytest.approx(14_500 / 14_000)
+    assert row["prefill_gbps"] == pytest.approx(14.5 * 1.6)  # 14.5 bytes per 1.6 GHz cycle
+    # Per prefill: 10.5 + 10 bytes per cycle against 10 + 20.
+    assert row["prefill_each_ratio"] == pytest.approx(20.5 / 30)
+    # Busy cycles are a union: overlapping jobs count once, a gap not at all.
+    assert fam.union_length([(30, 40), (0, 10), (5, 20), (35, 38)]) == 30
+    assert fam.union_length([]) == 0
+    # Results kept before the figure existed give NaN, not a wrong ratio.
+    del results[0, "fabric-qos", 1]["prefills_busy"]
+    row = next(r for r in judge(results, [meta], seeds=(1,)) if r["policy"] == "fabric-qos")
+    assert math.isnan(row["prefill_ratio"])
+
+
 def test_the_runner_builds_what_kvfabric_system_runs(tmp_path):
     d = draw(FAMILY_SEED, 4)
     d["workload"]["system"]["cycles"] = 20_000
@@ -135,6 +169,8 @@ def test_the_runner_builds_what_kvfabric_system_runs(tmp_path):
         assert len(dec["lat"]) == theirs[tid]["steps"]
         if dec["lat"]:
             assert round(fam.pct(dec["lat"], 99) * fam.NS_PER_CYCLE, 1) == theirs[tid]["p99_ns"]
+    actives = [p["active"] for p in mine["prefills"].values()]
+    assert max(actives) <= mine["prefills_busy"] <= min(sum(actives), mine["cycles"])
     only = run_spec(dict(draw=4, policy="decode-only", seed=1, contract=c, workload=w, cycles=None))[1]
     assert only["prefills"] == {} and set(only["decodes"]) == set(mine["decodes"])
 

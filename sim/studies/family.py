@@ -16,15 +16,18 @@ the sweep layer :mod:`kvfabric.sweep`, as ``make experiments``), and writes
 Draw ``k`` depends only on the family seed and ``k``: ``--draws 4`` runs the
 first four draws of the default family.
 
-**What is held fixed** (:data:`FIXED`).  ``kvfabric system`` rewrites every
-contract to one 51.2 GB/s channel with the arbiter at 400 MHz
-(:func:`kvfabric.sim.workload.one_channel_contract`; issue #26 deliverable 3).
-A drawn clock or channel rate would be rescaled silently, so the family
-draws contracts for exactly that channel (the rewrite is the identity on
-them) until the system model runs the contract it is given.  The controller's
-queues (128 / 64, the format's defaults), its knobs (the workload's optional
-``[controller]`` table, left out: the defaults) and the contract's credit
-terms are held too; drawing them is a range to add with deliverable 3.
+**What is held fixed** (:data:`FIXED`).  ``kvfabric system`` runs the
+contract's channel count and fabric clock as written, so the family draws
+the clock (:data:`RANGES` ``clock_mhz``: clocks at which the arbiter's one
+128-byte grant per clock covers the channel's 51.2 GB/s; a slower fabric
+would cap every fabric policy below FR-FCFS by construction).  The system
+model has one DRAM speed grade (HBM3-6400), so a contract for another
+channel rate is rescaled to it, and said so in ``kvfabric system``'s output
+(:func:`kvfabric.sim.workload.simulated_contract`): the family draws
+contracts for that channel rate, one channel each.  The controller's queues
+(128 / 64, the format's defaults), its knobs (the workload's optional
+``[controller]`` table, left out: the defaults, which are what a user who
+sets nothing gets) and the contract's credit terms are held too.
 
 **Definitions** (:func:`judge`).  A decode's mean demand is its step's HBM
 bytes (``step_bytes x (1 - cxl_fraction)``) over its think time, an upper
@@ -32,12 +35,20 @@ bound of what it reads (its own step time lengthens the period); its
 guarantee is drawn between 1.2x and 2.0x that.  A run's *decode ratio* is
 the worst over decode tenants of the tenant's step p99 under the policy over
 its step p99 in the decode-only run of the same seed (the prefills idle,
-FR-FCFS); p99 is :func:`kvfabric.sim.studies.metrics.pct`, nearest rank.  A
-prefill's bandwidth is its bytes over the cycles in which it had a job; a
-run's *prefill ratio* is the prefills' summed bandwidth under the policy over
-the sum under FR-FCFS at the same seed.  A backlogged prefill (jobs arrive
-faster than the whole channel could serve them) meets its guarantee when its
-bandwidth is at least its contract's ``guaranteed_gbps``.
+FR-FCFS); p99 is :func:`kvfabric.sim.studies.metrics.pct`, nearest rank.
+The prefills' bandwidth *together* is their bytes over the cycles in which at
+least one of them had a job; a run's *prefill ratio* is that under the policy
+over that under FR-FCFS at the same seed (issue #26: "prefills together keep
+>= 90 % of their FR-FCFS bandwidth").  It is the throughput price the
+prefills pay as a group; how they split it among themselves is the
+contract's to say, through their weights and guarantees.  So a newly arrived
+job that FR-FCFS lets crowd out a backlogged prefill, against the weights,
+does not count in FR-FCFS's favour, as it would in the other figure kept
+beside it (``prefill_each_ratio``): each prefill's bytes over the cycles *it*
+had a job, summed over the prefills, under the policy over under FR-FCFS.
+A backlogged prefill (jobs arrive faster than the whole channel could serve
+them) meets its guarantee when its own bandwidth is at least its contract's
+``guaranteed_gbps``.
 """
 
 from __future__ import annotations
@@ -97,9 +108,10 @@ RANGES = {
     "decode_load": (0.15, 0.35),               # the decodes' summed mean demand / channel peak
     "think_spread": (0.8, 1.25),               # log, a decode's think over the common one
     "decode_headroom": (1.2, 2.0),             # guarantee / mean demand
+    "clock_mhz": (400, 450, 500),              # the fabric's; a grant (128 B) a clock covers 51.2 GB/s
 }
 
-#: Held fixed until the system model runs the contract it is given (issue #26 deliverable 3).
+#: Held fixed (the module docstring says why); ``clock_mhz`` is the default the draw replaces.
 FIXED = {
     "clock_mhz": FABRIC_MHZ, "channels": 1, "channel_gbps": float(CHANNEL_GBPS), "admission_limit": 0.85,
     "bulk_priorities": [2], "memory_round_trip_ns": 80, "memory_request_bytes": 128,
@@ -206,6 +218,8 @@ def draw(seed, k):
     fabric = {k: FIXED[k] for k in ("clock_mhz", "channels", "channel_gbps", "admission_limit",
                                     "bulk_priorities", "memory_round_trip_ns", "memory_request_bytes")}
     fabric["tenants"] = n
+    # Drawn last, so the draws before the clock was drawn keep their other values.
+    fabric["clock_mhz"] = rng.choice(RANGES["clock_mhz"])
     contract = {"fabric": fabric, "tenant": ct}
     workload = {"system": {"cycles": cycles, "seed": RUN_SEEDS[0], "read_queue": FIXED["read_queue"],
                            "write_queue": FIXED["write_queue"]}, "tenant": wt}
@@ -291,17 +305,33 @@ def run_spec(spec):
     horizon = workload.cycles
     stats = system.channel.stats
     decodes, prefills = {}, {}
+    busy = []  # every prefill's job intervals, for the cycles in which some prefill had a job
     for ts, t in zip(workload.tenants, system.tenants):
         if ts.kind == "decode":
             decodes[ts.id] = {"lat": [lat for _, lat in t.steps], "parts": [list(p) for p in t.step_parts],
                               "bytes": stats.bytes[t.tenant_id]}
         elif ts.kind == "prefill":
-            active = sum(e - s for _, s, e in t.jobs) + (horizon - t.job_start if t.running else 0)
-            prefills[ts.id] = {"bytes": stats.bytes[t.tenant_id], "active": active, "jobs": len(t.jobs)}
-    result = {"cycles": horizon, "decodes": decodes, "prefills": prefills,
+            spans = [(s, e) for _, s, e in t.jobs] + ([(t.job_start, horizon)] if t.running else [])
+            busy += spans
+            prefills[ts.id] = {"bytes": stats.bytes[t.tenant_id], "active": sum(e - s for s, e in spans),
+                               "jobs": len(t.jobs)}
+    result = {"cycles": horizon, "decodes": decodes, "prefills": prefills, "prefills_busy": union_length(busy),
               "utilisation": sum(stats.bytes) / (horizon * PEAK_BYTES_PER_CYCLE),
               "cpu_s": time.process_time() - t0, "wall_s": time.perf_counter() - w0}
     return (spec["draw"], spec["policy"], spec["seed"]), result
+
+
+def union_length(spans):
+    """Cycles covered by at least one of the ``(start, end)`` spans."""
+    total, reach = 0, None
+    for s, e in sorted(spans):
+        if reach is None or s > reach:
+            total += e - s
+            reach = e
+        elif e > reach:
+            total += e - reach
+            reach = e
+    return total
 
 
 def run_all(specs, jobs, save=None, scheduler=None):
@@ -351,6 +381,15 @@ def tail_split(lat, parts):
     return metrics_tail_split(parts, pct(lat, 99))
 
 
+def _together_gbps(res):
+    """The prefills' bytes together over the cycles in which at least one of
+    them had a job (NaN if none had; results from before this figure was kept)."""
+    busy = res.get("prefills_busy")
+    if not busy:
+        return math.nan
+    return _gbps(sum(p["bytes"] for p in res["prefills"].values()), busy)
+
+
 def judge(results, metas, seeds=RUN_SEEDS, policies=POLICIES):
     """One row per (draw, seed, policy other than decode-only): the decode
     and prefill ratios (see the module docstring), the worst decode, its tail
@@ -372,15 +411,18 @@ def judge(results, metas, seeds=RUN_SEEDS, policies=POLICIES):
                 bw_fr = {tid: _gbps(p["bytes"], p["active"]) for tid, p in fr["prefills"].items()} if fr else {}
                 # Prefills with a job in both runs (a short run may end before a phase).
                 both = [t for t in bw if not math.isnan(bw[t]) and not math.isnan(bw_fr.get(t, math.nan))]
+                together = _together_gbps(res)
+                together_fr = _together_gbps(fr) if fr else math.nan
                 backlogged = {tid: bw[tid] >= meta["prefills"][tid]["guaranteed_gbps"]
                               for tid in meta["backlogged"]}
                 rows.append({
                     "draw": k, "seed": seed, "policy": policy, "p99_ratio": ratios[worst],
                     "worst_decode": worst, "p99_ns": pct(res["decodes"][worst]["lat"], 99) * NS_PER_CYCLE,
                     "base_p99_ns": pct(base["decodes"][worst]["lat"], 99) * NS_PER_CYCLE,
-                    "prefill_gbps": sum(bw[t] for t in both) if both else float("nan"),
-                    "prefill_ratio": (sum(bw[t] for t in both) / sum(bw_fr[t] for t in both)
-                                      if both else float("nan")),
+                    "prefill_gbps": together, "prefill_ratio": together / together_fr if together_fr else math.nan,
+                    "prefill_each_gbps": sum(bw[t] for t in both) if both else float("nan"),
+                    "prefill_each_ratio": (sum(bw[t] for t in both) / sum(bw_fr[t] for t in both)
+                                           if both else float("nan")),
                     "prefill_gbps_each": bw, "backlogged_met": backlogged,
                     "min_steps": min(len(d["lat"]) for d in res["decodes"].values()),
                     "base_min_steps": min(len(d["lat"]) for d in base["decodes"].values()),
@@ -444,6 +486,8 @@ def summary(rows, policies=POLICIES):
         backlogged = [ok for r in mine for ok in r["backlogged_met"].values()]
         out[policy] = {"p99_ratio": distribution([r["p99_ratio"] for r in mine], "max"),
                        "prefill_ratio": distribution([r["prefill_ratio"] for r in mine], "min"),
+                       "prefill_each_ratio": distribution([r.get("prefill_each_ratio", math.nan) for r in mine],
+                                                          "min"),
                        "backlogged_met": sum(backlogged), "backlogged_runs": len(backlogged),
                        "worst": max(mine, key=lambda r: r["p99_ratio"])}
     return out
@@ -505,18 +549,23 @@ def _markdown(doc, plot):
     w("## Targets over every drawn workload and seed")
     w("")
     w(f"Decode ratio: worst decode's step p99 under the policy / its p99 decode-only (target <= {P99_TARGET}x "
-      f"under fabric-qos). Prefill ratio: prefills' summed bandwidth while they have a job / the same under "
-      f"FR-FCFS (target >= {PREFILL_TARGET:.0%}). Distributions over (draw, seed); for the prefill ratio the "
-      "'90th percentile' is the 10th (toward the worst) and the worst is the minimum.")
+      f"under fabric-qos). Prefill ratio: the prefills' bytes together over the cycles in which at least one "
+      f"of them had a job / the same under FR-FCFS (target >= {PREFILL_TARGET:.0%}): the throughput price "
+      "the prefills pay as a group (how they split it is the contract's weights' to say). Per prefill: the "
+      "sum over prefills of each one's bytes over the cycles it had a job, against FR-FCFS's, shown beside "
+      "it; FR-FCFS scores high on it when a new job crowds out a backlogged prefill against the weights. "
+      "Distributions over (draw, seed); for the prefill ratios the '90th percentile' is the 10th (toward "
+      "the worst) and the worst is the minimum.")
     w("")
     w("| policy | decode ratio median | 90th pct | worst | prefill ratio median | 90th pct (low side) | worst | "
-      "backlogged prefills at their guarantee (prefill x seed) |")
-    w("|---|---|---|---|---|---|---|---|")
+      "per prefill: median | worst | backlogged prefills at their guarantee (prefill x seed) |")
+    w("|---|---|---|---|---|---|---|---|---|---|")
     for policy, s in doc["summary"].items():
-        p, q = s["p99_ratio"], s["prefill_ratio"]
+        p, q, e = s["p99_ratio"], s["prefill_ratio"], s["prefill_each_ratio"]
         w(f"| {policy} | {_f(p['median'], '.2f')}x | {_f(p['p90'], '.2f')}x | {_f(p['worst'], '.2f')}x "
           f"(draw {s['worst']['draw']}, seed {s['worst']['seed']}) | {_f(q['median'], '.1%')} | "
-          f"{_f(q['p90'], '.1%')} | {_f(q['worst'], '.1%')} | {s['backlogged_met']} of {s['backlogged_runs']} |")
+          f"{_f(q['p90'], '.1%')} | {_f(q['worst'], '.1%')} | {_f(e['median'], '.1%')} | {_f(e['worst'], '.1%')} | "
+          f"{s['backlogged_met']} of {s['backlogged_runs']} |")
     w("")
     qos = doc["summary"].get("fabric-qos")
     if qos:
@@ -547,8 +596,8 @@ def _markdown(doc, plot):
     w("## Per draw (worst seed)")
     w("")
     w("| draw | tenants (prefills, backlogged) | decode load | cycles | policy | decode ratio | prefill GB/s | "
-      "prefill ratio | backlogged at guarantee (prefill x seed) | fewest steps per decode |")
-    w("|---|---|---|---|---|---|---|---|---|---|")
+      "prefill ratio | per prefill | backlogged at guarantee (prefill x seed) | fewest steps per decode |")
+    w("|---|---|---|---|---|---|---|---|---|---|---|")
     for meta in doc["draws"]:
         for policy in POLICIES[1:]:
             mine = [r for r in doc["rows"] if r["draw"] == meta["draw"] and r["policy"] == policy]
@@ -560,6 +609,7 @@ def _markdown(doc, plot):
             w(f"| {meta['draw']} | {len(meta['decodes']) + len(meta['prefills'])} ({len(meta['prefills'])}, "
               f"{len(meta['backlogged'])}) | {meta['decode_load']:.0%} | {meta['cycles']:,} | {policy} | "
               f"{_f(r['p99_ratio'], '.2f')}x | {_f(low['prefill_gbps'], '.1f')} | {_f(low['prefill_ratio'], '.1%')} | "
+              f"{_f(distribution([x.get('prefill_each_ratio', math.nan) for x in mine], 'min')['worst'], '.1%')} | "
               f"{f'{sum(bl)} of {len(bl)}' if bl else '-'} | {min(x['min_steps'] for x in mine)} |")
     w("")
     sp = doc["speed"]
@@ -585,10 +635,11 @@ def _markdown(doc, plot):
     for name, value in doc["ranges"].items():
         w(f"* `{name}`: {value}")
     w("")
-    w("Held fixed until the system model runs the contract it is given (issue #26 deliverable 3: "
-      "`kvfabric system` still rewrites every contract to one 51.2 GB/s channel at 400 MHz, now saying so, "
-      "so a drawn contract is for exactly that channel; the workload's optional `[controller]` knobs are "
-      "left at their defaults, not drawn): " + ", ".join(f"`{k}` = {v}" for k, v in doc["fixed"].items()) + ".")
+    w("Held fixed (the system model has one DRAM speed grade, HBM3-6400: a contract for another channel "
+      "rate would be rescaled to it, so a drawn contract is for that rate, on one channel; the workload's "
+      "optional `[controller]` knobs are left at their defaults, what a user who sets none gets; "
+      "`clock_mhz` is drawn, from the range above): "
+      + ", ".join(f"`{k}` = {v}" for k, v in doc["fixed"].items() if k != "clock_mhz") + ".")
     w("")
     w(f"A decode's mean demand is its step's HBM bytes over its think time; its guarantee is drawn "
       f"{RANGES['decode_headroom'][0]}-{RANGES['decode_headroom'][1]}x that. The decodes share one think "
