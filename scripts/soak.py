@@ -32,7 +32,7 @@ from pathlib import Path
 
 from kvfabric.provenance import describe, revision
 from kvfabric.spec import FabricParams
-from kvfabric.sweep import run_sweep
+from kvfabric.sweep import predicted_wall, run_sweep
 from kvfabric.tb.runner import BUILD_ROOT, SIMS
 from kvfabric.tb.trace_check import run_check
 from kvfabric.tb.trace_stimulus import soak_stimulus
@@ -70,16 +70,6 @@ def soak_segment(tenants: int, channels: int, sim: str, index: int, seed: int, c
             "cpu_seconds": round(s.cpu_seconds, 2), "model_seconds": round(res.model_seconds, 2),
             "grants": s.grants, "model_grants": res.model_grants, "waiting_at_end": res.waiting_at_end,
             "mismatch": str(s.mismatch) if s.mismatch else None}
-
-
-def predicted_wall(times: list[float], workers: int) -> float:
-    """Wall time of independent tasks on ``workers`` workers, longest first
-    (greedy list scheduling of the measured task times)."""
-    loads = [0.0] * workers
-    for t in sorted(times, reverse=True):
-        i = loads.index(min(loads))
-        loads[i] += t
-    return max(loads) if loads else 0.0
 
 
 def summarize_sim(sim: str, segments: list[dict], build_seconds: float) -> dict:

@@ -159,6 +159,16 @@ def test_prefills_together_are_judged_over_the_cycles_some_prefill_had_a_job():
     assert math.isnan(row["prefill_ratio"])
 
 
+def test_the_family_wall_is_predicted_by_list_scheduling_of_its_runs():
+    rates = {"with prefills": {"cycles_per_cpu_s": 100}, "decode-only": {"cycles_per_cpu_s": 1000}}
+    metas = [{"cycles": 1000}, {"cycles": 100}]
+    # Runs of 1 s (decode-only) and 10 s (FR-FCFS) for the first draw, 0.1 s and 1 s for the second, two seeds each.
+    kw = dict(seeds=(1, 2), policies=("decode-only", "frfcfs"), per="cycles_per_cpu_s")
+    assert fam.predict_wall_s(rates, metas, 1, **kw) == pytest.approx(24.2)
+    assert fam.predict_wall_s(rates, metas, 2, **kw) == pytest.approx(12.1)   # {10, 1, 1, 0.1} each
+    assert fam.predict_wall_s(rates, metas, 8, **kw) == pytest.approx(10)     # the longest run
+
+
 def test_the_runner_builds_what_kvfabric_system_runs(tmp_path):
     d = draw(FAMILY_SEED, 4)
     d["workload"]["system"]["cycles"] = 20_000
@@ -191,6 +201,8 @@ def test_a_tiny_family_end_to_end_prints_its_seed_and_reproduces(tmp_path, capsy
     assert {r["policy"] for r in doc["rows"]} == {"frfcfs", "fabric", "fabric-qos"}
     assert len(doc["rows"]) == 3 * len(fam.RUN_SEEDS)
     assert doc["fixed"]["clock_mhz"] == FIXED["clock_mhz"] and doc["predicted_default_wall_s"] > 0
+    farm = doc["predicted_default_wall_s_farm"]
+    assert 0 < farm["32"] <= farm["8"] <= doc["predicted_default_wall_s_own_cores"]
     md = (out / "family.md").read_text()
     assert "family seed **5**" in md and "Short runs" in md and "Held fixed" in md
     assert (out / "family.png").stat().st_size > 0

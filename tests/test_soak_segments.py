@@ -2,7 +2,8 @@
 own index, a mismatch named by segment and seed, wall time predicted by list
 scheduling of the measured segment times."""
 
-from kvfabric.scripts.soak import predicted_wall, segment_seed, summarize_sim
+from kvfabric.scripts.soak import segment_seed, summarize_sim
+from kvfabric.sweep import predicted_wall
 
 
 def _segment(k, *, seconds=10.0, wall=12.0, mismatch=None):

@@ -66,6 +66,7 @@ from pathlib import Path
 
 
 from kvfabric.provenance import describe, revision
+from kvfabric.sweep import predicted_wall
 from ..hbm3 import CHANNEL_GBPS, MEMORY_MHZ
 from ..fabric import FABRIC_MHZ
 from .metrics import NS_PER_CYCLE, PEAK_BYTES_PER_CYCLE, SPLIT_PARTS, pct
@@ -458,17 +459,19 @@ def speed(results):
     return out
 
 
+#: Farm sizes the report predicts the default family's wall time for.
+PREDICT_WORKERS = (8, 32)
+
+
 def predict_wall_s(rates, metas, jobs, seeds=RUN_SEEDS, policies=POLICIES, per="cycles_per_wall_s"):
     """Wall seconds the runs of ``metas`` would take at the measured ``rates``
     (``per``: cycles per wall second of one worker, as loaded as the
     measurement's machine, or per CPU second, a worker with a core to
-    itself) on ``jobs`` workers, perfectly shared."""
-    total = 0.0
-    for meta in metas:
-        for policy in policies:
-            rate = rates["decode-only" if policy == "decode-only" else "with prefills"][per]
-            total += len(seeds) * meta["cycles"] / rate
-    return total / jobs
+    itself) on ``jobs`` workers (:func:`kvfabric.sweep.predicted_wall`: list
+    scheduling, so never below the longest run)."""
+    times = [meta["cycles"] / rates["decode-only" if policy == "decode-only" else "with prefills"][per]
+             for meta in metas for policy in policies for _ in seeds]
+    return predicted_wall(times, jobs)
 
 
 # -- report -----------------------------------------------------------------------------
@@ -627,6 +630,12 @@ def _markdown(doc, plot):
       f"**{doc['predicted_default_wall_s'] / 60:.0f} min** at the wall rates of this run's machine load, "
       f"{doc['predicted_default_wall_s_own_cores'] / 60:.0f} min with a core per worker (the CPU-second "
       "rates); target 60 min.")
+    farm = doc.get("predicted_default_wall_s_farm")
+    if farm:
+        w("* On a cluster through the sweep layer (`--scheduler` or `KVFABRIC_SCHEDULER`), a core per worker, "
+          "predicted from the same rates: " + ", ".join(f"{farm[str(n)] / 60:.0f} min on {n} workers"
+                                                        for n in PREDICT_WORKERS if str(n) in farm)
+          + " (never below the longest run).")
     w("")
     w("## The family's ranges")
     w("")
@@ -741,7 +750,9 @@ def main(argv=None):
                 "default_family_cycles": sum(m["cycles"] for m in default),
                 "predicted_default_wall_s": predict_wall_s(rates, default, meta_run["jobs"]),
                 "predicted_default_wall_s_own_cores": predict_wall_s(rates, default, meta_run["jobs"],
-                                                                     per="cycles_per_cpu_s")}
+                                                                     per="cycles_per_cpu_s"),
+                "predicted_default_wall_s_farm": {str(n): predict_wall_s(rates, default, n, per="cycles_per_cpu_s")
+                                                  for n in PREDICT_WORKERS}}
     wall = meta_run["wall_s"]
     path = write_report(results, metas, rows, out_dir=args.out, meta_run=meta_run)
     print(f"wrote {path}, family.json, family.png ({len(results)} runs, {wall:.0f} s wall); "
