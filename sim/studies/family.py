@@ -68,7 +68,6 @@ from pathlib import Path
 from kvfabric.provenance import describe, revision
 from kvfabric.sweep import predicted_wall
 from ..hbm3 import CHANNEL_GBPS, MEMORY_MHZ
-from ..fabric import FABRIC_MHZ
 from .metrics import NS_PER_CYCLE, PEAK_BYTES_PER_CYCLE, SPLIT_PARTS, pct
 from .metrics import tail_split as metrics_tail_split
 
@@ -112,9 +111,9 @@ RANGES = {
     "clock_mhz": (400, 450, 500),              # the fabric's; a grant (128 B) a clock covers 51.2 GB/s
 }
 
-#: Held fixed (the module docstring says why); ``clock_mhz`` is the default the draw replaces.
+#: Held fixed (the module docstring says why); the clock is drawn (:data:`RANGES`).
 FIXED = {
-    "clock_mhz": FABRIC_MHZ, "channels": 1, "channel_gbps": float(CHANNEL_GBPS), "admission_limit": 0.85,
+    "channels": 1, "channel_gbps": float(CHANNEL_GBPS), "admission_limit": 0.85,
     "bulk_priorities": [2], "memory_round_trip_ns": 80, "memory_request_bytes": 128,
     "read_queue": 128, "write_queue": 64, "chunks": 1,
     "decode": {"priority": 1, "burst_gbps": float(CHANNEL_GBPS), "burst_duration_ms": 0.08,
@@ -216,11 +215,11 @@ def draw(seed, k):
             meta["decodes"][tid] = {"demand_gbps": spec["demand_gbps"], "headroom": spec["headroom"],
                                     "guaranteed_gbps": spec["guaranteed_gbps"]}
         wt.append({"id": tid, "kind": kind, **fields})
-    fabric = {k: FIXED[k] for k in ("clock_mhz", "channels", "channel_gbps", "admission_limit",
-                                    "bulk_priorities", "memory_round_trip_ns", "memory_request_bytes")}
+    # The clock is drawn last, so the draws before it was drawn keep their other values.
+    fabric = {"clock_mhz": rng.choice(RANGES["clock_mhz"])}
+    fabric.update({k: FIXED[k] for k in ("channels", "channel_gbps", "admission_limit",
+                                         "bulk_priorities", "memory_round_trip_ns", "memory_request_bytes")})
     fabric["tenants"] = n
-    # Drawn last, so the draws before the clock was drawn keep their other values.
-    fabric["clock_mhz"] = rng.choice(RANGES["clock_mhz"])
     contract = {"fabric": fabric, "tenant": ct}
     workload = {"system": {"cycles": cycles, "seed": RUN_SEEDS[0], "read_queue": FIXED["read_queue"],
                            "write_queue": FIXED["write_queue"]}, "tenant": wt}
@@ -648,7 +647,7 @@ def _markdown(doc, plot):
       "rate would be rescaled to it, so a drawn contract is for that rate, on one channel; the workload's "
       "optional `[controller]` knobs are left at their defaults, what a user who sets none gets; "
       "`clock_mhz` is drawn, from the range above): "
-      + ", ".join(f"`{k}` = {v}" for k, v in doc["fixed"].items() if k != "clock_mhz") + ".")
+      + ", ".join(f"`{k}` = {v}" for k, v in doc["fixed"].items()) + ".")
     w("")
     w(f"A decode's mean demand is its step's HBM bytes over its think time; its guarantee is drawn "
       f"{RANGES['decode_headroom'][0]}-{RANGES['decode_headroom'][1]}x that. The decodes share one think "
