@@ -200,7 +200,8 @@ def test_a_tiny_family_end_to_end_prints_its_seed_and_reproduces(tmp_path, capsy
     assert doc["family_seed"] == 5 and "revision" in doc and doc["cycles_override"] == 15000
     assert {r["policy"] for r in doc["rows"]} == {"frfcfs", "fabric", "fabric-qos"}
     assert len(doc["rows"]) == 3 * len(fam.RUN_SEEDS)
-    assert "clock_mhz" not in doc["fixed"] and doc["predicted_default_wall_s"] > 0
+    assert doc["fixed"] == json.loads(json.dumps(FIXED)) and "clock_mhz" not in doc["fixed"]
+    assert doc["predicted_default_wall_s"] > 0
     farm = doc["predicted_default_wall_s_farm"]
     assert 0 < farm["32"] <= farm["8"] <= doc["predicted_default_wall_s_own_cores"]
     md = (out / "family.md").read_text()
