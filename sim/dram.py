@@ -51,7 +51,8 @@ class Request:
     owner : object
         The transaction the access belongs to (see :mod:`sim.system`).
     seq : int
-        Global arrival order; ties in ``arrival`` are broken by it.
+        Global arrival order, unique per access (a transaction's accesses
+        in address order); ties in ``arrival`` are broken by it.
     rank : int
         Scheduling order among equals (lower first): ``seq``, unless the
         front end marks the request as less urgent.

@@ -303,8 +303,13 @@ class System:
         self._seq += 1
         txn.seq = self._seq
         txn.arrival = now
-        for a in txn.accesses:
-            a.seq = a.rank = self._seq
+        # Each access gets its own place in the arrival order (the
+        # transaction's, then its address order), so no two banks' wishes
+        # ever tie on rank and the scheduler's choice never depends on the
+        # order in which it happens to look at the banks.
+        first = self._seq * TRANSACTION_ACCESSES
+        for i, a in enumerate(txn.accesses):
+            a.seq = a.rank = first + i
             a.arrival = now
         if txn.to_cxl:
             link = self.cxl[txn.channel] if isinstance(self.cxl, (list, tuple)) else self.cxl
