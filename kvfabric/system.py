@@ -22,9 +22,9 @@ from __future__ import annotations
 import dataclasses
 import json
 import sys
-import tomllib
 from fractions import Fraction
 
+from kvfabric.model.compat import tomllib
 from kvfabric.model.contract import ContractError, compile_contract
 from kvfabric.model.replay import percentile
 from kvfabric.sim.front_ends import FRONT_ENDS

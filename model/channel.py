@@ -15,8 +15,8 @@ One method per spec rule, named as in the RTL (:mod:`kvfabric.hw.channel`,
 from __future__ import annotations
 
 from collections import deque
-from dataclasses import dataclass
 
+from .compat import frozen_record
 from kvfabric.spec import (BURST, CREDIT_BITS, CREDIT_CLASSES, FCFS, GUARANTEED, KIND_NAMES, URGENT,
                            credit_class)
 
@@ -28,7 +28,7 @@ NO_CREDIT_RETURN = (0, 0, 0)
 _INFLIGHT_MAX = (1 << CREDIT_BITS) - 1
 
 
-@dataclass(frozen=True, slots=True)
+@frozen_record
 class Request:
     """Payload of the request port."""
 
@@ -37,7 +37,7 @@ class Request:
     id: int
 
 
-@dataclass(frozen=True, slots=True)
+@frozen_record
 class QueueEntry:
     """One FIFO entry: the request plus what ingress added (timestamp, cost)."""
 
@@ -47,7 +47,7 @@ class QueueEntry:
     cost: int
 
 
-@dataclass(frozen=True, slots=True)
+@frozen_record
 class Grant:
     """Contents of the grant register (the grant port's payload)."""
 
@@ -58,7 +58,7 @@ class Grant:
     ts: int
 
 
-@dataclass(frozen=True, slots=True)
+@frozen_record
 class StepResult:
     """What happened on the channel's ports in one cycle."""
 

@@ -9,7 +9,6 @@ rounds down, and admission control counts the rounded-up rates.
 from __future__ import annotations
 
 import math
-import tomllib
 from dataclasses import dataclass, field, replace
 from fractions import Fraction
 from pathlib import Path
@@ -19,6 +18,7 @@ from kvfabric.spec import FabricParams
 from kvfabric.spec import (BULK_PRIO_BITS, COORD_EPOCH_BITS, COORD_FLOOR_BITS, COORD_MIN_EPOCH, CREDIT_BITS,
                            CREDIT_CLASS_NAMES)
 
+from .compat import tomllib
 from .registers import EPOCH_CYCLES_BITS, STARVE_LIMIT_BITS, FabricConfig, TenantConfig
 
 

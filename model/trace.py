@@ -11,9 +11,9 @@ from __future__ import annotations
 
 import csv
 import re
-from dataclasses import dataclass
 from pathlib import Path
 
+from .compat import frozen_record
 from kvfabric.spec import KIND_NAMES
 
 TRACE_HEADER = ["cycle", "channel", "tenant", "bytes"]
@@ -40,7 +40,7 @@ def parse_int(text: str, where: str) -> int:
     return int(stripped, 10)
 
 
-@dataclass(frozen=True, slots=True)
+@frozen_record
 class TraceRow:
     id: int
     cycle: int
@@ -49,7 +49,7 @@ class TraceRow:
     bytes: int
 
 
-@dataclass(frozen=True, slots=True)
+@frozen_record
 class LogRow:
     id: int
     arrival_cycle: int

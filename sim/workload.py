@@ -49,10 +49,11 @@ Every error names the file, the tenant (or table), the field and the
 allowed range, like the contract compiler's.
 """
 
-import tomllib
 from dataclasses import dataclass, field
 from fractions import Fraction
 from pathlib import Path
+
+from kvfabric.model.compat import tomllib
 
 from .mapping import DEFAULT_INTERLEAVE_BYTES, TRANSACTION_BYTES, ChannelMap
 

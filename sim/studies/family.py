@@ -70,9 +70,13 @@ from kvfabric.sweep import predicted_wall
 from ..hbm3 import CHANNEL_GBPS, MEMORY_MHZ
 from .metrics import NS_PER_CYCLE, PEAK_BYTES_PER_CYCLE, SPLIT_PARTS, pct
 from .metrics import tail_split as metrics_tail_split
+from .family_run import build_system, simulate, union_length
+from .pypy import call as pypy_call
+from .pypy import default_pypy, interpreter_of
 
 __all__ = ["FAMILY_SEED", "DEFAULT_DRAWS", "RUN_SEEDS", "POLICIES", "MIN_STEPS", "RANGES", "FIXED",
-           "draw", "draw_family", "run_length", "write_draw", "to_toml", "plan", "run_spec", "judge",
+           "draw", "draw_family", "run_length", "write_draw", "to_toml", "plan", "run_spec", "build_system",
+           "union_length", "judge",
            "distribution", "write_report", "main"]
 
 #: The default family's seed (printed by every run, recorded in the report).
@@ -278,60 +282,24 @@ def write_draw(d, root):
 
 # -- runs -------------------------------------------------------------------------------
 
-def plan(paths, seeds=RUN_SEEDS, policies=POLICIES, cycles=None):
-    """Run specs (picklable dicts): every draw's files x policy x seed."""
-    return [dict(draw=k, policy=p, seed=s, contract=c, workload=w, cycles=cycles)
+def plan(paths, seeds=RUN_SEEDS, policies=POLICIES, cycles=None, python=None):
+    """Run specs (picklable dicts): every draw's files x policy x seed, each
+    run under the interpreter ``python`` (None: in the worker's own)."""
+    return [dict(draw=k, policy=p, seed=s, contract=c, workload=w, cycles=cycles, python=python)
             for k, (c, w) in enumerate(paths) for p in policies for s in seeds]
 
 
-def build_system(contract_path, workload_path, policy, seed, cycles=None):
-    """``(system, workload, contract doc)``: what ``kvfabric system`` builds
-    (:func:`kvfabric.system.build_system`), at workload ``seed``;
-    "decode-only" idles every prefill and runs FR-FCFS."""
-    from kvfabric.system import build_system as system_of
-
-    decode_only = policy == "decode-only"
-    run = system_of(contract_path, workload_path, "frfcfs" if decode_only else policy, seed=seed, cycles=cycles,
-                    idle_prefills=decode_only)
-    return run.system, run.workload, run.channel_doc
-
-
 def run_spec(spec):
-    """Run one spec; return ``(key, result)`` of plain data."""
-    t0, w0 = time.process_time(), time.perf_counter()
-    system, workload, _ = build_system(spec["contract"], spec["workload"], spec["policy"], spec["seed"],
-                                       spec["cycles"])
-    system.run(workload.cycles)
-    horizon = workload.cycles
-    stats = system.channel.stats
-    decodes, prefills = {}, {}
-    busy = []  # every prefill's job intervals, for the cycles in which some prefill had a job
-    for ts, t in zip(workload.tenants, system.tenants):
-        if ts.kind == "decode":
-            decodes[ts.id] = {"lat": [lat for _, lat in t.steps], "parts": [list(p) for p in t.step_parts],
-                              "bytes": stats.bytes[t.tenant_id]}
-        elif ts.kind == "prefill":
-            spans = [(s, e) for _, s, e in t.jobs] + ([(t.job_start, horizon)] if t.running else [])
-            busy += spans
-            prefills[ts.id] = {"bytes": stats.bytes[t.tenant_id], "active": sum(e - s for s, e in spans),
-                               "jobs": len(t.jobs)}
-    result = {"cycles": horizon, "decodes": decodes, "prefills": prefills, "prefills_busy": union_length(busy),
-              "utilisation": sum(stats.bytes) / (horizon * PEAK_BYTES_PER_CYCLE),
-              "cpu_s": time.process_time() - t0, "wall_s": time.perf_counter() - w0}
-    return (spec["draw"], spec["policy"], spec["seed"]), result
+    """Run one spec (:func:`.family_run.simulate`); return ``(key, result)`` of plain data.
 
-
-def union_length(spans):
-    """Cycles covered by at least one of the ``(start, end)`` spans."""
-    total, reach = 0, None
-    for s, e in sorted(spans):
-        if reach is None or s > reach:
-            total += e - s
-            reach = e
-        elif e > reach:
-            total += e - reach
-            reach = e
-    return total
+    Under the PyPy named by ``spec["python"]`` when it names one
+    (:func:`.pypy.call`, one process per run), else in this process.
+    """
+    python = spec.get("python")
+    if not python:
+        return simulate(spec)
+    key, result = pypy_call(python, "kvfabric.sim.studies.family_run", "simulate", {**spec, "python": None})
+    return tuple(key), result
 
 
 def run_all(specs, jobs, save=None, scheduler=None):
@@ -711,6 +679,9 @@ def main(argv=None):
                     help="a running Dask scheduler (tcp://host:port; default $KVFABRIC_SCHEDULER or local workers)")
     ap.add_argument("--report-only", action="store_true",
                     help="rewrite the report from the last run's raw results (<build>/results.pickle)")
+    ap.add_argument("--python", default=default_pypy(),
+                    help="the interpreter of the runs, a PyPy (default $KVFABRIC_PYPY, else the .pypy that "
+                         "make creates, else 'this'); 'this': in the workers' own Python")
     args = ap.parse_args(argv)
     if args.draws < 1 or args.jobs < 1:
         ap.error("--draws and --jobs must be at least 1")
@@ -720,22 +691,24 @@ def main(argv=None):
         with open(raw, "rb") as f:
             results, metas, meta_run = pickle.load(f)
     else:
+        python = None if args.python in (None, "this") else args.python
+        interpreter = interpreter_of(python)
         print(f"workload family: seed {args.seed}, {args.draws} draws, run seeds "
-              f"{', '.join(map(str, RUN_SEEDS))}, {args.jobs} workers", flush=True)
+              f"{', '.join(map(str, RUN_SEEDS))}, {args.jobs} workers, runs under {interpreter}", flush=True)
         rev = revision()
         load_before = os.getloadavg()[0]
         start = time.time()
         draws = draw_family(args.seed, args.draws)
         paths = [write_draw(d, args.build) for d in draws]
         metas = [d["meta"] for d in draws]
-        specs = plan(paths, cycles=cycles)
+        specs = plan(paths, cycles=cycles, python=python)
 
         def save(results):
             # Raw results so far: --report-only reports an interrupted family's finished runs.
             meta_run = {**rev, "argv": " ".join(argv), "family_seed": args.seed, "run_seeds": list(RUN_SEEDS),
                         "jobs": args.jobs, "wall_s": time.time() - start, "load_before": load_before,
                         "load_after": os.getloadavg()[0], "cycles_override": cycles,
-                        "runs_planned": len(specs)}
+                        "runs_planned": len(specs), "interpreter": interpreter}
             with open(raw, "wb") as f:
                 pickle.dump((results, metas, meta_run), f)
             return meta_run

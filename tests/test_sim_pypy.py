@@ -1,0 +1,84 @@
+"""The system model under PyPy (kvfabric.sim.studies.pypy): `make family` runs its
+simulations there, so a run must give the same result, bit for bit, as under
+CPython, and a failure in the child must come back as a clear error.
+
+PyPy is installed by `make test`'s set-up (scripts/bootstrap.sh: Debian's pypy3
+and a .pypy venv with tomli); these tests fail, not skip, without it.
+"""
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from kvfabric.sim.studies import family as fam
+from kvfabric.sim.studies.pypy import PYPY_ENV, PyPyError, call, default_pypy, interpreter_of
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+@pytest.fixture(scope="module")
+def pypy():
+    python = default_pypy(ROOT)
+    assert python, "no PyPy: run `make test` (scripts/bootstrap.sh creates .pypy) or set KVFABRIC_PYPY"
+    assert interpreter_of(python).startswith("PyPy ")
+    return python
+
+
+@pytest.fixture(scope="module")
+def draw_files(tmp_path_factory):
+    """A drawn workload with a backlogged prefill and CXL spill: the family's first draw."""
+    d = fam.draw(fam.FAMILY_SEED, 0)
+    return fam.write_draw(d, tmp_path_factory.mktemp("family"))
+
+
+def _without_times(result):
+    return {k: v for k, v in result.items() if k not in ("cpu_s", "wall_s")}
+
+
+@pytest.mark.parametrize("policy", ["decode-only", "frfcfs", "fabric", "fabric-qos"])
+def test_a_family_run_under_pypy_is_the_run_under_cpython(pypy, draw_files, policy):
+    spec = fam.plan([draw_files], policies=[policy], seeds=[2], cycles=40_000)[0]
+    key, here = fam.run_spec(spec)
+    there_key, there = fam.run_spec({**spec, "python": pypy})
+    assert there_key == key == (0, policy, 2)
+    assert _without_times(there) == _without_times(here)
+    assert sum(len(d["lat"]) for d in here["decodes"].values()) > 0  # something was compared
+
+
+def test_every_simulation_module_is_python_3_9_for_pypy(pypy, tmp_path):
+    """Syntax PyPy 3.9 lacks (match, parenthesised context managers, ...) fails at
+    import under it: every module of the golden and the system model compiles there."""
+    files = sorted(str(p) for folder in ("model", "sim") for p in (ROOT / folder).rglob("*.py"))
+    assert len(files) > 20
+    done = subprocess.run([pypy, "-c", "import sys\nfor f in sys.argv[1:]: "
+                           "compile(open(f, encoding='utf-8').read(), f, 'exec')", *files],
+                          capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr[-2000:]
+
+
+def test_a_failing_child_names_the_call_and_its_error(pypy):
+    with pytest.raises(PyPyError, match=r"kvfabric.sim.studies.family_run.simulate failed .*\n(.|\n)*No such file"):
+        call(pypy, "kvfabric.sim.studies.family_run", "simulate",
+             {"draw": 0, "policy": "frfcfs", "seed": 1, "contract": "/nonexistent.toml",
+              "workload": "/nonexistent.toml", "cycles": 1000})
+
+
+def test_an_interpreter_that_does_not_exist_is_a_clear_error(tmp_path):
+    missing = str(tmp_path / "no-such-python")
+    with pytest.raises(PyPyError, match="no-such-python.*cannot start"):
+        call(missing, "kvfabric.sim.studies.family_run", "union_length", [])
+    with pytest.raises(PyPyError, match="no-such-python: not a Python interpreter"):
+        interpreter_of(missing)
+
+
+def test_the_environment_chooses_the_interpreter(monkeypatch, tmp_path):
+    monkeypatch.setenv(PYPY_ENV, "none")
+    assert default_pypy(ROOT) is None
+    monkeypatch.setenv(PYPY_ENV, "/opt/pypy/bin/pypy3")
+    assert default_pypy(ROOT) == "/opt/pypy/bin/pypy3"
+    monkeypatch.delenv(PYPY_ENV)
+    assert default_pypy(tmp_path) is None  # no .pypy there
+    assert default_pypy(ROOT) == str(ROOT / ".pypy" / "bin" / "python")
+    assert interpreter_of(None).startswith(sys.implementation.name.replace("cpython", "CPython"))
