@@ -143,6 +143,36 @@ def bench_system(labels=("FR-FCFS", "Fabric")) -> list[dict]:
     return out
 
 
+def bench_system_family(cycles: int, policies=("frfcfs", "fabric-qos")) -> list[dict]:
+    """The system model with prefills running (issue #26's speed target): the
+    workload family's first draw (three prefills, one backlogged, four decodes),
+    in CPython and in PyPy (as ``make family`` runs it), cycles per CPU second
+    of the process that simulates."""
+    import tempfile
+
+    from kvfabric.sim.studies import family
+    from kvfabric.sim.studies.family_run import simulate
+    from kvfabric.sim.studies.pypy import call, default_pypy, interpreter_of
+
+    pypy = default_pypy()
+    out = []
+    with tempfile.TemporaryDirectory() as build:
+        paths = family.write_draw(family.draw(family.FAMILY_SEED, 0), build)
+        for policy in policies:
+            spec = family.plan([paths], policies=[policy], seeds=[1], cycles=cycles)[0]
+            for python in (None, pypy):
+                if python is None:
+                    _, r = simulate(spec)
+                else:
+                    _, r = call(python, "kvfabric.sim.studies.family_run", "simulate", spec)
+                out.append({"sim": f"{interpreter_of(python)}, {policy}",
+                            "what": f"sim/ family draw 0 (3 prefills, one backlogged, 4 decodes), {cycles:,} cycles, "
+                                    "rate per CPU second",
+                            "cycles": cycles, "cpu_seconds": round(r["cpu_s"], 2),
+                            "cycles_per_s": cycles / r["cpu_s"]})
+    return out
+
+
 def table(results: dict) -> str:
     lines = ["| benchmark | what | rate |", "|---|---|---|"]
     for name, r in results.items():
@@ -170,11 +200,11 @@ def table(results: dict) -> str:
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__)
     ap.add_argument("--quick", action="store_true", help="shorter runs (for a smoke check)")
-    ap.add_argument("--only", choices=["model", "cosim", "trace", "system"], action="append",
+    ap.add_argument("--only", choices=["model", "cosim", "trace", "system", "family"], action="append",
                     help="run only these groups (default: all)")
     ap.add_argument("--out", default="reports/bench.json")
     args = ap.parse_args(argv)
-    groups = args.only or ["model", "cosim", "system"]
+    groups = args.only or ["model", "cosim", "system", "family"]
     scale = 0.2 if args.quick else 1.0
     results: dict = {}
     if "model" in groups:
@@ -191,6 +221,9 @@ def main(argv=None) -> int:
     if "system" in groups:
         print("benchmarking the HBM3 system model ...", flush=True)
         results["system_model"] = bench_system()
+    if "family" in groups:
+        print("benchmarking the HBM3 system model with prefills running, CPython and PyPy ...", flush=True)
+        results["system_model_prefills"] = bench_system_family(int(4_000_000 * scale))
     report = {**revision(), "machine": {"cpus": os.cpu_count(), "python": platform.python_version(),
                                         "load_avg_1m": os.getloadavg()[0]}, "results": results}
     Path(args.out).parent.mkdir(parents=True, exist_ok=True)

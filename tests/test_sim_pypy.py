@@ -6,6 +6,7 @@ PyPy is installed by `make test`'s set-up (scripts/bootstrap.sh: Debian's pypy3
 and a .pypy venv with tomli); these tests fail, not skip, without it.
 """
 
+import math
 import subprocess
 import sys
 from pathlib import Path
@@ -82,3 +83,12 @@ def test_the_environment_chooses_the_interpreter(monkeypatch, tmp_path):
     assert default_pypy(tmp_path) is None  # no .pypy there
     assert default_pypy(ROOT) == str(ROOT / ".pypy" / "bin" / "python")
     assert interpreter_of(None).startswith(sys.implementation.name.replace("cpython", "CPython"))
+
+
+def test_make_bench_measures_the_family_run_under_both_interpreters(pypy):
+    from kvfabric.scripts import bench
+
+    rows = bench.bench_system_family(20_000, policies=("frfcfs",))
+    assert [r["sim"].split()[0] for r in rows] == ["CPython", "PyPy"]
+    assert all(r["cycles"] == 20_000 and r["cycles_per_s"] > 0
+               and math.isclose(r["cycles"] / r["cycles_per_s"], r["cpu_seconds"], abs_tol=0.006) for r in rows)
