@@ -177,6 +177,42 @@ def _experiment_rows(report) -> list:
     return out
 
 
+def _family_rows(report: dict) -> list:
+    """Issue #26's targets over the drawn workload family (``family.json``):
+    the decode ratio and the prefills' share under Fabric-QoS, FR-FCFS and
+    fabric beside it, and the system model's speed on the family's runs."""
+    summary, targets = report["summary"], report["targets"]
+    qos = summary.get("fabric-qos")
+    if not qos:
+        return []
+    draws = len(report["draws"])
+    seeds = len(report["run_seeds"])
+    cmd = ("`make family`" + (f" (`{report['argv']}`)" if report.get("argv") else "")
+           + " → `reports/family.md`")
+    worst, ratio, prefill = qos["worst"], qos["p99_ratio"], qos["prefill_ratio"]
+    met = (ratio["worst"] <= targets["p99_ratio"] and prefill["worst"] >= targets["prefill_ratio"]
+           and qos["backlogged_met"] == qos["backlogged_runs"])
+    others = ", ".join(f"{name} {summary[p]['p99_ratio']['worst']:.2f}x" for p, name in
+                       (("frfcfs", "FR-FCFS"), ("fabric", "fabric")) if p in summary)
+    figure = (f"{draws} drawn workload{'s' if draws != 1 else ''} x {seeds} seeds (family seed {report['family_seed']}): worst decode's "
+              f"step p99 / decode-only {ratio['median']:.2f}x median, {ratio['worst']:.2f}x worst "
+              f"(draw {worst['draw']}, seed {worst['seed']}; {others}); prefills together keep "
+              f"{prefill['median']:.1%} median, {prefill['worst']:.1%} worst of their FR-FCFS bandwidth; "
+              f"backlogged prefills at their guarantee {qos['backlogged_met']} of {qos['backlogged_runs']} "
+              f"(targets {targets['p99_ratio']}x, {targets['prefill_ratio']:.0%} and all: "
+              f"{'met' if met else 'not met'})")
+    out = [("decode tail over drawn workloads (Fabric-QoS, issue #26)", figure, cmd, _rev(report))]
+    speed = report.get("speed", {}).get("with prefills")
+    if speed:
+        out.append(("HBM3 system model on the family's runs, prefills running",
+                    f"{speed['cycles_per_cpu_s'] / 1000:,.0f} k memory cycles per CPU second "
+                    f"({report.get('interpreter', 'CPython')}; target 100 k: "
+                    f"{'met' if speed['cycles_per_cpu_s'] >= 100_000 else 'not met'}); "
+                    f"{report['runs_done']} runs in {report['wall_s'] / 60:.1f} min on {report['jobs']} workers "
+                    f"(the default family's target: 60 min)", cmd, _rev(report)))
+    return out
+
+
 def _claim_rows(by_id: dict, cmd: str, rev: str) -> list:
     """The essay's 3.6x (§12, setup A) and 3.9x (§10, setup B) p99 gains, re-measured."""
     p99 = {k: r.get("p99_ns") for k, r in by_id.items()}
@@ -254,7 +290,7 @@ def rows(reports: Path | str) -> list:
                                                     cmd="`make mutants TARGET=sim` → `reports/mutants_sim.md`")),
                        ("state_budget.json", _state_rows),
                        ("synth.json", _synth_rows), ("floor.json", _floor_rows),
-                       ("experiments.json", _experiment_rows)):
+                       ("experiments.json", _experiment_rows), ("family.json", _family_rows)):
         report = _load(reports, name)
         if report is not None:
             out += make(report)
