@@ -205,5 +205,6 @@ def test_a_tiny_family_end_to_end_prints_its_seed_and_reproduces(tmp_path, capsy
     farm = doc["predicted_default_wall_s_farm"]
     assert 0 < farm["32"] <= farm["8"] <= doc["predicted_default_wall_s_own_cores"]
     md = (out / "family.md").read_text()
+    assert f"The runs ran under {doc['interpreter']} (" in md and doc["interpreter"].split()[0] in ("PyPy", "CPython")
     assert "family seed **5**" in md and "Short runs" in md and "Held fixed" in md
     assert (out / "family.png").stat().st_size > 0
