@@ -155,17 +155,19 @@ def bench_system_family(cycles: int, policies=("frfcfs", "fabric-qos")) -> list[
     from kvfabric.sim.studies.pypy import call, default_pypy, interpreter_of
 
     pypy = default_pypy()
+    # This interpreter, then PyPy when there is one (make's set-up creates it).
+    names = {python: interpreter_of(python) for python in (None, pypy)}
     out = []
     with tempfile.TemporaryDirectory() as build:
         paths = family.write_draw(family.draw(family.FAMILY_SEED, 0), build)
         for policy in policies:
             spec = family.plan([paths], policies=[policy], seeds=[1], cycles=cycles)[0]
-            for python in (None, pypy):
+            for python, name in names.items():
                 if python is None:
                     _, r = simulate(spec)
                 else:
                     _, r = call(python, "kvfabric.sim.studies.family_run", "simulate", spec)
-                out.append({"sim": f"{interpreter_of(python)}, {policy}",
+                out.append({"sim": f"{name}, {policy}",
                             "what": f"sim/ family draw 0 (3 prefills, one backlogged, 4 decodes), {cycles:,} cycles, "
                                     "rate per CPU second",
                             "cycles": cycles, "cpu_seconds": round(r["cpu_s"], 2),
