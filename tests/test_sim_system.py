@@ -100,17 +100,23 @@ def test_cxl_reads_pay_the_link_latency_and_skip_hbm(seed):
 
 
 # -- policies -------------------------------------------------------------------------
-def test_fcfs_front_end_admits_in_arrival_order(seed):
-    tenants = [GreedyTenant(i, window=40, pattern="random", seed=seed) for i in range(3)]
-    system = System(tenants, FcfsPolicy())
-    admitted = []
+def _record_enqueued(system, what):
+    """``what(txn)`` of every transaction the front end hands the channel, in order."""
+    seen = []
     enqueue = system.enqueue
 
     def spy(txn, now):
-        admitted.append(txn.seq)
+        seen.append(what(txn))
         enqueue(txn, now)
 
     system.enqueue = spy
+    return seen
+
+
+def test_fcfs_front_end_admits_in_arrival_order(seed):
+    tenants = [GreedyTenant(i, window=40, pattern="random", seed=seed) for i in range(3)]
+    system = System(tenants, FcfsPolicy())
+    admitted = _record_enqueued(system, lambda txn: txn.seq)
     system.run(10_000)
     assert admitted == sorted(admitted) and len(admitted) > 100
 
@@ -131,14 +137,7 @@ def test_the_schedule_does_not_depend_on_the_order_banks_are_looked_at(seed, mak
     def run(reverse):
         tenants = [GreedyTenant(i, window=48, pattern="random", seed=seed) for i in range(3)]
         system = System(tenants, make_policy())
-        ranks = []
-        enqueue = system.enqueue
-
-        def spy(txn, now):
-            ranks.append([a.rank for a in txn.accesses])
-            enqueue(txn, now)
-
-        system.enqueue = spy
+        ranks = _record_enqueued(system, lambda txn: [a.rank for a in txn.accesses])
         if reverse:
             system.channel.active = _ReversedBankSet(system.channel.active)
         system.run(20_000)
