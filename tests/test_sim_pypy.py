@@ -46,6 +46,7 @@ def test_a_family_run_under_pypy_is_the_run_under_cpython(pypy, draw_files, poli
     assert there_key == key == (0, policy, 2)
     assert _without_times(there) == _without_times(here)
     assert sum(len(d["lat"]) for d in here["decodes"].values()) > 0  # something was compared
+    assert type(here["utilisation"]) is float and 0 < here["utilisation"] <= 1  # plain data for the JSON report
 
 
 def test_every_simulation_module_is_python_3_9_for_pypy(pypy, tmp_path):

@@ -49,7 +49,8 @@ def simulate(spec):
             prefills[ts.id] = {"bytes": stats.bytes[t.tenant_id], "active": sum(e - s for s, e in spans),
                                "jobs": len(t.jobs)}
     result = {"cycles": horizon, "decodes": decodes, "prefills": prefills, "prefills_busy": union_length(busy),
-              "utilisation": sum(stats.bytes) / (horizon * peak_bytes_per_cycle()),
+              # A float, as before: the channel's peak is a Fraction, and the report is JSON.
+              "utilisation": float(sum(stats.bytes) / (horizon * peak_bytes_per_cycle())),
               "cpu_s": time.process_time() - t0, "wall_s": time.perf_counter() - w0}
     return (spec["draw"], spec["policy"], spec["seed"]), result
 
