@@ -12,6 +12,7 @@ import pytest
 
 from kvfabric.model.contract import compile_contract
 from kvfabric.sim.studies import family as fam
+from kvfabric.sim.studies.family_run import CHUNK_CYCLES, covered_chunks
 from kvfabric.sim.studies.family import (FAMILY_SEED, FIXED, MIN_STEPS, RANGES, distribution, draw, draw_family,
                                          judge, run_spec, tail_split, write_draw)
 from kvfabric.sim.workload import parse_workload, simulated_contract
@@ -157,6 +158,54 @@ def test_prefills_together_are_judged_over_the_cycles_some_prefill_had_a_job():
     del results[0, "fabric-qos", 1]["prefills_busy"]
     row = next(r for r in judge(results, [meta], seeds=(1,)) if r["policy"] == "fabric-qos")
     assert math.isnan(row["prefill_ratio"])
+
+
+def test_where_the_prefills_bandwidth_goes_is_judged_in_their_job_cycles():
+    # A 1,000-cycle run at 32 bytes per cycle of peak: 1,000 chunk cycles in jobs.
+    # FR-FCFS: decodes 3,200 bytes (10 % of peak) and prefills 19,200 (60 %);
+    # the policy: decodes 8,000 (25 %), prefills 14,400 (45 %).
+    meta = {"draw": 0, "decodes": {1: {}}, "backlogged": [], "prefills": {0: {"backlogged": False}}}
+    lat = list(range(1, 101))
+    pre = {0: {"bytes": 1, "active": 1000, "jobs": 1}}
+    base = _fake(lat)
+    base["decodes"][1]["bytes"] = 8_960     # 28 % of the run's peak bytes
+    fr = {**_fake(lat, prefills=pre), "in_jobs": {"cycles": 1000, "decodes": 3_200, "prefills": 19_200}}
+    qos = {**_fake(lat, prefills=pre), "in_jobs": {"cycles": 1000, "decodes": 8_000, "prefills": 14_400}}
+    results = {(0, "decode-only", 1): base, (0, "frfcfs", 1): fr, (0, "fabric-qos", 1): qos}
+    row = next(r for r in judge(results, [meta], seeds=(1,)) if r["policy"] == "fabric-qos")
+    assert row["in_jobs"] == pytest.approx({"decodes": 0.25, "prefills": 0.45, "total": 0.70})
+    assert row["decode_only_decodes"] == pytest.approx(0.28)
+    # 90 % of FR-FCFS's 60 % beside the policy's 25 % of decodes.
+    assert row["needed_total"] == pytest.approx(0.25 + 0.9 * 0.60)
+    # No chunk in a job (or a run from before the figure): no shares, a NaN need.
+    del qos["in_jobs"]
+    row = next(r for r in judge(results, [meta], seeds=(1,)) if r["policy"] == "fabric-qos")
+    assert row["in_jobs"] is None and math.isnan(row["needed_total"])
+
+
+def test_chunks_count_only_when_the_jobs_cover_them_whole():
+    # Chunks of 10 up to 45: [0,10) starts before the first span, [30,40) is
+    # covered by two touching spans, [40,45) is a short last chunk.
+    assert covered_chunks([(5, 25), (25, 41), (50, 60)], 10, 45) == [False, True, True, True, False]
+    assert covered_chunks([(0, 10), (12, 30)], 10, 30) == [True, False, True]
+    assert covered_chunks([], 10, 20) == [False, False]
+
+
+def test_stopping_the_run_at_every_chunk_changes_nothing_it_simulates(tmp_path):
+    d = draw(FAMILY_SEED, 8)
+    c, w = write_draw(d, tmp_path)
+    cycles = 5 * CHUNK_CYCLES + 1234
+    _, chunked = run_spec(dict(draw=8, policy="fabric-qos", seed=1, contract=c, workload=w, cycles=cycles))
+    system, workload, _ = fam.build_system(c, w, "fabric-qos", 1, cycles)
+    system.run(cycles)                           # in one go
+    for ts, t in zip(workload.tenants, system.tenants):
+        if ts.kind == "decode":
+            assert chunked["decodes"][ts.id]["lat"] == [lat for _, lat in t.steps]
+    assert chunked["utilisation"] == float(sum(system.channel.stats.bytes)) / (cycles * 32)
+    ij = chunked["in_jobs"]
+    assert ij["cycles"] % CHUNK_CYCLES == 0 and 0 < ij["cycles"] <= chunked["prefills_busy"]
+    assert ij["decodes"] <= sum(x["bytes"] for x in chunked["decodes"].values())
+    assert ij["prefills"] <= sum(x["bytes"] for x in chunked["prefills"].values())
 
 
 def test_the_family_wall_is_predicted_by_list_scheduling_of_its_runs():

@@ -70,7 +70,7 @@ from kvfabric.sweep import predicted_wall
 from ..hbm3 import CHANNEL_GBPS, MEMORY_MHZ
 from .metrics import NS_PER_CYCLE, PEAK_BYTES_PER_CYCLE, SPLIT_PARTS, pct
 from .metrics import tail_split as metrics_tail_split
-from .family_run import build_system, simulate, union_length
+from .family_run import CHUNK_CYCLES, build_system, simulate, union_length
 from .pypy import call as pypy_call
 from .pypy import default_pypy, interpreter_of
 
@@ -358,6 +358,29 @@ def _together_gbps(res):
     return _gbps(sum(p["bytes"] for p in res["prefills"].values()), busy)
 
 
+def in_job_shares(res):
+    """The channel's bytes in the cycles in which some prefill had a job
+    (``in_jobs``, counted in whole chunks of :data:`.family_run.CHUNK_CYCLES`),
+    as fractions of the channel's peak: decodes, prefills and their total;
+    None when no chunk was covered (or the run predates the figure)."""
+    ij = res.get("in_jobs") if res else None
+    if not ij or not ij["cycles"]:
+        return None
+    peak = ij["cycles"] * PEAK_BYTES_PER_CYCLE
+    return {"decodes": ij["decodes"] / peak, "prefills": ij["prefills"] / peak,
+            "total": (ij["decodes"] + ij["prefills"]) / peak}
+
+
+def needed_total(shares, shares_fr):
+    """The channel utilisation (fraction of peak, in the prefills' job cycles)
+    at which the prefills would keep :data:`PREFILL_TARGET` of FR-FCFS's bytes
+    there while the decodes keep the share they have under the policy: the
+    decodes' bytes cannot be the prefills' too."""
+    if not shares or not shares_fr:
+        return math.nan
+    return shares["decodes"] + PREFILL_TARGET * shares_fr["prefills"]
+
+
 def judge(results, metas, seeds=RUN_SEEDS, policies=POLICIES):
     """One row per (draw, seed, policy other than decode-only): the decode
     and prefill ratios (see the module docstring), the worst decode, its tail
@@ -394,7 +417,11 @@ def judge(results, metas, seeds=RUN_SEEDS, policies=POLICIES):
                     "prefill_gbps_each": bw, "backlogged_met": backlogged,
                     "min_steps": min(len(d["lat"]) for d in res["decodes"].values()),
                     "base_min_steps": min(len(d["lat"]) for d in base["decodes"].values()),
-                    "utilisation": res["utilisation"]})
+                    "utilisation": res["utilisation"],
+                    "in_jobs": in_job_shares(res),
+                    "needed_total": needed_total(in_job_shares(res), in_job_shares(fr)),
+                    "decode_only_decodes": (sum(d["bytes"] for d in base["decodes"].values())
+                                            / (base["cycles"] * PEAK_BYTES_PER_CYCLE))})
     return rows
 
 
@@ -564,6 +591,30 @@ def _markdown(doc, plot):
         for policy, t in doc["worst_tail_ns"].items():
             w(f"| {policy} | {_f(t['p99_ns'], '.0f')} | " + " | ".join(_f(t[n], ".0f") for n in SPLIT_PARTS) + " |")
         w("")
+    w(f"## Where the prefills' bandwidth goes (seed {RUN_SEEDS[0]})")
+    w("")
+    w("The channel's bytes in the cycles in which some prefill had a job (whole chunks of "
+      f"{CHUNK_CYCLES:,} memory cycles inside a job), as % of the channel's peak: decodes / prefills / "
+      "total. A decode is a closed loop (it thinks after its step), so under FR-FCFS its slower steps "
+      "also mean fewer of its bytes, and part of the prefills' FR-FCFS bandwidth is the decodes'. A "
+      "policy that keeps the decodes near their decode-only rate leaves the prefills only what the channel "
+      f"carries beyond it. *Needed*: the total at which fabric-qos's prefills would keep {PREFILL_TARGET:.0%} "
+      "of their FR-FCFS share beside its decodes' share (fabric-qos decodes + "
+      f"{PREFILL_TARGET} x FR-FCFS prefills), to compare with the totals each policy reaches.")
+    w("")
+    w("| draw | decode-only: decodes (whole run) | frfcfs | fabric | fabric-qos | needed for the prefill target |")
+    w("|---|---|---|---|---|---|")
+    for meta in doc["draws"]:
+        mine = {r["policy"]: r for r in doc["rows"] if r["draw"] == meta["draw"] and r["seed"] == RUN_SEEDS[0]}
+        if "fabric-qos" not in mine or not mine["fabric-qos"].get("in_jobs"):
+            continue
+
+        def split(policy):
+            sh = mine.get(policy, {}).get("in_jobs")
+            return "-" if not sh else f"{sh['decodes']:.1%} / {sh['prefills']:.1%} / {sh['total']:.1%}"
+        w(f"| {meta['draw']} | {mine['fabric-qos']['decode_only_decodes']:.1%} | {split('frfcfs')} | "
+          f"{split('fabric')} | {split('fabric-qos')} | {_f(mine['fabric-qos']['needed_total'], '.1%')} |")
+    w("")
     w("## Per draw (worst seed)")
     w("")
     w("| draw | tenants (prefills, backlogged) | decode load | cycles | policy | decode ratio | prefill GB/s | "

@@ -10,7 +10,13 @@ import time
 
 from ..hbm3 import peak_bytes_per_cycle
 
-__all__ = ["build_system", "simulate", "union_length"]
+__all__ = ["CHUNK_CYCLES", "build_system", "simulate", "union_length", "covered_chunks"]
+
+#: Granularity of the bytes counted in the cycles in which a prefill had a job
+#: (``in_jobs``): the run stops every this many memory cycles to read the
+#: channel's byte counters (stopping and resuming changes nothing it
+#: simulates, tests/test_sim_family.py).
+CHUNK_CYCLES = 10_000
 
 
 def build_system(contract_path, workload_path, policy, seed, cycles=None):
@@ -34,9 +40,12 @@ def simulate(spec):
     t0, w0 = time.process_time(), time.perf_counter()
     system, workload, _ = build_system(spec["contract"], spec["workload"], spec["policy"], spec["seed"],
                                        spec["cycles"])
-    system.run(workload.cycles)
     horizon = workload.cycles
     stats = system.channel.stats
+    snapshots = []  # every tenant's bytes at the end of each chunk
+    for end in range(CHUNK_CYCLES, horizon + CHUNK_CYCLES, CHUNK_CYCLES):
+        system.run(min(end, horizon))
+        snapshots.append(list(stats.bytes))
     decodes, prefills = {}, {}
     busy = []  # every prefill's job intervals, for the cycles in which some prefill had a job
     for ts, t in zip(workload.tenants, system.tenants):
@@ -48,7 +57,20 @@ def simulate(spec):
             busy += spans
             prefills[ts.id] = {"bytes": stats.bytes[t.tenant_id], "active": sum(e - s for s, e in spans),
                                "jobs": len(t.jobs)}
+    # The channel's bytes, decodes' and prefills' apart, in the chunks wholly
+    # inside some prefill's job: where the prefills' bandwidth goes.
+    kind = {t.tenant_id: ts.kind for ts, t in zip(workload.tenants, system.tenants)}
+    in_jobs = {"cycles": 0, "decodes": 0, "prefills": 0}
+    previous = [0] * len(stats.bytes)
+    for covered, now in zip(covered_chunks(busy, CHUNK_CYCLES, horizon), snapshots):
+        if covered:
+            in_jobs["cycles"] += CHUNK_CYCLES
+            for tid, (a, b) in enumerate(zip(previous, now)):
+                if kind.get(tid) in ("decode", "prefill"):
+                    in_jobs[kind[tid] + "s"] += b - a
+        previous = now
     result = {"cycles": horizon, "decodes": decodes, "prefills": prefills, "prefills_busy": union_length(busy),
+              "in_jobs": in_jobs,
               # A float, as before: the channel's peak is a Fraction, and the report is JSON.
               "utilisation": float(sum(stats.bytes) / (horizon * peak_bytes_per_cycle())),
               "cpu_s": time.process_time() - t0, "wall_s": time.perf_counter() - w0}
@@ -66,3 +88,22 @@ def union_length(spans):
             total += e - reach
             reach = e
     return total
+
+
+def covered_chunks(spans, chunk, horizon):
+    """For each chunk ``[i * chunk, (i + 1) * chunk)`` that ends by ``horizon``
+    (a last, shorter chunk is never covered), whether the union of the
+    ``(start, end)`` spans covers it whole."""
+    merged = []
+    for s, e in sorted(spans):
+        if merged and s <= merged[-1][1]:
+            merged[-1][1] = max(merged[-1][1], e)
+        else:
+            merged.append([s, e])
+    out, j = [], 0
+    for i in range(-(-horizon // chunk)):
+        a, b = i * chunk, (i + 1) * chunk
+        while j < len(merged) and merged[j][1] < b:
+            j += 1
+        out.append(b <= horizon and j < len(merged) and merged[j][0] <= a)
+    return out
