@@ -70,7 +70,7 @@ from .ingress import Ingress
 from .keys import ChannelTiming, lt_logic, mod_lt, or_all, shift_lag, tenant_candidates
 from .layouts import (Kind, acceptance_layout, grant_signature, queue_entry_layout, request_signature,
                       tenant_config_layout)
-from kvfabric.spec import BULK_PRIO_BITS, CREDIT_BITS, CREDIT_CLASSES, check_params
+from kvfabric.spec import ARRIVAL_PRIO_BITS, BULK_PRIO_BITS, CREDIT_BITS, CREDIT_CLASSES, check_params
 
 from .checks import ChannelView, channel_checks, check_names
 
@@ -132,6 +132,10 @@ class ChannelArbiter(wiring.Component):
         and grants of priority p use the burst class's credits (spec §6.6).
         Read one cycle early because each head's credit class is registered
         with its key.
+    arrival_prio_next : In(4)
+        ``CREDITS.arrival_prio`` in the next cycle: bit p set, conforming heads
+        of priority p are ordered oldest first (spec §6.2). Read one cycle
+        early because it decides each head's registered key and order value.
     dropped : Out(1)
         Pulse: an invalid request is accepted in this cycle.
     occupancy : Out(range(D + 1)).array(N)
@@ -172,6 +176,7 @@ class ChannelArbiter(wiring.Component):
             "credit_limit_next": In(CREDIT_BITS).array(CREDIT_CLASSES),
             "credit_return": In(CREDIT_CLASSES),
             "bulk_prio_next": In(BULK_PRIO_BITS),
+            "arrival_prio_next": In(ARRIVAL_PRIO_BITS),
             "dropped":      Out(1),
             "occupancy":    Out(range(p.queue_depth + 1)).array(n),
             "accepted":     Out(acceptance_layout(p)),
@@ -208,7 +213,8 @@ class ChannelArbiter(wiring.Component):
         tenants = [tenant_candidates(m, p, i, timing, cfg=self.tenant_cfg[i], q=queues[i],
                                       level=self.dyn_level[i], peak=self.dyn_peak[i], tag=self.dyn_tag[i],
                                       burst_level=self.burst_level[i], priority_next=self.priority_next[i],
-                                      bulk_prio_next=self.bulk_prio_next, fill=fill[i])
+                                      bulk_prio_next=self.bulk_prio_next,
+                                      arrival_prio_next=self.arrival_prio_next, fill=fill[i])
                    for i in range(n)]
 
         win, any_win, has_credit = self._selection(m, tenants)

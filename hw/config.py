@@ -65,7 +65,7 @@ PENDING: dict[str, str] = {}
 #: spec §11: next cycle's selection keys and credit tests are precomputed under them);
 #: ``coord_enable``'s for the coordinator's rate registers, which load the active
 #: RATE/PEAK_RATE at the edge at which the coordinator is turned off (spec §13).
-EARLY_FIELDS = ("fcfs_bypass", "starve_limit", *CREDIT_CLASS_NAMES, "bulk_prio", "coord_enable")
+EARLY_FIELDS = ("fcfs_bypass", "starve_limit", *CREDIT_CLASS_NAMES, "bulk_prio", "arrival_prio", "coord_enable")
 
 #: Fabric fields whose value two edges ahead the register file also gives
 #: (``cfg_<field>_after_next``): the coordinator stages the rates its rate

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 
 from amaranth.hdl import C, Cat, Mux, Signal
 
-from kvfabric.spec import BULK_PRIO_BITS, CREDIT_BURST, CREDIT_CLASSES, CREDIT_GUARANTEED, CREDIT_URGENT
+from kvfabric.spec import ARRIVAL_PRIO_BITS, BULK_PRIO_BITS, CREDIT_BURST, CREDIT_CLASSES, CREDIT_GUARANTEED, CREDIT_URGENT
 
 __all__ = ["ChannelTiming", "TenantCandidates", "tenant_candidates", "mod_lt", "shift_lag", "lt_logic",
            "or_all"]
@@ -66,7 +66,7 @@ class TenantCandidates:
 
 
 def tenant_candidates(m, p, i, timing, *, cfg, q, level, peak, tag, burst_level, priority_next,
-                       bulk_prio_next, fill):
+                       bulk_prio_next, arrival_prio_next, fill):
     """Tenant i's selection key registers and, from registers only, its next
     state for both outcomes of the selection (spec §6.3-§6.4, §11): the
     bucket levels and tag if it wins or not, and next cycle's key if its
@@ -88,6 +88,10 @@ def tenant_candidates(m, p, i, timing, *, cfg, q, level, peak, tag, burst_level,
     bulk_next = Signal(name=f"bulk_next_{i}")
     m.d.comb += bulk_next.eq(or_all((priority_next == prio) & bulk_prio_next[prio]
                                      for prio in range(BULK_PRIO_BITS)))
+    # Likewise whether it is marked in next cycle's arrival_prio.
+    arrival_next = Signal(name=f"arrival_next_{i}")
+    m.d.comb += arrival_next.eq(or_all((priority_next == prio) & arrival_prio_next[prio]
+                                        for prio in range(ARRIVAL_PRIO_BITS)))
     need = Signal(p.peak_bits, name=f"need_{i}")
     # The head's finish tag, tag + cost, precomputed like the key.
     s_fin = Signal(T, name=f"key_finish_{i}")
@@ -128,7 +132,7 @@ def tenant_candidates(m, p, i, timing, *, cfg, q, level, peak, tag, burst_level,
         peak_ok=fill | _ge(s_pi, keep_need),
         eligible=elig_ti, finish=keep_fin, deadline_next=deadline_next,
         fcfs_next=fcfs_next, starve_on_next=starve_on_next,
-        priority_next=priority_next, bulk_next=bulk_next)
+        priority_next=priority_next, bulk_next=bulk_next, arrival_next=arrival_next)
 
     # After a pop: the committed bucket is debited only by a
     # guaranteed fabric-mode grant (level + rate - need >= 0 then),
@@ -157,7 +161,7 @@ def tenant_candidates(m, p, i, timing, *, cfg, q, level, peak, tag, burst_level,
         level_ok=pop_level_ok, peak_ok=pop_peak_ok,
         eligible=Mux(fcfs, elig_ti, elig_fin), finish=pop_fin, deadline_next=deadline_next,
         fcfs_next=fcfs_next, starve_on_next=starve_on_next,
-        priority_next=priority_next, bulk_next=bulk_next)
+        priority_next=priority_next, bulk_next=bulk_next, arrival_next=arrival_next)
 
     return TenantCandidates(
         head_valid=q.r_rdy, head=head, key_competes=k_comp, key_class=k_key, key_order=k_order,
@@ -262,14 +266,15 @@ class TagClamp:
 
 
 def next_key(m, p, sfx, *, valid, head, level_ok, peak_ok, eligible, finish, deadline_next,
-              fcfs_next, starve_on_next, priority_next, bulk_next):
+              fcfs_next, starve_on_next, priority_next, bulk_next, arrival_next):
     """Selection key of a head in the next cycle (spec §6.2, evaluated one cycle early).
 
     ``valid``: the tenant has a head next cycle; ``head``: that head;
     ``level_ok``/``peak_ok``: next cycle's committed/peak level covers it;
     ``eligible``: next cycle's start tag is at most this cycle's V (spec §6.2);
     ``finish``: next cycle's start tag plus the head's cost;
-    ``deadline_next``: next cycle's ``now - starve_limit``. Returns the
+    ``deadline_next``: next cycle's ``now - starve_limit``; ``arrival_next``:
+    next cycle's priority is marked in ``arrival_prio``. Returns the
     register inputs ``(competes, key, order, conform, finish, credit)`` in
     the order of the ``key_*`` registers; ``credit`` is the head's credit
     class one-hot (spec §6.6: urgent; guaranteed, or burst when ``bulk_next``
@@ -282,6 +287,7 @@ def next_key(m, p, sfx, *, valid, head, level_ok, peak_ok, eligible, finish, dea
     urg = Signal(name=f"urgent_{sfx}")
     comp = Signal(name=f"competes_{sfx}")
     key0 = Signal(name=f"key0_{sfx}")
+    arr = Signal(name=f"arrival_{sfx}")
     key = Signal(4, name=f"key_{sfx}")
     order = Signal(W, name=f"order_{sfx}")
     m.d.comb += [
@@ -289,13 +295,16 @@ def next_key(m, p, sfx, *, valid, head, level_ok, peak_ok, eligible, finish, dea
         old.eq(~mod_lt(deadline_next, head.ts, p.ts_bits)),
         urg.eq(conf & starve_on_next & old),
         comp.eq(valid & (fcfs_next | peak_ok)),
-        # Class 0 (urgent, or every head in FCFS mode) orders by timestamp.
+        # Class 0 (urgent, or every head in FCFS mode) orders by timestamp,
+        # and so does a conforming head of a priority marked in arrival_prio.
         key0.eq(fcfs_next | urg),
+        arr.eq(conf & arrival_next),
         # Timestamp or finish tag, shifted to a common width W so that the
         # W-bit modular comparison equals the T- or TS_BITS-bit one (the low
         # bits are zero on both sides); keys are only compared by order when
-        # equal, so both sides then hold the same kind (spec §11).
-        order.eq(Mux(key0, head.ts << (W - p.ts_bits), finish << (W - T))),
+        # equal, so both sides then hold the same kind (spec §11): a class
+        # 1 + p key holds arrival-ordered heads only or WF2Q+ ones only.
+        order.eq(Mux(key0 | arr, head.ts << (W - p.ts_bits), finish << (W - T))),
     ]
     # Selection key: class, eligibility and "competes" folded into one
     # 4-bit number so that a pair compares one small key plus one order
@@ -306,7 +315,8 @@ def next_key(m, p, sfx, *, valid, head, level_ok, peak_ok, eligible, finish, dea
     with m.Elif(key0):
         m.d.comb += key.eq(0)
     with m.Elif(conf):
-        m.d.comb += key.eq(Cat(~eligible, priority_next + 1))
+        # Arrival-ordered heads do not split by eligibility (spec §6.2).
+        m.d.comb += key.eq(Cat(~eligible & ~arr, priority_next + 1))
     with m.Else():
         m.d.comb += key.eq(Cat(~eligible, C(5, 3)))
     credit = credit_class(m, sfx, fcfs=fcfs_next, urgent=key0, conform=conf, bulk=bulk_next)

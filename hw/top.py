@@ -158,6 +158,7 @@ class KvFabric(FabricComponent):
                 ch.now_next.eq(now_next),
                 ch.credit_return.eq(self.credit_return[c]),
                 ch.bulk_prio_next.eq(regs.cfg_bulk_prio_next),
+                ch.arrival_prio_next.eq(regs.cfg_arrival_prio_next),
                 *(ch.credit_limit[k].eq(getattr(regs, f"cfg_{name}"))
                   for k, name in enumerate(CREDIT_CLASS_NAMES)),
                 *(ch.credit_limit_next[k].eq(getattr(regs, f"cfg_{name}_next"))

@@ -48,7 +48,8 @@ def _credits_line(compiled) -> str:
         why = "limits as the contract gives them"
     else:
         why = "the contract gives no limits: 0, no credit check"
-    return f"CREDITS=0x{word:08X}: {fields} bulk_prio=0b{cfg.bulk_prio:04b} ({why})"
+    return (f"CREDITS=0x{word:08X}: {fields} bulk_prio=0b{cfg.bulk_prio:04b} "
+            f"arrival_prio=0b{cfg.arrival_prio:04b} ({why})")
 
 
 def _coord_line(compiled) -> str:

@@ -49,6 +49,8 @@ assert all(_width("CREDITS", name) == CREDIT_BITS for name in CREDIT_CLASS_NAMES
     "the credit classes' limits must be equally wide (one inflight counter width)"
 #: Width of ``CREDITS.bulk_prio``: one bit per priority (spec §6.6, §9).
 BULK_PRIO_BITS = _width("CREDITS", "bulk_prio")
+#: Width of ``CREDITS.arrival_prio``: one bit per priority (spec §6.2, §9).
+ARRIVAL_PRIO_BITS = _width("CREDITS", "arrival_prio")
 
 _CREDIT_CLASS_OF_KIND = {URGENT: CREDIT_URGENT, GUARANTEED: CREDIT_GUARANTEED,
                          BURST: CREDIT_BURST, FCFS: None}

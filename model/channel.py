@@ -188,12 +188,18 @@ class ChannelModel:
         the kind that class grants, at priority ``cls - 1`` for classes 1..4."""
         return credit_class(_KIND_OF_SELECTION[cls], max(cls - 1, 0), self.config.bulk_prio)
 
+    def _in_arrival_order(self, cls: int) -> bool:
+        """Whether heads of selection class ``cls`` are ordered oldest first:
+        urgent heads, and conforming heads of a priority marked in
+        ``arrival_prio`` (spec §6.2)."""
+        return cls == 0 or (cls <= 4 and self.config.arrival_prio >> (cls - 1) & 1 == 1)
+
     def _beats(self, a, b) -> bool:
         """True if head key ``a`` strictly beats ``b`` (the index tie-break is the caller's)."""
         p = self.params
         if a[0] != b[0]:
             return a[0] < b[0]
-        if a[0] == 0:
+        if self._in_arrival_order(a[0]):
             return mod_lt(a[3], b[3], p.ts_bits)
         if a[1] != b[1]:
             return a[1]

@@ -15,8 +15,8 @@ from pathlib import Path
 
 from kvfabric.spec import FabricParams
 
-from kvfabric.spec import (BULK_PRIO_BITS, COORD_EPOCH_BITS, COORD_FLOOR_BITS, COORD_MIN_EPOCH, CREDIT_BITS,
-                           CREDIT_CLASS_NAMES)
+from kvfabric.spec import (ARRIVAL_PRIO_BITS, BULK_PRIO_BITS, COORD_EPOCH_BITS, COORD_FLOOR_BITS,
+                           COORD_MIN_EPOCH, CREDIT_BITS, CREDIT_CLASS_NAMES)
 
 from .compat import tomllib
 from .registers import EPOCH_CYCLES_BITS, STARVE_LIMIT_BITS, FabricConfig, TenantConfig
@@ -27,10 +27,11 @@ class ContractError(ValueError):
 
 
 FABRIC_REQUIRED = {"clock_mhz", "channels", "channel_gbps", "admission_limit"}
-#: The ``CREDITS`` register's keys (spec §6.6, §12): one in-flight limit per credit
-#: class, the bulk priorities, and the memory side's figures that size the limits
-#: a contract does not give.
-CREDIT_KEYS = (*CREDIT_CLASS_NAMES, "bulk_priorities", "memory_round_trip_ns", "memory_request_bytes")
+#: The ``CREDITS`` register's keys (spec §6.2, §6.6, §12): one in-flight limit per
+#: credit class, the bulk and the arrival-ordered priorities, and the memory
+#: side's figures that size the limits a contract does not give.
+CREDIT_KEYS = (*CREDIT_CLASS_NAMES, "bulk_priorities", "arrival_priorities", "memory_round_trip_ns",
+               "memory_request_bytes")
 #: The coordinator's keys (``COORD``, ``COORD_EPOCH``, spec §12, §13).
 COORD_KEYS = ("coordinator", "coordinator_epoch_us", "coordinator_floor")
 FABRIC_OPTIONAL = {"tenants", "queue_depth", "max_request_bytes", "tag_bits", "starvation_limit_us",
@@ -194,21 +195,28 @@ def _parse_credit_keys(fabric: dict) -> dict:
     limits = {name: _integer_in(fabric[name], f"[fabric].{name}", 0, (1 << CREDIT_BITS) - 1,
                                 "grants of the class in flight per channel, 0 = no check")
               for name in CREDIT_CLASS_NAMES if name in fabric}
-    bulk = fabric.get("bulk_priorities", [])
-    if (not isinstance(bulk, list) or len(set(map(repr, bulk))) != len(bulk)
-            or any(isinstance(p, bool) or not isinstance(p, int) or not 0 <= p < BULK_PRIO_BITS
-                   for p in bulk)):
-        raise ContractError(f"[fabric].bulk_priorities must be a list of distinct priorities in "
-                            f"0..{BULK_PRIO_BITS - 1} (guaranteed grants at these priorities take the "
-                            f"burst class's credits), not {bulk!r}")
+    bulk = _priority_list(fabric, "bulk_priorities", BULK_PRIO_BITS,
+                          "guaranteed grants at these priorities take the burst class's credits")
+    arrival = _priority_list(fabric, "arrival_priorities", ARRIVAL_PRIO_BITS,
+                             "conforming requests at these priorities are served oldest first")
     round_trip = None
     if "memory_round_trip_ns" in fabric:
         round_trip = _number(fabric["memory_round_trip_ns"], "[fabric].memory_round_trip_ns", strict=True)
     elif "memory_request_bytes" in fabric:
         raise ContractError("[fabric].memory_request_bytes sizes the credit limits by Little's law "
                             "and needs [fabric].memory_round_trip_ns")
-    return {"credit_limits": limits, "bulk_priorities": bulk, "memory_round_trip_ns": round_trip,
-            "credit_keys": frozenset(k for k in CREDIT_KEYS if k in fabric)}
+    return {"credit_limits": limits, "bulk_priorities": bulk, "arrival_priorities": arrival,
+            "memory_round_trip_ns": round_trip, "credit_keys": frozenset(k for k in CREDIT_KEYS if k in fabric)}
+
+
+def _priority_list(fabric: dict, key: str, bits: int, meaning: str) -> list:
+    """A ``[fabric]`` list of distinct priorities (default empty), checked."""
+    value = fabric.get(key, [])
+    if (not isinstance(value, list) or len(set(map(repr, value))) != len(value)
+            or any(isinstance(p, bool) or not isinstance(p, int) or not 0 <= p < bits for p in value)):
+        raise ContractError(f"[fabric].{key} must be a list of distinct priorities in 0..{bits - 1} "
+                            f"({meaning}), not {value!r}")
+    return value
 
 
 def _coord_registers(fabric: dict, clock_mhz: Fraction) -> dict:
@@ -363,12 +371,13 @@ def compile_contract(doc: dict, source: str = "contract") -> CompiledContract:
         regs[t.id] = _tenant_registers(t, fab, params, weight_sum)
 
     credits, bulk_prio = _credit_registers(fab, tenants, params, doc["fabric"])
+    arrival_prio = sum(1 << p for p in fab["arrival_priorities"])
     compiled = CompiledContract(
         params=params,
         config=FabricConfig(
             regs,
             fcfs_bypass=int(fab["fcfs_bypass"]),
-            credits=credits, bulk_prio=bulk_prio, **fab["coord"],
+            credits=credits, bulk_prio=bulk_prio, arrival_prio=arrival_prio, **fab["coord"],
             starve_limit=_register(math.ceil(fab["starvation_limit_us"] * fab["clock_mhz"]),
                                    STARVE_LIMIT_BITS, "[fabric].starvation_limit_us", "the limit"),
             epoch_cycles=_register(math.ceil(fab["epoch_ms"] * 1000 * fab["clock_mhz"]),

@@ -42,11 +42,11 @@ def tenant_words(cfg: TenantConfig) -> dict:
     return {reg.name: reg.word(vars(cfg)) for reg in STAGED}
 
 
-def credits_values(credits, bulk_prio=0) -> dict:
+def credits_values(credits, bulk_prio=0, arrival_prio=0) -> dict:
     """The ``CREDITS`` fields of the limits (urgent, guaranteed, burst) and the
-    ``bulk_prio`` mask (spec §6.6, §9); ``FABRIC.register("CREDITS").word`` of
-    them is the register word."""
-    return {**dict(zip(CREDIT_CLASS_NAMES, credits)), "bulk_prio": bulk_prio}
+    ``bulk_prio`` and ``arrival_prio`` masks (spec §6.2, §6.6, §9);
+    ``FABRIC.register("CREDITS").word`` of them is the register word."""
+    return {**dict(zip(CREDIT_CLASS_NAMES, credits)), "bulk_prio": bulk_prio, "arrival_prio": arrival_prio}
 
 
 class RegisterFile:
@@ -154,7 +154,7 @@ def config_values(config: FabricConfig) -> dict:
     values = {}
     for f in dataclass_fields(config):
         if f.name == "credits":
-            values.update(credits_values(config.credits, config.bulk_prio))
+            values.update(credits_values(config.credits, config.bulk_prio, config.arrival_prio))
         elif f.name != "tenants":
             values[f.name] = int(getattr(config, f.name))
     return values

@@ -8,8 +8,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
 
-from kvfabric.spec import (BULK_PRIO_BITS, COORD_EPOCH_BITS, COORD_FLOOR_BITS, COORD_MIN_EPOCH,
-                           CREDIT_BITS, CREDIT_CLASS_NAMES, CREDIT_CLASSES, EPOCH_CYCLES_BITS,
+from kvfabric.spec import (ARRIVAL_PRIO_BITS, BULK_PRIO_BITS, COORD_EPOCH_BITS, COORD_FLOOR_BITS,
+                           COORD_MIN_EPOCH, CREDIT_BITS, CREDIT_CLASS_NAMES, CREDIT_CLASSES, EPOCH_CYCLES_BITS,
                            STARVE_LIMIT_BITS, TENANT_FIELD_BITS)
 
 
@@ -52,7 +52,9 @@ class FabricConfig:
     ``credits`` is the ``CREDITS`` register (spec §6.6, §9): the in-flight
     limits of the credit classes (urgent, guaranteed, burst), 0 = no check;
     ``bulk_prio`` its mask of priorities whose guaranteed grants take the
-    burst class's credits.
+    burst class's credits; ``arrival_prio`` its mask of priorities whose
+    conforming heads are served oldest first instead of in WF2Q+ order
+    (spec §6.2).
 
     ``coord_enable``, ``coord_floor`` (UQ0.8) and ``coord_epoch_cycles`` are
     the ``COORD`` and ``COORD_EPOCH`` registers of the coordinator (spec §13),
@@ -65,6 +67,7 @@ class FabricConfig:
     epoch_cycles: int = 0
     credits: tuple[int, int, int] = (0, 0, 0)
     bulk_prio: int = 0
+    arrival_prio: int = 0
     coord_enable: int = 0
     coord_floor: int = 0
     coord_epoch_cycles: int = 0
@@ -80,6 +83,7 @@ class FabricConfig:
         self.credits = tuple(check_field(name, value, CREDIT_BITS, "CREDITS register ")
                              for name, value in zip(CREDIT_CLASS_NAMES, credits))
         check_field("bulk_prio", self.bulk_prio, BULK_PRIO_BITS, "CREDITS register ")
+        check_field("arrival_prio", self.arrival_prio, ARRIVAL_PRIO_BITS, "CREDITS register ")
         check_field("coord_enable", self.coord_enable, 1, "COORD register ")
         check_field("coord_floor", self.coord_floor, COORD_FLOOR_BITS, "COORD register ")
         check_field("coord_epoch_cycles", self.coord_epoch_cycles, COORD_EPOCH_BITS,

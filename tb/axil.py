@@ -60,10 +60,11 @@ def dropped_reg(c: int) -> int:
     return DROPPED.address("DROPPED", c)
 
 
-def credits_word(credits, bulk_prio=0) -> int:
+def credits_word(credits, bulk_prio=0, arrival_prio=0) -> int:
     """The ``CREDITS`` word of the limits (urgent, guaranteed, burst) and the
-    ``bulk_prio`` mask, for a write of ``CREDITS`` alone (spec §6.6, §9)."""
-    return FABRIC.register("CREDITS").word(credits_values(credits, bulk_prio))
+    ``bulk_prio`` and ``arrival_prio`` masks, for a write of ``CREDITS`` alone
+    (spec §6.2, §6.6, §9)."""
+    return FABRIC.register("CREDITS").word(credits_values(credits, bulk_prio, arrival_prio))
 
 
 # --- helpers on an AxiLiteMaster ------------------------------------------------------

@@ -210,6 +210,10 @@ def test_fabric_register_values_are_checked(field, value, error, message):
     ({"bulk_priorities": [4]}, r"\[fabric\]\.bulk_priorities must be a list of distinct priorities in 0\.\.3"),
     ({"bulk_priorities": [1, 1]}, r"\[fabric\]\.bulk_priorities must be .* not \[1, 1\]"),
     ({"bulk_priorities": 2}, r"\[fabric\]\.bulk_priorities must be a list .* not 2"),
+    ({"arrival_priorities": [0, 4]}, r"\[fabric\]\.arrival_priorities must be a list of distinct priorities in "
+                                     r"0\.\.3 \(conforming requests at these priorities are served oldest first\)"),
+    ({"arrival_priorities": [1.5]}, r"\[fabric\]\.arrival_priorities must be .* not \[1\.5\]"),
+    ({"arrival_priorities": "1"}, r"\[fabric\]\.arrival_priorities must be a list .* not '1'"),
     ({"memory_round_trip_ns": 0}, r"\[fabric\]\.memory_round_trip_ns must be > 0, not 0"),
     ({"memory_request_bytes": 128}, r"\[fabric\]\.memory_request_bytes .* needs \[fabric\]\.memory_round_trip_ns"),
     ({"memory_round_trip_ns": 100, "memory_request_bytes": 8192},

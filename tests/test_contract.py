@@ -161,8 +161,17 @@ def _two_tenants(**fabric):
 
 def test_contract_without_credit_keys_compiles_credits_off():
     c = compile_contract(_two_tenants())
-    assert (c.config.credits, c.config.bulk_prio) == ((0, 0, 0), 0)
+    assert (c.config.credits, c.config.bulk_prio, c.config.arrival_prio) == ((0, 0, 0), 0, 0)
     assert not c.gives_credits and not c.gives_bulk_priorities
+
+
+def test_arrival_priorities_set_the_arrival_mask_and_nothing_else():
+    # Spec §12: arrival_prio = sum of 2^p; the limits and bulk mask are untouched,
+    # and the contract without credits keeps the mask (a replay orders the same).
+    c = compile_contract(_two_tenants(arrival_priorities=[1, 3], bulk_priorities=[2]))
+    assert (c.config.arrival_prio, c.config.bulk_prio, c.config.credits) == (0b1010, 0b0100, (0, 0, 0))
+    assert not c.gives_credits and c.config_without_credits.arrival_prio == 0b1010
+    assert compile_contract(_two_tenants(arrival_priorities=[])).config.arrival_prio == 0
 
 
 def test_credit_limits_and_bulk_priorities_as_written():

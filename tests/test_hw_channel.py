@@ -51,6 +51,7 @@ class Traffic:
     credits: tuple = (0,)        # choices of each CREDITS limit (spec §6.6)
     p_return: float = 0.2        # probability of each credit_return bit per cycle
     p_credit_change: float = 0.0  # probability the CREDITS limits are redrawn per cycle
+    arrival: bool = False        # a random CREDITS.arrival_prio, redrawn with the limits (spec §6.2)
 
 
 def random_tenant(rng, params, traffic):
@@ -69,7 +70,7 @@ def random_bulk_prio(rng, traffic):
 
 def random_config(rng, params, traffic, fcfs=0):
     return stimulus.random_config(params, rng, fcfs=fcfs, credits=traffic.credits, drainable=False,
-                                  starve=traffic.starve, epoch=(0,), enable=0.9,
+                                  starve=traffic.starve, epoch=(0,), enable=0.9, arrival=traffic.arrival,
                                   max_inv_weight=traffic.max_inv_weight, full_buckets=traffic.full_buckets)
 
 
@@ -104,6 +105,7 @@ def set_next_config(ctx, dut, config):
     for k, limit in enumerate(config.credits):
         ctx.set(dut.credit_limit_next[k], limit)
     ctx.set(dut.bulk_prio_next, config.bulk_prio)
+    ctx.set(dut.arrival_prio_next, config.arrival_prio)
 
 
 def set_config(ctx, dut, config):
@@ -154,7 +156,7 @@ def run_random(params, traffic, seed):
     dut = ChannelArbiter(params, checks=True)
     stats = {"grants": 0, "accepted": 0, "dropped": 0, "kinds": [0, 0, 0, 0], "stalls": 0,
              "max_occupancy": 0,
-             "no_credit": 0}
+             "no_credit": 0, "arrival_decided": 0}
 
     async def testbench(ctx):
         nonlocal config
@@ -183,6 +185,12 @@ def run_random(params, traffic, seed):
                 want_ready = model.req_ready(pending.tenant, pending.bytes)
                 assert ctx.get(dut.req.ready) == want_ready, f"cycle {cycle} req.ready"
 
+            if traffic.arrival:
+                # Cycles in which arrival order picks another winner than WF2Q+ order would.
+                ordered = model.select(now)
+                model.config = replace(config, arrival_prio=0)
+                stats["arrival_decided"] += model.select(now) != ordered
+                model.config = config
             result = model.step(now, pending, bool(grant_ready), credit_return)
             assert ctx.get(dut.dropped) == result.dropped, f"cycle {cycle} dropped"
             if result.transferred is not None:
@@ -209,6 +217,8 @@ def run_random(params, traffic, seed):
             if rng.random() < traffic.p_credit_change:
                 config = replace(config, credits=random_credits(rng, traffic),
                                  bulk_prio=random_bulk_prio(rng, traffic))
+                if traffic.arrival:
+                    config = replace(config, arrival_prio=rng.choice([15, rng.randrange(16)]))
             set_next_config(ctx, dut, config)
             await ctx.tick()
             model.config = config
@@ -226,7 +236,9 @@ def run_random(params, traffic, seed):
 # a case that stops exercising a path should be noticed, not pass silently).
 EXPECT_KINDS = {"default": (0, 1), "fcfs_toggle": (0, 1, 2), "starvation": (0, 1, 3),
                 "starvation_edge": (0, 3), "small_wrap": (0, 1),
-                "credits": (0, 1, 3), "credits_fcfs": (0, 1, 2)}
+                "credits": (0, 1, 3), "credits_fcfs": (0, 1, 2), "arrival": (0,)}
+# Cases whose default seed must meet cycles in which arrival order decides the winner.
+EXPECT_ARRIVAL = ("arrival",)
 # Cases whose default seed must meet cycles in which some class lacks credit.
 EXPECT_NO_CREDIT = ("credits", "credits_fcfs")
 # Cases whose default seed must fill some queue to its depth D.
@@ -267,6 +279,14 @@ CASES = {
                      Traffic(cycles=2000, p_req=0.9, p_ready=0.8, starve=(0, 30),
                              credits=(0, 1, 4), p_return=0.2, p_credit_change=0.01,
                              p_fcfs_toggle=0.01), 10),
+    # Arrival-ordered priorities (spec §6.2), the mask redrawn now and then,
+    # with priorities, credits and urgency in play: conforming heads (full
+    # buckets, so that heads of one priority meet) of a marked priority order
+    # by timestamp, the others by finish tag, in the same key registers.
+    "arrival": (FabricParams(tenants=5),
+                Traffic(cycles=2500, p_req=0.9, p_ready=0.6, starve=(0, 60, 200), credits=(0, 4, 8),
+                        p_return=0.5, p_credit_change=0.01, p_commit=0.005, full_buckets=True,
+                        arrival=True), 12),
     # The deepest queues the parameters allow (D = 64, spec §1): grants rarely
     # taken, so queues fill past the LUT-RAM ring's 16-entry cells and wrap.
     "deep_queues": (FabricParams(tenants=3, queue_depth=64, max_request_bytes=256, id_width=8,
@@ -294,6 +314,8 @@ def test_channel_matches_model(case):
             assert stats["no_credit"] > 0, "no cycle without credit"
         if case in EXPECT_FULL:
             assert stats["max_occupancy"] == params.queue_depth, "no queue ever filled"
+        if case in EXPECT_ARRIVAL:
+            assert stats["arrival_decided"] > 0, "arrival order never decided a winner"
 
 
 def test_latency_idle_channel():

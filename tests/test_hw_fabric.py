@@ -175,8 +175,8 @@ def test_fabric_vs_model(name, seed):
                     bench.axil.write(tenant_reg(i, "COMMIT"), 0)
                 if rng.random() < 0.005:
                     bench.axil.write(CTRL, rng.randrange(2) | 2)
-                if rng.random() < 0.01:  # new CREDITS limits, some bytes only
-                    bench.axil.write(CREDITS, credits_word(random_credits(rng), rng.randrange(16)),
+                if rng.random() < 0.01:  # new CREDITS limits and masks, some bytes only
+                    bench.axil.write(CREDITS, credits_word(random_credits(rng), rng.randrange(16), rng.randrange(16)),
                                      strb=rng.choice([0xF, 0x1, 0x2, 0x4, 0x6, 0x8]))
             await bench.cycle(ctx)
         for _ in range(60):  # drain

@@ -97,6 +97,8 @@ class _ConfigHarness(wiring.Component):
             "epoch_cycles": Out(32),
             "credits":      Out(CREDIT_BITS).array(CREDIT_CLASSES),
             "bulk_prio":    Out(4),
+            "arrival_prio": Out(4),
+            "arrival_prio_next": Out(4),
             "snapshot":     Out(1),
             "fcfs_bypass_next":  Out(1),
             "starve_limit_next": Out(23),
@@ -124,6 +126,8 @@ class _ConfigHarness(wiring.Component):
             self.epoch_cycles.eq(regs.cfg_epoch_cycles),
             *(self.credits[k].eq(getattr(regs, f"cfg_{name}")) for k, name in enumerate(CREDIT_CLASS_NAMES)),
             self.bulk_prio.eq(regs.cfg_bulk_prio),
+            self.arrival_prio.eq(regs.cfg_arrival_prio),
+            self.arrival_prio_next.eq(regs.cfg_arrival_prio_next),
             self.snapshot.eq(regs.cfg_snapshot),
             self.fcfs_bypass_next.eq(regs.cfg_fcfs_bypass_next),
             self.starve_limit_next.eq(regs.cfg_starve_limit_next),
@@ -151,7 +155,8 @@ def _get_active(ctx, dut, params):
                for i in range(params.tenants)]
     return FabricConfig(tenants, ctx.get(dut.fcfs_bypass), ctx.get(dut.starve_limit),
                         ctx.get(dut.epoch_cycles), tuple(ctx.get(x) for x in dut.credits),
-                        ctx.get(dut.bulk_prio), coord_enable=ctx.get(dut.coord_enable),
+                        ctx.get(dut.bulk_prio), arrival_prio=ctx.get(dut.arrival_prio),
+                        coord_enable=ctx.get(dut.coord_enable),
                         coord_floor=ctx.get(dut.coord_floor),
                         coord_epoch_cycles=ctx.get(dut.coord_epoch_cycles))
 
@@ -218,9 +223,9 @@ def test_register_file_commit_atomic(seed):
             nxt = mirror.config
             got = (ctx.get(dut.fcfs_bypass_next), ctx.get(dut.starve_limit_next),
                    [ctx.get(dut.priority_next[i]) for i in range(params.tenants)],
-                   ctx.get(dut.coord_enable_next), ctx.get(dut.commit))
+                   ctx.get(dut.coord_enable_next), ctx.get(dut.commit), ctx.get(dut.arrival_prio_next))
             want = (nxt.fcfs_bypass, nxt.starve_limit, [t.priority for t in nxt.tenants], nxt.coord_enable,
-                    committed)
+                    committed, nxt.arrival_prio)
             assert got == want, f"cycle {cycle}: next-cycle configuration"
             ahead, committing = copy.deepcopy(mirror), 0
             if w is not None:

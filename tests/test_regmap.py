@@ -15,8 +15,8 @@ from kvfabric.hw.config import PENDING, params_word, register_file_registers
 from kvfabric.hw.telemetry import telemetry_registers
 from kvfabric.regmap import REGMAP
 from kvfabric.regmap_table import REGISTER_MAP
-from kvfabric.spec import (BULK_PRIO_BITS, CREDIT_BITS, EPOCH_CYCLES_BITS, STARVE_LIMIT_BITS, TENANT_FIELD_BITS,
-                           FabricParams)
+from kvfabric.spec import (ARRIVAL_PRIO_BITS, BULK_PRIO_BITS, CREDIT_BITS, EPOCH_CYCLES_BITS, STARVE_LIMIT_BITS,
+                           TENANT_FIELD_BITS, FabricParams)
 
 
 def test_committed_table_equals_the_description():
@@ -43,11 +43,11 @@ def test_register_widths_are_the_spec_formats():
     """kvfabric.spec reads the widths from the description; they must be the
     formats spec §3 and §5 define: UQ13.3 rates, UQ25.3 capacity, UQ8.8
     inverse weight, priorities 0..3, 24-bit SLO and timestamps, and §6.6's
-    8-bit credit counters with one bulk bit per priority."""
+    8-bit credit counters with one bulk bit and one arrival bit per priority."""
     assert TENANT_FIELD_BITS == {"rate": 13 + 3, "capacity": 25 + 3, "peak_rate": 13 + 3,
                                  "inv_weight": 8 + 8, "priority": 2, "enable": 1, "slo_cycles": 24}
     assert (STARVE_LIMIT_BITS, EPOCH_CYCLES_BITS) == (23, 32)
-    assert (CREDIT_BITS, BULK_PRIO_BITS) == (8, 4)
+    assert (CREDIT_BITS, BULK_PRIO_BITS, ARRIVAL_PRIO_BITS) == (8, 4, 4)
     p = FabricParams()
     assert (p.rate_bits, p.capacity_bits, p.level_bits, p.slo_bits, p.ts_bits) == (16, 28, 28, 24, 24)
 
@@ -71,7 +71,7 @@ def test_description_says_what_spec_9_says():
     assert fabric.address("CREDITS") == 0x001C and fabric.register("CREDITS").access == "RW"
     assert [(f.name, f.lsb, f.width) for f in fabric.register("CREDITS").fields] == [
         ("credit_urgent", 0, 8), ("credit_guaranteed", 8, 8), ("credit_burst", 16, 8),
-        ("bulk_prio", 24, 4)]
+        ("bulk_prio", 24, 4), ("arrival_prio", 28, 4)]
     ctrl = fabric.register("CTRL")
     assert ctrl.field("snapshot").pulse and ctrl.read_mask == 1
     assert tenant.address("COMMIT", 3) == 0x0100 + 0x20 * 3 + 0x18
@@ -114,7 +114,8 @@ def test_regs_exports_header_ipxact_and_docs(tmp_path, capsys):
 
 def test_register_file_knows_credits():
     # CREDITS (issue #14): RW, reset 0, [7:0] urgent,
-    # [15:8] guaranteed, [23:16] burst, [27:24] bulk_prio; bytes whose strobe is 0 keep their value.
+    # [15:8] guaranteed, [23:16] burst, [27:24] bulk_prio, [31:28] arrival_prio (spec §6.2);
+    # bytes whose strobe is 0 keep their value.
     from kvfabric.model.regfile import RegisterFile
     from kvfabric.tb.axil import CREDITS
     mirror = RegisterFile(FabricParams(tenants=2, channels=1))
@@ -124,9 +125,9 @@ def test_register_file_knows_credits():
     mirror.write(CREDITS, 0x0007_0000, strb=0b0100)
     assert mirror.read(CREDITS) == 0x07_0201
     assert (mirror.config.credits, mirror.config.bulk_prio) == ((1, 2, 7), 0)
-    mirror.write(CREDITS, 0xF500_0000, strb=0b1000)
-    assert mirror.read(CREDITS) == 0x0507_0201  # bits [31:28] are not a field
-    assert mirror.config.bulk_prio == 0b0101
+    mirror.write(CREDITS, 0xA500_0000, strb=0b1000)
+    assert mirror.read(CREDITS) == 0xA507_0201
+    assert (mirror.config.bulk_prio, mirror.config.arrival_prio) == (0b0101, 0b1010)
 
 
 def test_register_file_stages_commits_and_reads_back():

@@ -85,7 +85,8 @@ async def credit_classes(dut, credit_return):
     random_traffic(tb, rng, count=cycles // 2, start=tb.cycle, span=cycles)
     for _ in range(3):
         await tb.run(cycles // 4)
-        await tb.run_task(tb.axil.write_dword(CREDITS, credits_word(random_credits(rng), rng.randrange(16))))
+        await tb.run_task(tb.axil.write_dword(CREDITS, credits_word(random_credits(rng), rng.randrange(16),
+                                                                    rng.randrange(16))))
     await tb.end_checks()
     kinds = [k for *_, k in tb.scoreboard.grant_log]
     tb.log.info("credit_classes: %d cycles with a backlogged class out of credit, kinds %s",
@@ -132,7 +133,9 @@ async def random_long(dut):
         # The coordinator (spec §13) in some phases: long enough for epochs to end.
         span = min(20000, max(500, total - tb.total_cycles))
         coordinator = span > 2 * COORD_MIN_EPOCH and rng.random() < 0.4
-        await tb.program(random_config(p, rng, fcfs=fcfs, credits=credits, coordinator=coordinator))
+        arrival = rng.random() < 0.3  # arrival-ordered priorities (spec §6.2) in some phases
+        await tb.program(random_config(p, rng, fcfs=fcfs, credits=credits, coordinator=coordinator,
+                                       arrival=arrival))
         coordinated += coordinator
         random_traffic(tb, rng, count=span // rng.choice([2, 4, 8]), start=tb.cycle, span=span)
         if rng.random() < 0.2:
