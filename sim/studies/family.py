@@ -27,7 +27,10 @@ channel rate is rescaled to it, and said so in ``kvfabric system``'s output
 contracts for that channel rate, one channel each.  The controller's queues
 (128 / 64, the format's defaults), its knobs (the workload's optional
 ``[controller]`` table, left out: the defaults, which are what a user who
-sets nothing gets) and the contract's credit terms are held too.
+sets nothing gets) and the contract's credit and order terms are held too:
+the prefills' priority is bulk (``bulk_priorities``) and the decodes' is
+arrival-ordered (``arrival_priorities``, spec §6.2), as the contract of a
+serving system that knows which of its tenants are latency-bound says.
 
 **Definitions** (:func:`judge`).  A decode's mean demand is its step's HBM
 bytes (``step_bytes x (1 - cxl_fraction)``) over its think time, an upper
@@ -118,7 +121,7 @@ RANGES = {
 #: Held fixed (the module docstring says why); the clock is drawn (:data:`RANGES`).
 FIXED = {
     "channels": 1, "channel_gbps": float(CHANNEL_GBPS), "admission_limit": 0.85,
-    "bulk_priorities": [2], "memory_round_trip_ns": 80, "memory_request_bytes": 128,
+    "bulk_priorities": [2], "arrival_priorities": [1], "memory_round_trip_ns": 80, "memory_request_bytes": 128,
     "read_queue": 128, "write_queue": 64, "chunks": 1,
     "decode": {"priority": 1, "burst_gbps": float(CHANNEL_GBPS), "burst_duration_ms": 0.08,
                "latency_slo_us": 25},
@@ -222,7 +225,8 @@ def draw(seed, k):
     # The clock is drawn last, so the draws before it was drawn keep their other values.
     fabric = {"clock_mhz": rng.choice(RANGES["clock_mhz"])}
     fabric.update({k: FIXED[k] for k in ("channels", "channel_gbps", "admission_limit",
-                                         "bulk_priorities", "memory_round_trip_ns", "memory_request_bytes")})
+                                         "bulk_priorities", "arrival_priorities", "memory_round_trip_ns",
+                                         "memory_request_bytes")})
     fabric["tenants"] = n
     contract = {"fabric": fabric, "tenant": ct}
     workload = {"system": {"cycles": cycles, "seed": RUN_SEEDS[0], "read_queue": FIXED["read_queue"],
