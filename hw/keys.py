@@ -14,7 +14,8 @@ from dataclasses import dataclass
 
 from amaranth.hdl import C, Cat, Mux, Signal
 
-from kvfabric.spec import ARRIVAL_PRIO_BITS, BULK_PRIO_BITS, CREDIT_BURST, CREDIT_CLASSES, CREDIT_GUARANTEED, CREDIT_URGENT
+from kvfabric.spec import (ARRIVAL_PRIO_BITS, BULK_PRIO_BITS, CREDIT_BURST, CREDIT_CLASSES, CREDIT_GUARANTEED,
+                           CREDIT_URGENT)
 
 __all__ = ["ChannelTiming", "TenantCandidates", "tenant_candidates", "mod_lt", "shift_lag", "lt_logic",
            "or_all"]
@@ -83,15 +84,10 @@ def tenant_candidates(m, p, i, timing, *, cfg, q, level, peak, tag, burst_level,
     k_order = Signal(W, name=f"key_order_{i}")
     k_conf = Signal(name=f"key_conform_{i}")
     k_credit = Signal(CREDIT_CLASSES, name=f"key_credit_{i}")
-    # Next cycle's priority is marked in next cycle's bulk_prio: the same for
-    # the kept and the popped head.
-    bulk_next = Signal(name=f"bulk_next_{i}")
-    m.d.comb += bulk_next.eq(or_all((priority_next == prio) & bulk_prio_next[prio]
-                                     for prio in range(BULK_PRIO_BITS)))
-    # Likewise whether it is marked in next cycle's arrival_prio.
-    arrival_next = Signal(name=f"arrival_next_{i}")
-    m.d.comb += arrival_next.eq(or_all((priority_next == prio) & arrival_prio_next[prio]
-                                        for prio in range(ARRIVAL_PRIO_BITS)))
+    # Next cycle's priority is marked in next cycle's bulk_prio, and in its
+    # arrival_prio: the same for the kept and the popped head.
+    bulk_next = _priority_marked(m, f"bulk_next_{i}", priority_next, bulk_prio_next, BULK_PRIO_BITS)
+    arrival_next = _priority_marked(m, f"arrival_next_{i}", priority_next, arrival_prio_next, ARRIVAL_PRIO_BITS)
     need = Signal(p.peak_bits, name=f"need_{i}")
     # The head's finish tag, tag + cost, precomputed like the key.
     s_fin = Signal(T, name=f"key_finish_{i}")
@@ -263,6 +259,13 @@ class TagClamp:
     above: Signal
     tag: Signal
     eligible: Signal
+
+
+def _priority_marked(m, name, priority, mask, bits):
+    """A signal: bit ``priority`` of the per-priority ``mask`` is set."""
+    marked = Signal(name=name)
+    m.d.comb += marked.eq(or_all((priority == prio) & mask[prio] for prio in range(bits)))
+    return marked
 
 
 def next_key(m, p, sfx, *, valid, head, level_ok, peak_ok, eligible, finish, deadline_next,

@@ -407,6 +407,7 @@ def judge(results, metas, seeds=RUN_SEEDS, policies=POLICIES):
                 # Prefills with a job in both runs (a short run may end before a phase).
                 both = [t for t in bw if not math.isnan(bw[t]) and not math.isnan(bw_fr.get(t, math.nan))]
                 together = _together_gbps(res)
+                shares = in_job_shares(res)
                 together_fr = _together_gbps(fr) if fr else math.nan
                 backlogged = {tid: bw[tid] >= meta["prefills"][tid]["guaranteed_gbps"]
                               for tid in meta["backlogged"]}
@@ -422,8 +423,8 @@ def judge(results, metas, seeds=RUN_SEEDS, policies=POLICIES):
                     "min_steps": min(len(d["lat"]) for d in res["decodes"].values()),
                     "base_min_steps": min(len(d["lat"]) for d in base["decodes"].values()),
                     "utilisation": res["utilisation"],
-                    "in_jobs": in_job_shares(res),
-                    "needed_total": needed_total(in_job_shares(res), in_job_shares(fr)),
+                    "in_jobs": shares,
+                    "needed_total": needed_total(shares, in_job_shares(fr)),
                     "decode_only_decodes": (sum(d["bytes"] for d in base["decodes"].values())
                                             / (base["cycles"] * PEAK_BYTES_PER_CYCLE))})
     return rows

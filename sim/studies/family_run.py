@@ -10,7 +10,7 @@ import time
 
 from ..hbm3 import peak_bytes_per_cycle
 
-__all__ = ["CHUNK_CYCLES", "build_system", "simulate", "union_length", "covered_chunks"]
+__all__ = ["CHUNK_CYCLES", "build_system", "simulate", "merged_spans", "union_length", "covered_chunks"]
 
 #: Granularity of the bytes counted in the cycles in which a prefill had a job
 #: (``in_jobs``): the run stops every this many memory cycles to read the
@@ -48,7 +48,9 @@ def simulate(spec):
         snapshots.append(list(stats.bytes))
     decodes, prefills = {}, {}
     busy = []  # every prefill's job intervals, for the cycles in which some prefill had a job
+    kind = {}  # channel tenant id -> "decode" or "prefill"
     for ts, t in zip(workload.tenants, system.tenants):
+        kind[t.tenant_id] = ts.kind
         if ts.kind == "decode":
             decodes[ts.id] = {"lat": [lat for _, lat in t.steps], "parts": [list(p) for p in t.step_parts],
                               "bytes": stats.bytes[t.tenant_id]}
@@ -59,7 +61,6 @@ def simulate(spec):
                                "jobs": len(t.jobs)}
     # The channel's bytes, decodes' and prefills' apart, in the chunks wholly
     # inside some prefill's job: where the prefills' bandwidth goes.
-    kind = {t.tenant_id: ts.kind for ts, t in zip(workload.tenants, system.tenants)}
     in_jobs = {"cycles": 0, "decodes": 0, "prefills": 0}
     previous = [0] * len(stats.bytes)
     for covered, now in zip(covered_chunks(busy, CHUNK_CYCLES, horizon), snapshots):
@@ -77,29 +78,28 @@ def simulate(spec):
     return (spec["draw"], spec["policy"], spec["seed"]), result
 
 
-def union_length(spans):
-    """Cycles covered by at least one of the ``(start, end)`` spans."""
-    total, reach = 0, None
-    for s, e in sorted(spans):
-        if reach is None or s > reach:
-            total += e - s
-            reach = e
-        elif e > reach:
-            total += e - reach
-            reach = e
-    return total
-
-
-def covered_chunks(spans, chunk, horizon):
-    """For each chunk ``[i * chunk, (i + 1) * chunk)`` that ends by ``horizon``
-    (a last, shorter chunk is never covered), whether the union of the
-    ``(start, end)`` spans covers it whole."""
+def merged_spans(spans):
+    """The union of the ``(start, end)`` spans as disjoint ``[start, end]``
+    lists in order (spans that touch or overlap are one)."""
     merged = []
     for s, e in sorted(spans):
         if merged and s <= merged[-1][1]:
             merged[-1][1] = max(merged[-1][1], e)
         else:
             merged.append([s, e])
+    return merged
+
+
+def union_length(spans):
+    """Cycles covered by at least one of the ``(start, end)`` spans."""
+    return sum(e - s for s, e in merged_spans(spans))
+
+
+def covered_chunks(spans, chunk, horizon):
+    """For each chunk ``[i * chunk, (i + 1) * chunk)`` that ends by ``horizon``
+    (a last, shorter chunk is never covered), whether the union of the
+    ``(start, end)`` spans covers it whole."""
+    merged = merged_spans(spans)
     out, j = [], 0
     for i in range(-(-horizon // chunk)):
         a, b = i * chunk, (i + 1) * chunk
