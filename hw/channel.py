@@ -96,6 +96,10 @@ class ChannelArbiter(wiring.Component):
         Grant stream (source), driven by the grant register.
     grant_ts : Out(ts_bits)
         Arrival timestamp of the request in the grant register (for SLO telemetry).
+    grant_class : Out(3)
+        One-hot credit class of the grant in the grant register (bit 0 urgent,
+        1 guaranteed, 2 burst; none in fcfs mode), the class it was counted in
+        (spec §6.6): the AXI front end returns its credit in that class.
     queue_full : Out(N)
         Bit i: tenant i's occupancy is at least D (§4).
     tenant_cfg : In(tenant_config_layout(params)).array(N)
@@ -163,6 +167,7 @@ class ChannelArbiter(wiring.Component):
             "req":          In(request_signature(p)),
             "grant":        Out(grant_signature(p)),
             "grant_ts":     Out(p.ts_bits),
+            "grant_class":  Out(CREDIT_CLASSES),
             "queue_full":   Out(n),
             "tenant_cfg":   In(tenant_config_layout(p)).array(n),
             "burst_level":  In(p.level_bits).array(n),
@@ -291,7 +296,8 @@ class ChannelArbiter(wiring.Component):
             bytes=Signal(p.bytes_bits, name="grant_bytes"),
             id=Signal(p.id_width, name="grant_id"),
             kind=Signal(Kind, name="grant_kind"),
-            ts=Signal(p.ts_bits, name="grant_ts_r"))
+            ts=Signal(p.ts_bits, name="grant_ts_r"),
+            credit=Signal(CREDIT_CLASSES, name="grant_credit"))
         m.d.comb += [
             self.grant.valid.eq(g.valid),
             self.grant.payload.tenant.eq(g.tenant),
@@ -299,6 +305,7 @@ class ChannelArbiter(wiring.Component):
             self.grant.payload.id.eq(g.id),
             self.grant.payload.kind.eq(g.kind),
             self.grant_ts.eq(g.ts),
+            self.grant_class.eq(g.credit),
         ]
         load = Signal()
         m.d.comb += load.eq(~g.valid | self.grant.ready)
@@ -453,6 +460,10 @@ class ChannelArbiter(wiring.Component):
                 g.bytes.eq(w_bytes),
                 g.id.eq(w_id),
                 g.ts.eq(w_ts),
+                # The class the winner is counted in (spec §6.6); a head's
+                # key_credit is all clear in fcfs mode.
+                g.credit.eq(or_all(win[i].replicate(CREDIT_CLASSES) & tenants[i].key_credit
+                                   for i in range(n))),
             ]
             with m.If(self.fcfs_bypass):
                 m.d.sync += g.kind.eq(Kind.FCFS)
@@ -548,3 +559,4 @@ class _GrantRegister:
     id: Signal
     kind: Signal
     ts: Signal
+    credit: Signal

@@ -64,6 +64,11 @@ class KvFabric(FabricComponent):
     credit_return : ``In(3).array(channels)``
         Bit k of ``credit_return[c]``: the memory side of channel c returns one
         credit of class k (0 urgent, 1 guaranteed, 2 burst; spec §6.6).
+    grant_class : ``Out(3).array(channels)``
+        One-hot credit class of channel c's grant (spec §6.6), for a memory
+        side that returns credits by the grant it answers (spec §14.5).
+    dropped : ``Out(1).array(channels)``
+        Channel c drops an invalid request in this cycle (spec §4).
     queue_full : ``Out(tenants).array(channels)``
         Bit i of ``queue_full[c]``: tenant i's queue on channel c cannot accept (spec §4).
     s_axil : ``In(AXI4LiteSignature(addr_width=16, data_width=32))``
@@ -83,6 +88,8 @@ class KvFabric(FabricComponent):
             "req":        In(request_signature(params)).array(params.channels),
             "grant":      Out(grant_signature(params)).array(params.channels),
             "credit_return": In(CREDIT_CLASSES).array(params.channels),
+            "grant_class": Out(CREDIT_CLASSES).array(params.channels),
+            "dropped":    Out(1).array(params.channels),
             "queue_full": Out(params.tenants).array(params.channels),
             "s_axil":     In(AXI4LiteSignature(addr_width=ADDR_WIDTH, data_width=DATA_WIDTH)),
             "now":        Out(params.ts_bits),
@@ -151,6 +158,8 @@ class KvFabric(FabricComponent):
             wiring.connect(m, wiring.flipped(self.grant[c]), ch.grant)
             m.d.comb += [
                 self.queue_full[c].eq(ch.queue_full),
+                self.grant_class[c].eq(ch.grant_class),
+                self.dropped[c].eq(ch.dropped),
                 ch.fcfs_bypass.eq(regs.cfg_fcfs_bypass),
                 ch.fcfs_bypass_next.eq(regs.cfg_fcfs_bypass_next),
                 ch.starve_limit_next.eq(regs.cfg_starve_limit_next),

@@ -14,10 +14,12 @@ from kvfabric.spec import FabricParams
 
 from .top import KvFabric
 
-__all__ = ["TOP_NAME", "generate", "write_verilog"]
+__all__ = ["TOP_NAME", "AXI_TOP_NAME", "generate", "generate_axi", "write_verilog"]
 
 #: Name of the top module in the generated Verilog.
 TOP_NAME = "kvfabric"
+#: Name of the AXI4 top (spec §14).
+AXI_TOP_NAME = "kvfabric_axi"
 
 def generate(params: FabricParams) -> str:
     """Verilog text of :class:`kvfabric.hw.top.KvFabric` for ``params``, top module ``kvfabric``."""
@@ -25,8 +27,16 @@ def generate(params: FabricParams) -> str:
     return text.decode() if isinstance(text, (bytes, bytearray)) else text
 
 
-def write_verilog(params: FabricParams, path) -> str:
-    """Write the Verilog of ``params`` to ``path`` atomically and return the path.
+def generate_axi(params: FabricParams, axi) -> str:
+    """Verilog of :class:`kvfabric.hw.axi.top.KvFabricAxi` (spec §14), top module ``kvfabric_axi``."""
+    from .axi.top import KvFabricAxi
+    text = verilog.convert(KvFabricAxi(params, axi), name=AXI_TOP_NAME, emit_src=False)
+    return text.decode() if isinstance(text, (bytes, bytearray)) else text
+
+
+def write_verilog(params: FabricParams, path, axi=None) -> str:
+    """Write the Verilog of ``params`` (with ``axi``: the AXI4 top) to ``path``
+    atomically and return the path.
 
     Written through a temporary file so that a failed run never leaves half a
     netlist where a synthesis flow would pick it up.
@@ -37,6 +47,6 @@ def write_verilog(params: FabricParams, path) -> str:
         os.makedirs(directory, exist_ok=True)
     tmp = path + ".tmp"
     with open(tmp, "w", newline="\n") as f:
-        f.write(generate(params))
+        f.write(generate(params) if axi is None else generate_axi(params, axi))
     os.replace(tmp, path)
     return path

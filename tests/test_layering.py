@@ -6,7 +6,8 @@ testbench can never leak into the reference they are checked against.
 ``kvfabric.spec`` imports only the register map (the widths of the
 configuration registers); ``kvfabric.regmap`` (the register map compiled from the
 SystemRDL description) only its generated table; ``kvfabric.hw`` never reaches the model, the testbench or the
-system model. Every import of our own code goes through the ``kvfabric`` root
+system model; ``kvfabric.axi`` (the AXI front end's parameters and split
+rule, spec §14) is as neutral as the spec. Every import of our own code goes through the ``kvfabric`` root
 (a bare ``import model`` would load a second copy of a module).
 """
 
@@ -100,12 +101,18 @@ def test_regmap_is_neutral():
                   forbid_third_party=True) == []
 
 
+def test_axi_spec_module_is_neutral():
+    """``kvfabric.axi`` (spec §14's parameters and split rule) is read by the
+    RTL and the test benches alike, so it holds to the spec's own rule."""
+    assert _check("kvfabric.axi", {"kvfabric.axi", "kvfabric.spec"}, forbid_third_party=True) == []
+
+
 def test_hw_reaches_only_the_spec_and_the_register_map():
-    assert _check("kvfabric.hw", {"kvfabric.hw", "kvfabric.spec", "kvfabric.regmap"}) == []
+    assert _check("kvfabric.hw", {"kvfabric.hw", "kvfabric.spec", "kvfabric.axi", "kvfabric.regmap"}) == []
 
 
 def test_testbench_never_imports_the_application_or_the_system_model():
-    assert _check("kvfabric.tb", {"kvfabric.tb", "kvfabric.model", "kvfabric.spec", "kvfabric.hw",
+    assert _check("kvfabric.tb", {"kvfabric.tb", "kvfabric.model", "kvfabric.spec", "kvfabric.axi", "kvfabric.hw",
                                   "kvfabric.regmap", "kvfabric.examples"}) == []
 
 

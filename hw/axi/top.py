@@ -1,0 +1,191 @@
+"""kvfabric as AXI4 IP (spec §14): one subordinate port per tenant, one manager port per channel.
+
+::
+
+    s_axi[t] ─┬─ AR ─► ReadTracker t ──offer──┐            ┌─► ChannelIssue c ─► m_axi[c]
+              └─ AW/W ► WriteTracker t ─offer─┤ RequestMux c ─► KvFabric ─grant[c]┘     │
+                 R ◄── reorder buffer ◄───────┼─────────────── R, B by ID ◄────────────┘
+                 B ◄── merged responses ◄─────┘
+
+The tenant is the port: every request of port t is arbitrated as tenant t.
+Each tenant's bursts are cut into per-channel sub-bursts
+(:mod:`.splitter`); each sub-burst holds an entry of its tenant's read or
+write side (:mod:`.read_tracker`, :mod:`.write_tracker`) from its address
+handshake until the tenant has its data or response, and is one request of
+``beats << size`` bytes on its channel's request port (:mod:`.request_mux`).
+A channel's grant is issued on its manager port (:mod:`.issue`); responses
+come back by the manager-side ID, and credits are returned as they complete.
+The arbiter is :class:`kvfabric.hw.top.KvFabric`, unchanged: its register
+port ``s_axil`` is this top's, and its request and grant streams are
+internal.
+
+Manager ports see the tenant's byte addresses unchanged; a controller that
+wants channel-local addresses drops the channel bits (spec §14.2).
+"""
+
+from amaranth.hdl import Module, Signal, Cat
+from amaranth.lib import wiring
+from amaranth.lib.wiring import In, Out
+
+from kvfabric.axi import AxiParams, check_axi_params
+from kvfabric.spec import FabricParams, check_params
+from ..axil import AXI4LiteSignature
+from ..config import ADDR_WIDTH, DATA_WIDTH
+from ..top import KvFabric
+from .bus import AXI4Signature
+from .issue import ChannelIssue
+from .read_tracker import ReadTracker
+from .request_mux import RequestMux
+from .write_tracker import WriteTracker
+
+__all__ = ["KvFabricAxi"]
+
+#: Width of the per-tenant counters of unsupported bursts and WLAST errors.
+COUNTER_BITS = 16
+
+
+class KvFabricAxi(wiring.Component):
+    """The arbiter behind AXI4 tenant ports, in front of AXI4 memory ports.
+
+    Parameters
+    ----------
+    params : FabricParams
+        The arbiter's parameters (spec §1).
+    axi : AxiParams
+        The front end's parameters (spec §14.1).
+    checks : bool or iterable of str
+        The channels' safety properties (simulation only).
+
+    Members
+    -------
+    s_axi : In(AXI4Signature(addr_width, data_width, id_width)).array(tenants)
+        Tenant t's AXI4 subordinate port.
+    m_axi : Out(AXI4Signature(addr_width, data_width, manager ID width)).array(channels)
+        Channel c's AXI4 manager port toward its memory controller.
+    s_axil : In(AXI4LiteSignature(16, 32))
+        Configuration and telemetry (spec §9).
+    now : Out(ts_bits)
+        The fabric timestamp.
+    unsupported : Out(16).array(tenants)
+        Bursts of tenant t answered SLVERR because the front end does not
+        carry them (spec §14.6), read and write, wrapping.
+    wlast_errors : Out(16).array(tenants)
+        W beats of tenant t whose WLAST disagreed with the burst length.
+
+    Raises
+    ------
+    ValueError
+        If the parameters do not fit together (:func:`kvfabric.axi.check_axi_params`).
+    """
+
+    def __init__(self, params: FabricParams, axi: AxiParams = AxiParams(), *, checks=False):
+        check_params(params)
+        check_axi_params(axi, params)
+        self._params, self._axi, self._checks = params, axi, checks
+        n, c = params.tenants, params.channels
+        super().__init__({
+            "s_axi": In(AXI4Signature(addr_width=axi.addr_width, data_width=axi.data_width,
+                                      id_width=axi.id_width)).array(n),
+            "m_axi": Out(AXI4Signature(addr_width=axi.addr_width, data_width=axi.data_width,
+                                       id_width=axi.manager_id_width(params))).array(c),
+            "s_axil": In(AXI4LiteSignature(addr_width=ADDR_WIDTH, data_width=DATA_WIDTH)),
+            "now": Out(params.ts_bits),
+            "unsupported": Out(COUNTER_BITS).array(n),
+            "wlast_errors": Out(COUNTER_BITS).array(n),
+        })
+
+    @property
+    def params(self):
+        return self._params
+
+    @property
+    def axi(self):
+        return self._axi
+
+    def elaborate(self, platform):
+        p, axi = self._params, self._axi
+        n, nch = p.tenants, p.channels
+        m = Module()
+        m.submodules.fabric = fabric = KvFabric(p, checks=self._checks)
+        wiring.connect(m, wiring.flipped(self.s_axil), fabric.s_axil)
+        m.d.comb += self.now.eq(fabric.now)
+
+        reads, writes = [], []
+        for t in range(n):
+            rd = m.submodules[f"read_{t}"] = ReadTracker(axi, nch)
+            wr = m.submodules[f"write_{t}"] = WriteTracker(axi, nch)
+            reads.append(rd)
+            writes.append(wr)
+            s = self.s_axi[t]
+            for prefix, sink in (("ar", rd.ar), ("aw", wr.aw)):
+                m.d.comb += [
+                    sink.valid.eq(getattr(s, f"{prefix}valid")),
+                    getattr(s, f"{prefix}ready").eq(sink.ready),
+                    sink.payload.id.eq(getattr(s, f"{prefix}id")),
+                    sink.payload.addr.eq(getattr(s, f"{prefix}addr")),
+                    sink.payload.len.eq(getattr(s, f"{prefix}len")),
+                    sink.payload.size.eq(getattr(s, f"{prefix}size")),
+                    sink.payload.burst.eq(getattr(s, f"{prefix}burst")),
+                ]
+            m.d.comb += [
+                wr.w.valid.eq(s.wvalid), s.wready.eq(wr.w.ready),
+                wr.w.payload.data.eq(s.wdata), wr.w.payload.strb.eq(s.wstrb), wr.w.payload.last.eq(s.wlast),
+                s.bvalid.eq(wr.b.valid), wr.b.ready.eq(s.bready),
+                s.bid.eq(wr.b.payload.id), s.bresp.eq(wr.b.payload.resp),
+                s.rvalid.eq(rd.r.valid), rd.r.ready.eq(s.rready),
+                s.rid.eq(rd.r.payload.id), s.rdata.eq(rd.r.payload.data),
+                s.rresp.eq(rd.r.payload.resp), s.rlast.eq(rd.r.payload.last),
+            ]
+            unsupported = Signal(COUNTER_BITS, name=f"unsupported_count_{t}")
+            wlast = Signal(COUNTER_BITS, name=f"wlast_error_count_{t}")
+            m.d.sync += [
+                unsupported.eq(unsupported + rd.unsupported + wr.unsupported),
+                wlast.eq(wlast + wr.wlast_mismatch),
+            ]
+            m.d.comb += [self.unsupported[t].eq(unsupported), self.wlast_errors[t].eq(wlast)]
+
+        sides = [side for t in range(n) for side in (reads[t], writes[t])]
+        ready_terms = [[] for _ in sides]
+        dropped_terms = [[] for _ in sides]
+        for c in range(nch):
+            mux = m.submodules[f"request_mux_{c}"] = RequestMux(axi, p, c)
+            issue = m.submodules[f"issue_{c}"] = ChannelIssue(axi, p)
+            for s_idx, side in enumerate(sides):
+                o = mux.offer[s_idx]
+                m.d.comb += [o.valid.eq(side.req.valid), o.payload.eq(side.req.payload)]
+                ready_terms[s_idx].append(o.ready)
+                dropped_terms[s_idx].append(mux.dropped_to[s_idx])
+            wiring.connect(m, mux.req, fabric.req[c])
+            m.d.comb += [mux.queue_full.eq(fabric.queue_full[c]), mux.dropped.eq(fabric.dropped[c])]
+
+            wiring.connect(m, fabric.grant[c], issue.grant)
+            m.d.comb += [
+                issue.grant_class.eq(fabric.grant_class[c]),
+                fabric.credit_return[c].eq(issue.credit_return),
+            ]
+            wiring.connect(m, issue.m_axi, wiring.flipped(self.m_axi[c]))
+            ebits_r = (axi.read_entries - 1).bit_length()
+            ebits_w = (axi.write_entries - 1).bit_length()
+            for t in range(n):
+                rd, wr = reads[t], writes[t]
+                m.d.comb += [
+                    rd.lookup_entry[c].eq(issue.lookup_entry[:ebits_r]),
+                    wr.lookup_entry[c].eq(issue.lookup_entry[:ebits_w]),
+                    issue.read_desc[t].eq(rd.lookup[c]),
+                    issue.write_desc[t].eq(wr.lookup[c]),
+                    wr.read_entry[c].eq(issue.w_entry[:ebits_w]),
+                    wr.read_beat[c].eq(issue.w_beat),
+                    issue.w_beat_in[t].eq(wr.read[c]),
+                    wr.done[c].eq(issue.done[t]),
+                ]
+                wiring.connect(m, issue.fill[t], rd.fill[c])
+        for s_idx, side in enumerate(sides):
+            ready = Signal(name=f"offer_ready_{s_idx}")
+            dropped = Signal(name=f"offer_dropped_{s_idx}")
+            m.d.comb += [
+                ready.eq(Cat(*ready_terms[s_idx]).any()),
+                dropped.eq(Cat(*dropped_terms[s_idx]).any()),
+                side.req.ready.eq(ready),
+                side.dropped.eq(dropped),
+            ]
+        return m

@@ -1,0 +1,210 @@
+"""A tenant port's write side (spec §14.3-§14.4): entries, write buffer, one B per burst.
+
+Every sub-burst of the tenant's AW bursts takes one *entry* when it leaves
+the splitter and keeps it until its write response has been merged into the
+tenant's B. The tenant's W beats fill the entries in program order (the
+subordinate waits for the address before taking data, which AXI allows), and
+an entry is offered to its channel's arbiter only once all its beats are in:
+store and forward, so that once a channel has issued an AW its W beats follow
+back to back and a tenant that writes slowly never holds a memory port's W
+channel (AXI-REALM's write buffer does the same for the same reason).
+
+Four pointers walk the entries in program order: ``alloc`` (next entry the
+splitter fills), ``fill`` (entry the tenant's W beats go to), ``ask`` (next
+full entry offered to the arbiter) and ``retire`` (oldest entry whose
+response is awaited). Responses come back in any order across channels; they
+are merged in program order, worst response first (DECERR > SLVERR > EXOKAY >
+OKAY by their codes), and the tenant receives one B per burst, when its last
+piece retires.
+
+Keeping the data until the response is simpler than freeing it after the last
+W beat (an entry then has one lifetime), and costs write-buffer space for the
+memory's write round trip; spec §14.4 says so.
+
+An entry whose burst is unsupported (spec §14.6), or whose request the
+arbiter dropped (tenant disabled), still takes its W beats (the tenant must be
+able to finish the burst) and is answered SLVERR without reaching memory.
+"""
+
+from amaranth.hdl import Module, Signal, Array, Cat, Mux
+from amaranth.lib import data, stream, wiring
+from amaranth.lib.memory import Memory
+from amaranth.lib.wiring import In, Out
+
+from kvfabric.axi import AxiParams, RESP_SLVERR
+from .layouts import beat_layout, descriptor_layout, done_layout, request_layout
+from .splitter import BurstSplitter, address_layout
+
+__all__ = ["WriteTracker", "w_layout", "b_layout"]
+
+
+def w_layout(axi: AxiParams):
+    return data.StructLayout({"data": axi.data_width, "strb": axi.data_bytes, "last": 1})
+
+
+def b_layout(axi: AxiParams):
+    return data.StructLayout({"id": axi.id_width, "resp": 2})
+
+
+class WriteTracker(wiring.Component):
+    """One tenant port's write entries, write buffer and response merge.
+
+    Parameters
+    ----------
+    axi : AxiParams
+    channels : int
+
+    Members
+    -------
+    aw : In(stream of address_layout)
+    w : In(stream of w_layout)
+    b : Out(stream of b_layout)
+        The tenant's AW, W and B channels.
+    req : Out(stream of request_layout)
+        The oldest full entry not yet offered to its channel's arbiter.
+    dropped : In(1)
+        The arbiter dropped the request ``req`` transfers in this cycle.
+    lookup_entry : In(entry).array(channels)
+    lookup : Out(descriptor_layout).array(channels)
+        Channel c's granted entry and its address, length and size.
+    read_entry, read_beat : In(entry), In(beat) per channel
+    read : Out(beat_layout).array(channels)
+        Channel c's W beat (combinational read of the write buffer).
+    done : In(done_layout).array(channels)
+        Each channel's B for this tenant (never refused).
+    unsupported : Out(1)
+        An unsupported burst's last piece took an entry this cycle.
+    wlast_mismatch : Out(1)
+        A W beat's WLAST disagreed with the burst's length (protocol error of the tenant).
+    """
+
+    def __init__(self, axi: AxiParams, channels: int):
+        self._axi, self._channels = axi, channels
+        ebits = (axi.write_entries - 1).bit_length()
+        fbits = max(1, (axi.frag_beats - 1).bit_length())
+        super().__init__({
+            "aw": In(stream.Signature(address_layout(axi))),
+            "w": In(stream.Signature(w_layout(axi))),
+            "b": Out(stream.Signature(b_layout(axi))),
+            "req": Out(stream.Signature(request_layout(axi, channels))),
+            "dropped": In(1),
+            "lookup_entry": In(ebits).array(channels),
+            "lookup": Out(descriptor_layout(axi)).array(channels),
+            "read_entry": In(ebits).array(channels),
+            "read_beat": In(fbits).array(channels),
+            "read": Out(beat_layout(axi)).array(channels),
+            "done": In(done_layout(axi)).array(channels),
+            "unsupported": Out(1),
+            "wlast_mismatch": Out(1),
+        })
+
+    def elaborate(self, platform):
+        axi, nch = self._axi, self._channels
+        n_ent, f = axi.write_entries, axi.frag_beats
+        ebits, fbits = (n_ent - 1).bit_length(), (f - 1).bit_length()
+        m = Module()
+        m.submodules.splitter = split = BurstSplitter(axi, nch)
+        wiring.connect(m, wiring.flipped(self.aw), split.burst)
+
+        def field(name, shape):
+            return Array(Signal(shape, name=f"wr_{name}_{e}") for e in range(n_ent))
+        e_id = field("id", axi.id_width)
+        e_addr = field("addr", axi.addr_width)
+        e_len = field("len", 8)
+        e_size = field("size", 3)
+        e_channel = field("channel", len(split.piece.payload.channel))
+        e_bytes = field("bytes", len(split.piece.payload.bytes))
+        e_last = field("last", 1)
+        e_err = field("err", 1)
+        e_done = field("done", 1)
+        e_resp = field("resp", 2)
+
+        alloc = Signal(ebits + 1, name="wr_alloc")
+        fill = Signal(ebits + 1, name="wr_fill")
+        ask = Signal(ebits + 1, name="wr_ask")
+        retire = Signal(ebits + 1, name="wr_retire")
+        fill_beat = Signal(max(1, fbits), name="wr_fill_beat")
+        worst = Signal(2, name="wr_worst")   # worst response of the retired pieces of the current burst
+
+        full = Signal()
+        m.d.comb += full.eq((alloc[:ebits] == retire[:ebits]) & (alloc[ebits] != retire[ebits]))
+        m.d.comb += split.piece.ready.eq(~full)
+        piece = split.piece.payload
+        with m.If(split.piece.valid & ~full):
+            a = alloc[:ebits]
+            m.d.sync += [
+                e_id[a].eq(piece.id), e_addr[a].eq(piece.addr), e_len[a].eq(piece.len),
+                e_size[a].eq(piece.size), e_channel[a].eq(piece.channel), e_bytes[a].eq(piece.bytes),
+                e_last[a].eq(piece.last), e_err[a].eq(piece.error), e_done[a].eq(0),
+                alloc.eq(alloc + 1),
+            ]
+        m.d.comb += self.unsupported.eq(split.piece.valid & ~full & piece.error & piece.last)
+
+        # The write buffer: entry e's beat b at e * f + b; one comb read port per channel.
+        m.submodules.wbuf = wbuf = Memory(shape=axi.data_width + axi.data_bytes, depth=n_ent * f, init=[])
+        wp = wbuf.write_port()
+        fi = fill[:ebits]
+        fill_end = Signal()
+        m.d.comb += fill_end.eq(fill_beat == e_len[fi][:max(1, fbits)] if fbits else 1)
+        m.d.comb += [
+            self.w.ready.eq(fill != alloc),
+            wp.en.eq(self.w.valid & self.w.ready),
+            wp.addr.eq(Cat(fill_beat[:fbits], fi) if fbits else fi),
+            wp.data.eq(Cat(self.w.payload.data, self.w.payload.strb)),
+            self.wlast_mismatch.eq(self.w.valid & self.w.ready & (self.w.payload.last != (fill_end & e_last[fi]))),
+        ]
+        with m.If(self.w.valid & self.w.ready):
+            with m.If(fill_end):
+                m.d.sync += [fill_beat.eq(0), fill.eq(fill + 1)]
+            with m.Else():
+                m.d.sync += fill_beat.eq(fill_beat + 1)
+        for c in range(nch):
+            rp = wbuf.read_port(domain="comb")
+            m.d.comb += [
+                rp.addr.eq(Cat(self.read_beat[c][:fbits], self.read_entry[c]) if fbits else self.read_entry[c]),
+                self.read[c].data.eq(rp.data[:axi.data_width]),
+                self.read[c].strb.eq(rp.data[axi.data_width:]),
+            ]
+
+        # Requests, in entry order, once the entry's data is in.
+        k = ask[:ebits]
+        pending = Signal()
+        m.d.comb += pending.eq(ask != fill)
+        m.d.comb += [
+            self.req.valid.eq(pending & ~e_err[k]),
+            self.req.payload.channel.eq(e_channel[k]),
+            self.req.payload.bytes.eq(e_bytes[k]),
+            self.req.payload.entry.eq(k),
+        ]
+        with m.If(pending & (e_err[k] | self.req.ready)):
+            m.d.sync += ask.eq(ask + 1)
+        with m.If(self.req.valid & self.req.ready & self.dropped):
+            m.d.sync += e_err[k].eq(1)
+
+        for c in range(nch):
+            e = self.lookup_entry[c]
+            m.d.comb += [
+                self.lookup[c].addr.eq(e_addr[e]),
+                self.lookup[c].len.eq(e_len[e]),
+                self.lookup[c].size.eq(e_size[e]),
+            ]
+            done = self.done[c]
+            with m.If(done.valid):
+                m.d.sync += [e_done[done.entry].eq(1), e_resp[done.entry].eq(done.resp)]
+
+        # Merge responses in program order: one entry retires per cycle.
+        r = retire[:ebits]
+        resp = Signal(2)
+        merged = Signal(2)
+        ready_entry = Signal()
+        m.d.comb += [
+            ready_entry.eq((retire != ask) & (e_err[r] | e_done[r])),
+            resp.eq(Mux(e_err[r], RESP_SLVERR, e_resp[r])),
+            merged.eq(Mux(resp > worst, resp, worst)),
+            self.b.valid.eq(ready_entry & e_last[r]),
+            self.b.payload.id.eq(e_id[r]),
+            self.b.payload.resp.eq(merged),
+        ]
+        with m.If(ready_entry & (~e_last[r] | self.b.ready)):
+            m.d.sync += [retire.eq(retire + 1), worst.eq(Mux(e_last[r], 0, merged))]
+        return m
