@@ -115,10 +115,15 @@ def check_axi_params(axi: AxiParams, fabric: FabricParams) -> None:
         raise ValueError(f"AXI frag_beats x data bytes = {axi.max_sub_bytes} exceeds the arbiter's "
                          f"max_request_bytes = {fabric.max_request_bytes}: lower frag_beats to at most "
                          f"{fabric.max_request_bytes // axi.data_bytes}")
-    id_bits = 1 + axi.entry_bits
+    id_bits = request_id_bits(axi, fabric)
     if id_bits > fabric.id_width:
         raise ValueError(f"The arbiter's id_width = {fabric.id_width} cannot hold a request id of "
-                         f"{id_bits} bits (1 + log2 of the larger entry count)")
+                         f"{id_bits} bits ({{tenant (4), write (1), entry ({axi.entry_bits})}})")
+
+
+def request_id_bits(axi: AxiParams, fabric: FabricParams) -> int:
+    """Bits of an arbiter request id, ``{tenant, write, entry}`` (spec §14.3)."""
+    return fabric.tenant_bits + 1 + axi.entry_bits
 
 
 @dataclass(frozen=True)

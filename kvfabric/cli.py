@@ -5,6 +5,7 @@
     kvfabric replay --config C.toml --trace T.csv --out grants.csv [--engine E]
     kvfabric vcd-check --vcd dump.vcd --config C.toml
     kvfabric verilog --out build/kvfabric.v [--tenants N --channels C ...]
+    kvfabric verilog --axi --out build/kvfabric_axi.v [--data-width W --interleave B ...]   the AXI4 top
     kvfabric system --contract C.toml --workload W.toml --policy P [--json out.json]
     kvfabric regs [--out build/regs] [--sync]   C header, IP-XACT, docs from the register description
 
@@ -112,11 +113,50 @@ def cmd_vcd_check(args) -> int:
 
 
 def cmd_verilog(args) -> int:
-    from kvfabric.hw.verilog import write_verilog  # Amaranth is needed only here
+    from kvfabric.axi import AxiParams, check_axi_params
+    from kvfabric.hw.verilog import AXI_TOP_NAME, TOP_NAME, write_verilog  # Amaranth is needed only here
     params = FabricParams(**{f.name: getattr(args, f.name) for f in dataclasses.fields(FabricParams)})
-    write_verilog(params, args.out)
-    print(f"Verilog of {params} written to {args.out} (top module kvfabric)")
+    axi = None
+    if args.axi:
+        axi = AxiParams(**_axi_values(args))
+        check_axi_params(axi, params)
+    elif any(getattr(args, dest) is not None for dest in _AXI_OPTIONS.values()):
+        given = [opt for opt, dest in _AXI_OPTIONS.items() if getattr(args, dest) is not None]
+        raise ValueError(f"AXI options ({', '.join(_axi_flag(o) for o in given)}) need --axi")
+    write_verilog(params, args.out, axi)
+    what = f"{params}" if axi is None else f"{params} behind {axi}"
+    print(f"Verilog of {what} written to {args.out} (top module {TOP_NAME if axi is None else AXI_TOP_NAME})")
     return 0
+
+
+#: AxiParams field -> argparse dest of its option (``--axi-id-width`` for ``id_width``,
+#: which would otherwise read as the arbiter's ``--id-width``; ``--interleave`` for
+#: ``interleave_bytes``).
+_AXI_OPTIONS = {"addr_width": "axi_addr_width", "data_width": "axi_data_width", "id_width": "axi_id_width",
+                "interleave_bytes": "axi_interleave", "frag_beats": "axi_frag_beats",
+                "read_entries": "axi_read_entries", "write_entries": "axi_write_entries"}
+_AXI_FLAGS = {"addr_width": "--addr-width", "data_width": "--data-width", "id_width": "--axi-id-width",
+              "interleave_bytes": "--interleave", "frag_beats": "--frag-beats",
+              "read_entries": "--read-entries", "write_entries": "--write-entries"}
+
+
+def _axi_flag(name):
+    return _AXI_FLAGS[name]
+
+
+def _add_axi_options(parser: argparse.ArgumentParser) -> None:
+    """``--axi`` and one option per AxiParams field (spec §14.1)."""
+    from kvfabric.axi import AxiParams
+    defaults = AxiParams()
+    parser.add_argument("--axi", action="store_true",
+                        help="generate the AXI4 top (module kvfabric_axi, spec §14) instead of the bare arbiter")
+    for name, dest in _AXI_OPTIONS.items():
+        parser.add_argument(_AXI_FLAGS[name], dest=dest, type=int, default=None,
+                            help=f"with --axi: AxiParams.{name} (default {getattr(defaults, name)})")
+
+
+def _axi_values(args):
+    return {name: getattr(args, dest) for name, dest in _AXI_OPTIONS.items() if getattr(args, dest) is not None}
 
 
 def cmd_regs(args) -> int:
@@ -169,6 +209,7 @@ def build_parser() -> argparse.ArgumentParser:
     g = sub.add_parser("verilog", help="generate the Verilog of the top level (module kvfabric)")
     g.add_argument("--out", required=True, help="Verilog file to write")
     _add_param_options(g)
+    _add_axi_options(g)
     g.set_defaults(func=cmd_verilog)
     _system.add_parser(sub)
     e = sub.add_parser("regs", help="C header, IP-XACT and docs from the register description")

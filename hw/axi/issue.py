@@ -55,7 +55,7 @@ class ChannelIssue(wiring.Component):
     Members
     -------
     grant : In(grant_signature(fabric))
-        The channel's grant stream; ``id`` is ``{write, entry}``.
+        The channel's grant stream; ``id`` is ``{tenant, write, entry}``.
     grant_class : In(3)
         One-hot credit class of the grant in the grant register (none in fcfs mode).
     lookup_entry : Out(entry)

@@ -5,12 +5,12 @@ oldest of each not yet requested, each aimed at one channel. A channel takes
 one request a cycle, round robin among the offers aimed at it whose tenant's
 queue in the channel has room (``queue_full``, spec §2), so a tenant with a
 full queue never holds the port and the request offered is always accepted.
-The request's ``id`` is ``{write, entry}``: the grant names the entry to
-issue. A request the arbiter drops (its tenant disabled, spec §4) is
+The request's ``id`` is ``{tenant, write, entry}``: the grant names the
+entry to issue, and no two requests in flight on a channel share an id. A request the arbiter drops (its tenant disabled, spec §4) is
 reported back to the side it came from in the same cycle.
 """
 
-from amaranth.hdl import Module, Signal, Cat
+from amaranth.hdl import C, Module, Signal, Cat
 from amaranth.lib import stream, wiring
 from amaranth.lib.wiring import In, Out
 
@@ -75,7 +75,7 @@ class RequestMux(wiring.Component):
                 m.d.comb += [
                     self.req.payload.tenant.eq(s // 2),
                     self.req.payload.bytes.eq(o.payload.bytes),
-                    self.req.payload.id.eq(Cat(o.payload.entry, s % 2)),
+                    self.req.payload.id.eq(Cat(o.payload.entry, s % 2, C(s // 2, fab.tenant_bits))),
                 ]
             m.d.comb += [
                 o.ready.eq(grant[s] & self.req.ready),

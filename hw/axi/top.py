@@ -31,6 +31,8 @@ from kvfabric.axi import AxiParams, check_axi_params
 from kvfabric.spec import FabricParams, check_params
 from ..axil import AXI4LiteSignature
 from ..config import ADDR_WIDTH, DATA_WIDTH
+from kvfabric.spec import CREDIT_CLASSES
+from ..layouts import grant_layout, request_layout
 from ..top import KvFabric
 from .bus import AXI4Signature
 from .issue import ChannelIssue
@@ -155,13 +157,28 @@ class KvFabricAxi(wiring.Component):
                 m.d.comb += [o.valid.eq(side.req.valid), o.payload.eq(side.req.payload)]
                 ready_terms[s_idx].append(o.ready)
                 dropped_terms[s_idx].append(mux.dropped_to[s_idx])
-            wiring.connect(m, mux.req, fabric.req[c])
-            m.d.comb += [mux.queue_full.eq(fabric.queue_full[c]), mux.dropped.eq(fabric.dropped[c])]
-
-            wiring.connect(m, fabric.grant[c], issue.grant)
+            # The arbiter's streams pass through signals named as the bare
+            # arbiter's ports (req__<c>__valid, grant__<c>__payload, ...), so
+            # that the lockstep scoreboard of the bare arbiter's test bench
+            # (tb/monitor.py, tb/scoreboard.py) reads them in the AXI top too.
+            req_valid, req_ready = Signal(name=f"req__{c}__valid"), Signal(name=f"req__{c}__ready")
+            req_payload = Signal(request_layout(p), name=f"req__{c}__payload")
+            grant_valid, grant_ready = Signal(name=f"grant__{c}__valid"), Signal(name=f"grant__{c}__ready")
+            grant_payload = Signal(grant_layout(p), name=f"grant__{c}__payload")
+            credit_return = Signal(CREDIT_CLASSES, name=f"credit_return__{c}")
+            queue_full = Signal(n, name=f"queue_full__{c}")
             m.d.comb += [
+                req_valid.eq(mux.req.valid), req_payload.eq(mux.req.payload), mux.req.ready.eq(req_ready),
+                fabric.req[c].valid.eq(req_valid), fabric.req[c].payload.eq(req_payload),
+                req_ready.eq(fabric.req[c].ready),
+                grant_valid.eq(fabric.grant[c].valid), grant_payload.eq(fabric.grant[c].payload),
+                fabric.grant[c].ready.eq(grant_ready),
+                issue.grant.valid.eq(grant_valid), issue.grant.payload.eq(grant_payload),
+                grant_ready.eq(issue.grant.ready),
+                queue_full.eq(fabric.queue_full[c]), mux.queue_full.eq(queue_full),
+                mux.dropped.eq(fabric.dropped[c]),
                 issue.grant_class.eq(fabric.grant_class[c]),
-                fabric.credit_return[c].eq(issue.credit_return),
+                credit_return.eq(issue.credit_return), fabric.credit_return[c].eq(credit_return),
             ]
             wiring.connect(m, issue.m_axi, wiring.flipped(self.m_axi[c]))
             ebits_r = (axi.read_entries - 1).bit_length()

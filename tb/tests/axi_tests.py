@@ -6,7 +6,13 @@ Every test reads its parameters from ``KVF_AXI_JOB`` (JSON, see
 the seed is printed. Checked: every read returns what was last written (each
 tenant's workers own disjoint address ranges and keep a copy), every response
 OKAY, the protocol checkers of :mod:`kvfabric.tb.axi_checks` on every port,
-and nothing left in flight at the end.
+nothing left in flight at the end, and the arbiter inside checked every cycle
+against the golden model by the bare arbiter's lockstep scoreboard
+(:class:`kvfabric.tb.scoreboard.Scoreboard`): the requests the front end
+offers, the grants, ``queue_full``, ``req.ready`` and the register writes
+are read from the AXI top's ``req__<c>__*`` / ``grant__<c>__*`` signals and
+its ``s_axil`` port, the model is stepped with them, and every grant must be
+the model's.
 """
 
 from __future__ import annotations
@@ -19,13 +25,15 @@ import random
 
 import cocotb
 from cocotb.clock import Clock
-from cocotb.triggers import ClockCycles, FallingEdge, Timer
+from cocotb.triggers import ClockCycles, FallingEdge, ReadOnly, SimTimeoutError, Timer, with_timeout
 from cocotbext.axi import AxiBus, AxiBurstType, AxiLiteBus, AxiLiteMaster, AxiMaster, AxiRam, AxiResp
 
 from kvfabric.model.registers import FabricConfig, TenantConfig
 from kvfabric.tb import axil as regs
 from kvfabric.tb.axi_checks import ManagerChecker, TenantChecker, watch
 from kvfabric.tb.axi_design import axi_job_from_json
+from kvfabric.tb.monitor import AxiPorts, ChannelPorts, Monitor
+from kvfabric.tb.scoreboard import Scoreboard
 
 #: Pause patterns (True = pause this cycle) applied to every channel of every bus model.
 PAUSES = {
@@ -69,6 +77,9 @@ class AxiTB:
             sub.log.setLevel(logging.WARNING)
         self.managers = [ManagerChecker(dut, c, axi, p.channels, self.errors) for c in range(p.channels)]
         self.tenants = [TenantChecker(dut, t, self.errors) for t in range(p.tenants)]
+        self.arb_ports = [ChannelPorts(dut, p, c, internal=False) for c in range(p.channels)]
+        self.monitor = Monitor(dut, p, self.arb_ports, AxiPorts(dut))
+        self.scoreboard = Scoreboard(p, self.seed, channels=self.arb_ports, check_internal=False, log=dut._log)
         self._stop = False
 
     def set_pauses(self, pattern):
@@ -87,7 +98,15 @@ class AxiTB:
         await ClockCycles(dut.clk, 4)
         await FallingEdge(dut.clk)
         dut.rst.value = 0
+        self.lockstep = cocotb.start_soon(self._lockstep())
         self.watcher = cocotb.start_soon(watch(dut, [*self.managers, *self.tenants], lambda: self._stop))
+
+    async def _lockstep(self):
+        """The golden model beside the arbiter, from cycle 0 (the falling edge that released reset)."""
+        while not self._stop:
+            await ReadOnly()
+            self.scoreboard.step(self.monitor.sample())
+            await FallingEdge(self.dut.clk)
 
     async def program(self, tenants=None):
         """Enable the tenants with equal weights and a small guarantee each."""
@@ -101,6 +120,13 @@ class AxiTB:
         await ClockCycles(self.dut.clk, 20)
         self._stop = True
         await self.watcher
+        await self.lockstep
+        sb = self.scoreboard
+        left = sum(len(o) for o in sb.outstanding)
+        if left:
+            self.errors.append(f"arbiter: {left} accepted requests never granted")
+        self.dut._log.info("arbiter lockstep: %d requests accepted, %d granted, %d dropped, %d comparisons "
+                           "with the golden model", sb.accepted, sb.granted, sb.dropped, sb.compared)
         for ck in (*self.managers, *self.tenants):
             left_r = {i: list(q) for i, q in ck.book.reads.items() if q}
             left_w = {i: k for i, k in ck.book.writes.items() if k}
@@ -147,6 +173,25 @@ async def _worker(tb: AxiTB, tenant: int, worker: int, workers: int, ops: int, r
             stats["bytes"] += length
 
 
+#: Cycles a worker's operation may take, pauses and contention included, before the
+#: test calls it a hang (a worker's operations run one after another).
+HANG_CYCLES_PER_OP = 5000
+
+
+async def _all_or_hang(tb, tasks, cycles):
+    """Await ``tasks``; fail naming the stuck ports if they take more than ``cycles`` cycles."""
+    async def _all():
+        for task in tasks:
+            await task
+    try:
+        await with_timeout(_all(), 10 * (cycles + 2000), "ns")
+    except SimTimeoutError:
+        stuck = [ck.name for ck in (*tb.managers, *tb.tenants)
+                 if any(ck.book.reads.values()) or any(ck.book.writes.values())]
+        raise AssertionError(f"hang: traffic not done after {cycles} cycles; bursts in flight on {stuck} "
+                             f"(seed {tb.seed})") from None
+
+
 @cocotb.test()
 async def random_traffic(dut):
     """Random reads and writes of every length, size and alignment from every tenant at once."""
@@ -158,8 +203,7 @@ async def random_traffic(dut):
     stats = {"reads": 0, "writes": 0, "bytes": 0}
     tasks = [cocotb.start_soon(_worker(tb, t, w, workers, ops, random.Random(tb.rng.random()), stats))
              for t in range(tb.params.tenants) for w in range(workers)]
-    for task in tasks:
-        await task
+    await _all_or_hang(tb, tasks, HANG_CYCLES_PER_OP * ops)
     await tb.finish()
     issued = sum(m.ar_count + m.aw_count for m in tb.managers)
     dut._log.info("%d reads, %d writes, %d bytes; %d sub-bursts issued on the manager ports",
@@ -168,7 +212,7 @@ async def random_traffic(dut):
     assert all(m.ar_count and m.aw_count for m in tb.managers), "some channel never saw a read and a write"
 
 
-@cocotb.test()
+@cocotb.test(timeout_time=200, timeout_unit="us")
 async def unsupported_bursts(dut):
     """FIXED and WRAP bursts are answered SLVERR with their beats, counted, and nothing hangs."""
     tb = AxiTB(dut)
@@ -197,7 +241,7 @@ async def unsupported_bursts(dut):
     await tb.finish()
 
 
-@cocotb.test()
+@cocotb.test(timeout_time=200, timeout_unit="us")
 async def disabled_tenant(dut):
     """A disabled tenant's bursts are dropped by the arbiter (spec §4) and answered SLVERR."""
     tb = AxiTB(dut)
