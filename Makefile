@@ -59,9 +59,15 @@ REGRESS_SEEDS ?= 20
 REGRESS_SEED ?= 1
 REGRESS_SIM ?= icarus
 REGRESS_CYCLES ?= 3000
+# Then the AXI4 top's cocotbext-axi traffic (issue #40) on both simulators, every
+# pause pattern, REGRESS_AXI_OPS operations per worker (make test runs 8), at
+# seed REGRESS_SEED.
+REGRESS_AXI_OPS ?= 150
 regress: setup
 	$(WITH_TOOLS) $(PY) -m kvfabric.scripts.regress --seeds $(REGRESS_SEEDS) --seed $(REGRESS_SEED) \
 	    --sim $(REGRESS_SIM) --cycles $(REGRESS_CYCLES) --jobs $(JOBS)
+	KVFABRIC_AXI_OPS=$(REGRESS_AXI_OPS) KVFABRIC_SEED=$(REGRESS_SEED) $(WITH_TOOLS) $(PY) -m pytest -n $(JOBS) \
+	    tests/test_cosim_axi.py -k random_traffic
 
 # Three placement seeds: one channel's Fmax moves with the seed (reports/synth.md
 # gives each seed's); designs that do not fit stop after one packing.

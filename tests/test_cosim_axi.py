@@ -1,9 +1,13 @@
 """The AXI4 top (spec §14) under cocotbext-axi on Icarus and Verilator
 (``tb/tests/axi_tests.py``): random bursts from every tenant port into an
 ``AxiRam`` per channel, with idle cycles and backpressure on every channel of
-every bus model, unsupported bursts and a disabled tenant. ``KVFABRIC_SEED``
-fixes the seed, ``SIM`` the simulators.
+every bus model, unsupported bursts, a disabled tenant, a memory error on
+one piece of a split burst, and reset in the middle of traffic. ``KVFABRIC_SEED``
+fixes the seed, ``SIM`` the simulators, ``KVFABRIC_AXI_OPS`` the operations
+per worker of the random traffic (8 here; ``make regress`` runs 150).
 """
+
+import os
 
 import pytest
 
@@ -26,10 +30,10 @@ AXI = AxiParams(addr_width=16, data_width=32, id_width=4, interleave_bytes=64, f
 @pytest.mark.parametrize("sim", sims_from_env())
 def test_axi_random_traffic(sim, pause, seed, request):
     run_axi_cosim(PARAMS, AXI, sim, "random_traffic", node_dir(request.node.nodeid), seed=seed,
-                  pause=pause, ops=8, workers=2)
+                  pause=pause, ops=int(os.environ.get("KVFABRIC_AXI_OPS", "8")), workers=2)
 
 
-@pytest.mark.parametrize("scenario", ["unsupported_bursts", "disabled_tenant"])
+@pytest.mark.parametrize("scenario", ["unsupported_bursts", "disabled_tenant", "memory_errors", "reset_mid_traffic"])
 @pytest.mark.parametrize("sim", sims_from_env())
 def test_axi_error_paths(sim, scenario, seed, request):
     run_axi_cosim(PARAMS, AXI, sim, scenario, node_dir(request.node.nodeid), seed=seed)
