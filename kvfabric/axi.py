@@ -60,6 +60,10 @@ class AxiParams:
         writes, from its address handshake until the tenant has its data (R)
         or response (B); powers of two in 2..64. A tenant's read reorder
         buffer and write buffer each hold ``entries * frag_beats`` beats.
+    mem_clock : bool
+        The manager ports in a clock domain of their own (``mem_clk``,
+        ``mem_rst``), crossed by an asynchronous FIFO on each AXI channel
+        (spec §14.8); otherwise they run on ``clk``.
     """
 
     addr_width: int = 34
@@ -69,6 +73,7 @@ class AxiParams:
     frag_beats: int = 8
     read_entries: int = 8
     write_entries: int = 8
+    mem_clock: bool = False
 
     def __post_init__(self):
         _check("addr_width", self.addr_width, 12, 64)
@@ -78,6 +83,8 @@ class AxiParams:
         _check("frag_beats", self.frag_beats, 1, 256, pow2=True)
         _check("read_entries", self.read_entries, 2, 64, pow2=True)
         _check("write_entries", self.write_entries, 2, 64, pow2=True)
+        if not isinstance(self.mem_clock, bool):
+            raise ValueError(f"AXI parameter mem_clock must be True or False, not {self.mem_clock!r}")
 
     @property
     def data_bytes(self) -> int:

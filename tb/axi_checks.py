@@ -211,13 +211,17 @@ class TenantChecker:
         return fired
 
 
-async def watch(dut, checkers, stop):
-    """Sample ``checkers`` at every rising edge until ``stop()`` is true; returns cycles watched."""
+async def watch(dut, checkers, stop, *, clock=None, reset=None):
+    """Sample ``checkers`` at every rising edge of ``clock`` (default ``dut.clk``)
+    while ``reset`` (default ``dut.rst``) is low, until ``stop()`` is true;
+    returns the cycles watched."""
+    clock = dut.clk if clock is None else clock
+    reset = dut.rst if reset is None else reset
     cycle = 0
     while not stop():
-        await RisingEdge(dut.clk)
+        await RisingEdge(clock)
         await ReadOnly()
-        if _int(dut.rst) == 0:
+        if _int(reset) == 0:
             for ck in checkers:
                 ck.sample(cycle)
         cycle += 1

@@ -24,6 +24,7 @@ from kvfabric.spec import FabricParams
     ("frag_beats", 3, "frag_beats must be a power of two in 1..256, not 3"),
     ("read_entries", 1, "read_entries must be a power of two in 2..64, not 1"),
     ("write_entries", 128, "write_entries must be a power of two in 2..64, not 128"),
+    ("mem_clock", 1, "mem_clock must be True or False, not 1"),
 ])
 def test_init_wrong_axi_parameter(field, value, message):
     with pytest.raises(ValueError, match=f"AXI parameter {message}$"):
@@ -103,6 +104,8 @@ def test_cli_axi_errors(tmp_path, capsys):
     out = tmp_path / "x.v"
     assert main(["verilog", "--out", str(out), "--interleave", "128"]) == 2
     assert "AXI options (--interleave) need --axi" in capsys.readouterr().err
+    assert main(["verilog", "--out", str(out), "--mem-clock"]) == 2
+    assert "AXI options (--mem-clock) need --axi" in capsys.readouterr().err
     assert main(["verilog", "--axi", "--out", str(out), "--frag-beats", "3"]) == 2
     assert "AXI parameter frag_beats must be a power of two in 1..256, not 3" in capsys.readouterr().err
     assert main(["verilog", "--axi", "--out", str(out), "--channels", "3"]) == 2
@@ -122,3 +125,28 @@ def test_cli_writes_the_axi_top(tmp_path, capsys):
     assert "input [15:0] s_axi__0__araddr;" in text
     # Manager ID: class (2) + tenant (1) + entry (1).
     assert "output [3:0] m_axi__0__arid;" in text
+    assert "mem_clk" not in text
+
+
+def test_cli_memory_clock_ports(tmp_path):
+    out = tmp_path / "axi.v"
+    assert main(["verilog", "--axi", "--mem-clock", "--out", str(out), "--tenants", "1", "--channels", "1",
+                 "--addr-width", "12", "--data-width", "32", "--axi-id-width", "1", "--interleave", "64",
+                 "--frag-beats", "2", "--read-entries", "2", "--write-entries", "2"]) == 0
+    text = out.read_text()
+    assert "input mem_clk;" in text and "input mem_rst;" in text
+    assert "posedge mem_clk" in text and "posedge 1'h0" not in text
+
+
+def test_build_key_names_every_parameter():
+    """Two AXI configurations never share a generated-Verilog file or a simulator
+    build: every AxiParams field changes the key (a missing one once let a
+    memory-clock build serve the single-clock tests)."""
+    import dataclasses
+
+    from kvfabric.tb.axi_design import axi_key
+    base, params = AxiParams(), FabricParams()
+    for f in dataclasses.fields(AxiParams):
+        value = getattr(base, f.name)
+        other = (not value) if isinstance(value, bool) else value * 2 if f.name != "addr_width" else value + 1
+        assert axi_key(params, base) != axi_key(params, dataclasses.replace(base, **{f.name: other})), f.name

@@ -7,6 +7,7 @@ fixes the seed, ``SIM`` the simulators, ``KVFABRIC_AXI_OPS`` the operations
 per worker of the random traffic (8 here; ``make regress`` runs 150).
 """
 
+import dataclasses
 import os
 
 import pytest
@@ -24,6 +25,8 @@ pytestmark = pytest.mark.cosim
 PARAMS = FabricParams(tenants=3, channels=2)
 AXI = AxiParams(addr_width=16, data_width=32, id_width=4, interleave_bytes=64, frag_beats=4,
                 read_entries=4, write_entries=4)
+#: The same with the manager ports on a clock of their own (spec §14.8).
+AXI_MEM_CLOCK = dataclasses.replace(AXI, mem_clock=True)
 
 
 @pytest.mark.parametrize("pause", ["none", "idle", "backpressure", "random"])
@@ -37,3 +40,16 @@ def test_axi_random_traffic(sim, pause, seed, request):
 @pytest.mark.parametrize("sim", sims_from_env())
 def test_axi_error_paths(sim, scenario, seed, request):
     run_axi_cosim(PARAMS, AXI, sim, scenario, node_dir(request.node.nodeid), seed=seed)
+
+
+@pytest.mark.parametrize("mem_period_ns", [7, 23], ids=["faster_memory", "slower_memory"])
+@pytest.mark.parametrize("sim", sims_from_env())
+def test_axi_memory_clock(sim, mem_period_ns, seed, request):
+    """Random traffic with pauses everywhere across the clock crossing, memory
+    clock faster and slower than the fabric's 10 ns, then a reset of both
+    domains in the middle of traffic."""
+    d = node_dir(request.node.nodeid)
+    run_axi_cosim(PARAMS, AXI_MEM_CLOCK, sim, "random_traffic", d / "traffic", seed=seed, pause="random",
+                  ops=int(os.environ.get("KVFABRIC_AXI_OPS", "6")), workers=2, mem_period_ns=mem_period_ns)
+    run_axi_cosim(PARAMS, AXI_MEM_CLOCK, sim, "reset_mid_traffic", d / "reset", seed=seed,
+                  mem_period_ns=mem_period_ns)

@@ -19,11 +19,14 @@ The arbiter is :class:`kvfabric.hw.top.KvFabric`, unchanged: its register
 port ``s_axil`` is this top's, and its request and grant streams are
 internal.
 
+With ``axi.mem_clock`` the manager ports run on ``mem_clk`` (reset
+``mem_rst``), each behind an :class:`.clock_crossing.AxiClockCrossing`.
+
 Manager ports see the tenant's byte addresses unchanged; a controller that
 wants channel-local addresses drops the channel bits (spec §14.2).
 """
 
-from amaranth.hdl import Module, Signal, Cat
+from amaranth.hdl import ClockDomain, Module, Signal, Cat
 from amaranth.lib import wiring
 from amaranth.lib.wiring import In, Out
 
@@ -35,6 +38,7 @@ from kvfabric.spec import CREDIT_CLASSES
 from ..layouts import grant_layout, request_layout
 from ..top import KvFabric
 from .bus import AXI4Signature
+from .clock_crossing import AxiClockCrossing
 from .issue import ChannelIssue
 from .read_tracker import ReadTracker
 from .request_mux import RequestMux
@@ -68,6 +72,9 @@ class KvFabricAxi(wiring.Component):
         Configuration and telemetry (spec §9).
     now : Out(ts_bits)
         The fabric timestamp.
+    mem_clk, mem_rst : In(1)
+        With ``axi.mem_clock`` only: the manager ports' clock and its
+        active-high synchronous reset (spec §14.8).
     unsupported : Out(16).array(tenants)
         Bursts of tenant t answered SLVERR because the front end does not
         carry them (spec §14.6), read and write, wrapping.
@@ -85,7 +92,9 @@ class KvFabricAxi(wiring.Component):
         check_axi_params(axi, params)
         self._params, self._axi, self._checks = params, axi, checks
         n, c = params.tenants, params.channels
+        clocks = {"mem_clk": In(1), "mem_rst": In(1)} if axi.mem_clock else {}
         super().__init__({
+            **clocks,
             "s_axi": In(AXI4Signature(addr_width=axi.addr_width, data_width=axi.data_width,
                                       id_width=axi.id_width)).array(n),
             "m_axi": Out(AXI4Signature(addr_width=axi.addr_width, data_width=axi.data_width,
@@ -108,6 +117,10 @@ class KvFabricAxi(wiring.Component):
         p, axi = self._params, self._axi
         n, nch = p.tenants, p.channels
         m = Module()
+        if axi.mem_clock:
+            # The memory side's clock and reset, from the ports mem_clk and mem_rst.
+            m.domains.mem = mem = ClockDomain("mem")
+            m.d.comb += [mem.clk.eq(self.mem_clk), mem.rst.eq(self.mem_rst)]
         m.submodules.fabric = fabric = KvFabric(p, checks=self._checks)
         wiring.connect(m, wiring.flipped(self.s_axil), fabric.s_axil)
         m.d.comb += self.now.eq(fabric.now)
@@ -180,7 +193,12 @@ class KvFabricAxi(wiring.Component):
                 issue.grant_class.eq(fabric.grant_class[c]),
                 credit_return.eq(issue.credit_return), fabric.credit_return[c].eq(credit_return),
             ]
-            wiring.connect(m, issue.m_axi, wiring.flipped(self.m_axi[c]))
+            if axi.mem_clock:
+                cross = m.submodules[f"crossing_{c}"] = AxiClockCrossing(issue.m_axi.signature)
+                wiring.connect(m, issue.m_axi, cross.s_axi)
+                wiring.connect(m, cross.m_axi, wiring.flipped(self.m_axi[c]))
+            else:
+                wiring.connect(m, issue.m_axi, wiring.flipped(self.m_axi[c]))
             ebits_r = (axi.read_entries - 1).bit_length()
             ebits_w = (axi.write_entries - 1).bit_length()
             for t in range(n):
