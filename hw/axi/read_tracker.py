@@ -125,18 +125,28 @@ class ReadTracker(wiring.Component):
             ]
         m.d.comb += self.unsupported.eq(split.piece.valid & ~full & piece.error & piece.last)
 
-        # Requests, in entry order; an error entry is stepped over.
+        # Requests, in entry order; an error entry is stepped over. When no
+        # entry waits, the piece leaving the splitter is offered in the cycle
+        # it takes its entry (the bypass), so an idle tenant's read reaches
+        # the request port one cycle after its AR handshake, not two.
         k = ask[:ebits]
         pending = Signal()
-        m.d.comb += pending.eq(ask != alloc)
+        bypass = Signal()
         m.d.comb += [
-            self.req.valid.eq(pending & ~e_err[k]),
-            self.req.payload.channel.eq(e_channel[k]),
-            self.req.payload.bytes.eq(e_bytes[k]),
-            self.req.payload.entry.eq(k),
+            pending.eq(ask != alloc),
+            bypass.eq(~pending & split.piece.valid & ~full & ~piece.error),
+        ]
+        m.d.comb += [
+            self.req.valid.eq(Mux(pending, ~e_err[k], bypass)),
+            self.req.payload.channel.eq(Mux(pending, e_channel[k], piece.channel)),
+            self.req.payload.bytes.eq(Mux(pending, e_bytes[k], piece.bytes)),
+            self.req.payload.entry.eq(k),   # without pending, ask = alloc: the entry the piece takes
         ]
         with m.If(pending & (e_err[k] | self.req.ready)):
             m.d.sync += ask.eq(ask + 1)
+        with m.Elif(bypass & self.req.ready):
+            m.d.sync += ask.eq(ask + 1)
+        # After the entry's write above: a dropped bypassed piece is marked too.
         with m.If(self.req.valid & self.req.ready & self.dropped):
             m.d.sync += e_err[k].eq(1)
 
