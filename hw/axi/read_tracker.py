@@ -35,6 +35,7 @@ from amaranth.lib.wiring import In, Out
 from kvfabric.axi import AxiParams, RESP_SLVERR
 from .layouts import descriptor_layout, fill_layout, request_layout
 from .round_robin import round_robin
+from .entries import PieceEntries
 from .splitter import BurstSplitter, address_layout
 
 __all__ = ["ReadTracker", "r_layout"]
@@ -95,14 +96,9 @@ class ReadTracker(wiring.Component):
 
         def field(name, shape):
             return Array(Signal(shape, name=f"rd_{name}_{e}") for e in range(n_ent))
-        e_id = field("id", axi.id_width)
-        e_addr = field("addr", axi.addr_width)
-        e_len = field("len", 8)
-        e_size = field("size", 3)
-        e_channel = field("channel", len(split.piece.payload.channel))
-        e_bytes = field("bytes", len(split.piece.payload.bytes))
-        e_last = field("last", 1)
-        e_err = field("err", 1)
+        entries = PieceEntries.create("rd", n_ent, split.piece.payload)
+        e_id, e_len, e_channel, e_bytes, e_last, e_err = (
+            entries.id, entries.len, entries.channel, entries.bytes, entries.last, entries.err)
         e_count = field("count", range(f + 1))   # beats written into the slot
 
         alloc = Signal(ebits + 1, name="rd_alloc")
@@ -117,12 +113,7 @@ class ReadTracker(wiring.Component):
         piece = split.piece.payload
         with m.If(split.piece.valid & ~full):
             a = alloc[:ebits]
-            m.d.sync += [
-                e_id[a].eq(piece.id), e_addr[a].eq(piece.addr), e_len[a].eq(piece.len),
-                e_size[a].eq(piece.size), e_channel[a].eq(piece.channel), e_bytes[a].eq(piece.bytes),
-                e_last[a].eq(piece.last), e_err[a].eq(piece.error), e_count[a].eq(0),
-                alloc.eq(alloc + 1),
-            ]
+            m.d.sync += [*entries.store(a, piece), e_count[a].eq(0), alloc.eq(alloc + 1)]
         m.d.comb += self.unsupported.eq(split.piece.valid & ~full & piece.error & piece.last)
 
         # Requests, in entry order; an error entry is stepped over. When no
@@ -150,13 +141,7 @@ class ReadTracker(wiring.Component):
         with m.If(self.req.valid & self.req.ready & self.dropped):
             m.d.sync += e_err[k].eq(1)
 
-        for c in range(nch):
-            e = self.lookup_entry[c]
-            m.d.comb += [
-                self.lookup[c].addr.eq(e_addr[e]),
-                self.lookup[c].len.eq(e_len[e]),
-                self.lookup[c].size.eq(e_size[e]),
-            ]
+        m.d.comb += entries.lookups(self.lookup_entry, self.lookup)
 
         # The reorder buffer: slot of entry e, beat b at address e * f + b.
         m.submodules.rob = rob = Memory(shape=axi.data_width + 2, depth=n_ent * f, init=[])

@@ -33,6 +33,7 @@ from amaranth.lib.wiring import In, Out
 
 from kvfabric.axi import AxiParams, RESP_SLVERR
 from .layouts import beat_layout, descriptor_layout, done_layout, request_layout
+from .entries import PieceEntries
 from .splitter import BurstSplitter, address_layout
 
 __all__ = ["WriteTracker", "w_layout", "b_layout"]
@@ -108,14 +109,9 @@ class WriteTracker(wiring.Component):
 
         def field(name, shape):
             return Array(Signal(shape, name=f"wr_{name}_{e}") for e in range(n_ent))
-        e_id = field("id", axi.id_width)
-        e_addr = field("addr", axi.addr_width)
-        e_len = field("len", 8)
-        e_size = field("size", 3)
-        e_channel = field("channel", len(split.piece.payload.channel))
-        e_bytes = field("bytes", len(split.piece.payload.bytes))
-        e_last = field("last", 1)
-        e_err = field("err", 1)
+        entries = PieceEntries.create("wr", n_ent, split.piece.payload)
+        e_id, e_len, e_channel, e_bytes, e_last, e_err = (
+            entries.id, entries.len, entries.channel, entries.bytes, entries.last, entries.err)
         e_done = field("done", 1)
         e_resp = field("resp", 2)
 
@@ -132,12 +128,7 @@ class WriteTracker(wiring.Component):
         piece = split.piece.payload
         with m.If(split.piece.valid & ~full):
             a = alloc[:ebits]
-            m.d.sync += [
-                e_id[a].eq(piece.id), e_addr[a].eq(piece.addr), e_len[a].eq(piece.len),
-                e_size[a].eq(piece.size), e_channel[a].eq(piece.channel), e_bytes[a].eq(piece.bytes),
-                e_last[a].eq(piece.last), e_err[a].eq(piece.error), e_done[a].eq(0),
-                alloc.eq(alloc + 1),
-            ]
+            m.d.sync += [*entries.store(a, piece), e_done[a].eq(0), alloc.eq(alloc + 1)]
         m.d.comb += self.unsupported.eq(split.piece.valid & ~full & piece.error & piece.last)
 
         # The write buffer: entry e's beat b at e * f + b; one comb read port per channel.
@@ -181,13 +172,8 @@ class WriteTracker(wiring.Component):
         with m.If(self.req.valid & self.req.ready & self.dropped):
             m.d.sync += e_err[k].eq(1)
 
+        m.d.comb += entries.lookups(self.lookup_entry, self.lookup)
         for c in range(nch):
-            e = self.lookup_entry[c]
-            m.d.comb += [
-                self.lookup[c].addr.eq(e_addr[e]),
-                self.lookup[c].len.eq(e_len[e]),
-                self.lookup[c].size.eq(e_size[e]),
-            ]
             done = self.done[c]
             with m.If(done.valid):
                 m.d.sync += [e_done[done.entry].eq(1), e_resp[done.entry].eq(done.resp)]
