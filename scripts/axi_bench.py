@@ -107,8 +107,8 @@ READ_STAGES = (
 WRITE_STAGES = (
     ("tenant AW handshake", "tenant_valid", "tenant_handshake"),
     ("splitter register", "tenant_handshake", "splitter_piece_valid"),
-    ("write entry allocated (WREADY waits for it)", "splitter_piece_valid", "tenant_w_handshake"),
-    ("write buffer (store and forward) -> request", "tenant_w_handshake", "entry_request_valid"),
+    ("W beat taken (WREADY waits for the piece's entry)", "splitter_piece_valid", "tenant_w_handshake"),
+    ("last W beat in -> request (store and forward)", "tenant_w_handshake", "entry_request_valid"),
     ("request mux", "entry_request_valid", "fabric_request_accepted"),
     ("arbiter (accepted -> grant valid)", "fabric_request_accepted", "grant_valid"),
     ("grant waits for issue", "grant_valid", "grant_transfer"),
@@ -311,9 +311,8 @@ def observations(report: dict) -> list[str]:
             ar_free = sum(ch.get("bubble_ar_free", 0) for ch in chans)
             ex = next((e for ch in chans for e in ch.get("bubble_examples", []) if e["grant"] == "write"), None)
             text = (f"{r['config']}: {wfull:,} bubbles with a write grant valid and the AW register free "
-                    f"(AWVALID low, or handing over) but the channel's W-job FIFO (issue.py, W_JOBS = 4) full, so "
-                    f"grant.ready low: issue.py's docstring says the grant port is ready whenever the register "
-                    f"is empty or being emptied, which holds for reads only. In {ar_free:,} of these cycles the "
+                    f"(AWVALID low, or handing over) but the channel's W-job FIFO (issue.py, w_jobs) full, so "
+                    f"grant.ready low, which its sizing (a place for every write entry) should make impossible. In {ar_free:,} of these cycles the "
                     f"AR register was free too: the stalled write grant also keeps any read grant behind it "
                     f"off the AR port.")
             if ex:

@@ -116,6 +116,37 @@ class _BurstBook:
             self.writes[bid] -= 1
 
 
+class _WriteOrder:
+    """W beats matched with their AWs in AW order (AXI lets W run ahead of its AW:
+    such beats wait here), WLAST checked on every beat; a burst's last beat makes
+    its B due in ``book``."""
+
+    def __init__(self, name, book, errors):
+        self.name, self.book, self.errors = name, book, errors
+        self.due = deque()         # (id, beats) of AWs whose W beats are due, in AW order
+        self.early = deque()       # WLAST of W beats not yet matched with an AW
+        self.beat = 0
+
+    def on_aw(self, a):
+        self.due.append((a["awid"], a["awlen"] + 1))
+
+    def on_w(self, cycle, w):
+        self.early.append(w["wlast"])
+
+    def match(self, cycle):
+        while self.due and self.early:
+            wid, beats = self.due[0]
+            wlast = self.early.popleft()
+            self.beat += 1
+            last = self.beat == beats
+            if wlast != int(last):
+                self.errors.append(f"cycle {cycle}: {self.name} WLAST={wlast} on beat {self.beat} of {beats}")
+            if last:
+                self.due.popleft()
+                self.beat = 0
+                self.book.writes[wid] += 1
+
+
 class ManagerChecker:
     """Channel ``channel``'s manager port: handshakes, burst placement, W order, R and B."""
 
@@ -124,9 +155,7 @@ class ManagerChecker:
         name = f"m_axi[{channel}]"
         self.hs = HandshakeChecker(name, PortSampler(dut, f"m_axi__{channel}_"), errors)
         self.book = _BurstBook(name, errors)
-        self.w_jobs = deque()      # (id, beats) of AWs whose W beats are due, in AW order
-        self.w_beat = 0
-        self.w_early = deque()     # WLAST of W beats not yet matched with an AW
+        self.w_order = _WriteOrder(name, self.book, errors)
         self.aw_count = self.ar_count = 0
         self.name = name
 
@@ -151,7 +180,7 @@ class ManagerChecker:
         if "aw" in fired:
             a = fired["aw"]
             self._placement(cycle, "aw", a)
-            self.w_jobs.append((a["awid"], a["awlen"] + 1))
+            self.w_order.on_aw(a)
             self.aw_count += 1
         if "ar" in fired:
             a = fired["ar"]
@@ -159,19 +188,8 @@ class ManagerChecker:
             self.book.reads[a["arid"]].append(a["arlen"] + 1)
             self.ar_count += 1
         if "w" in fired:
-            # AXI lets W run ahead of its AW: beats wait here for their burst.
-            self.w_early.append(fired["w"]["wlast"])
-        while self.w_jobs and self.w_early:
-            wid, beats = self.w_jobs[0]
-            wlast = self.w_early.popleft()
-            self.w_beat += 1
-            last = self.w_beat == beats
-            if wlast != int(last):
-                self.errors.append(f"cycle {cycle}: {self.name} WLAST={wlast} on beat {self.w_beat} of {beats}")
-            if last:
-                self.w_jobs.popleft()
-                self.w_beat = 0
-                self.book.writes[wid] += 1
+            self.w_order.on_w(cycle, fired["w"])
+        self.w_order.match(cycle)
         if "r" in fired:
             self.book.on_r(cycle, fired["r"])
         if "b" in fired:
@@ -186,24 +204,17 @@ class TenantChecker:
         name = f"s_axi[{tenant}]"
         self.hs = HandshakeChecker(name, PortSampler(dut, f"s_axi__{tenant}_"), errors)
         self.book = _BurstBook(name, errors)
-        self.errors = errors
-        self.name = name
-        self.w_due = deque()
-        self.w_beat = 0
+        self.w_order = _WriteOrder(name, self.book, errors)
 
     def sample(self, cycle):
         fired = self.hs.sample(cycle)
         if "ar" in fired:
             self.book.reads[fired["ar"]["arid"]].append(fired["ar"]["arlen"] + 1)
         if "aw" in fired:
-            self.w_due.append((fired["aw"]["awid"], fired["aw"]["awlen"] + 1))
-        if "w" in fired and self.w_due:
-            self.w_beat += 1
-            wid, beats = self.w_due[0]
-            if self.w_beat == beats:
-                self.w_due.popleft()
-                self.w_beat = 0
-                self.book.writes[wid] += 1
+            self.w_order.on_aw(fired["aw"])
+        if "w" in fired:
+            self.w_order.on_w(cycle, fired["w"])
+        self.w_order.match(cycle)
         if "r" in fired:
             self.book.on_r(cycle, fired["r"])
         if "b" in fired:

@@ -11,10 +11,9 @@ A granted sub-burst goes into the AR or AW output register; the grant port is
 ready whenever that register is empty or being emptied (and, for a write, the
 W job queue has room), so a manager that takes an address every cycle sees
 one every cycle in which one is granted, and ``ready`` of the manager never
-reaches the arbiter through more than one gate. The W job queue holds
-``W_JOBS`` writes whose beats have not all left: a write grant waits only when
-that many writes are ahead of it on the W channel, i.e. when W, not the
-address channel, is the bottleneck. A write's grant also pushes a *W job* (tenant, entry, beats);
+reaches the arbiter through more than one gate. The W job queue has a
+place for every write entry (:func:`w_jobs`), so it never holds a grant back.
+A write's grant also pushes a *W job* (tenant, entry, beats);
 the W channel sends the jobs' beats in AW order, back to back, from the
 tenant's write buffer, where they all are already (store and forward). WVALID
 never waits for AWREADY (AXI's dependency rule): the job is queued when the
@@ -41,12 +40,19 @@ from ..layouts import Kind, grant_signature
 from .bus import AXI4Signature
 from .layouts import beat_layout, descriptor_layout, done_layout, fill_layout
 
-__all__ = ["ChannelIssue"]
+__all__ = ["ChannelIssue", "w_jobs"]
 
-#: W jobs a channel holds: writes granted whose beats have not all left. At 4,
-#: a memory with deep address queues saw write grants wait behind full queues in
-#: 36 % of channel-cycles (reports/axi_bench.md); each entry is a few bits.
-W_JOBS = 16
+def w_jobs(axi: AxiParams, fabric: FabricParams) -> int:
+    """W jobs a channel's queue holds: every write entry of every tenant.
+
+    A job is queued when a write grant loads the AW register and leaves with
+    its last W beat, and its entry is freed only after its B, so no channel
+    can have more jobs than there are write entries: the queue never fills
+    and a write grant never waits for it. (At 4 and 16 jobs a memory with
+    deep address queues saw write grants, and the reads behind them, wait for
+    the queue in 36 % and 8 % of channel-cycles.) Each job is a few bits.
+    """
+    return fabric.tenants * axi.write_entries
 
 
 class ChannelIssue(wiring.Component):
@@ -130,12 +136,12 @@ class ChannelIssue(wiring.Component):
         m.d.comb += mid.eq(Cat(entry, g.tenant[:tb], cls))
 
         # Output registers (one per address channel).
-        fifo = m.submodules.w_jobs = SyncFIFOBuffered(width=tb + eb + 8, depth=W_JOBS)
+        fifo = m.submodules.w_jobs = SyncFIFOBuffered(width=tb + eb + 8, depth=w_jobs(axi, fab))
         ar_take = Signal()
         aw_take = Signal()
         m.d.comb += [
             ar_take.eq(~bus.arvalid | bus.arready),
-            aw_take.eq((~bus.awvalid | bus.awready) & fifo.w_rdy),
+            aw_take.eq((~bus.awvalid | bus.awready) & fifo.w_rdy),   # w_rdy is never 0 (w_jobs)
             self.grant.ready.eq(Mux(is_write, aw_take, ar_take)),
         ]
         with m.If(bus.arvalid & bus.arready):

@@ -3,11 +3,16 @@
 Every sub-burst of the tenant's AW bursts takes one *entry* when it leaves
 the splitter and keeps it until its write response has been merged into the
 tenant's B. The tenant's W beats fill the entries in program order (the
-subordinate waits for the address before taking data, which AXI allows), and
+subordinate waits for the address before taking data, which AXI allows, but
+only until the piece leaves the splitter: a beat may go into the entry being
+allocated in that cycle), and
 an entry is offered to its channel's arbiter only once all its beats are in:
 store and forward, so that once a channel has issued an AW its W beats follow
 back to back and a tenant that writes slowly never holds a memory port's W
 channel (AXI-REALM's write buffer does the same for the same reason).
+When no older full entry waits, an entry is offered in the cycle its last
+beat arrives, so an idle tenant's one-beat write costs no more cycles than
+a read (spec §14.7).
 
 Four pointers walk the entries in program order: ``alloc`` (next entry the
 splitter fills), ``fill`` (entry the tenant's W beats go to), ``ask`` (next
@@ -132,19 +137,31 @@ class WriteTracker(wiring.Component):
         m.d.comb += self.unsupported.eq(split.piece.valid & ~full & piece.error & piece.last)
 
         # The write buffer: entry e's beat b at e * f + b; one comb read port per channel.
+        # W beats may go into the entry being allocated in this cycle (``fill`` =
+        # ``alloc``): its length and last flag then come from the piece itself.
         m.submodules.wbuf = wbuf = Memory(shape=axi.data_width + axi.data_bytes, depth=n_ent * f, init=[])
         wp = wbuf.write_port()
         fi = fill[:ebits]
+        allocating = Signal()
+        fill_new = Signal()    # the W beat's entry is the one being allocated
+        fill_len = Signal(8)
+        fill_last = Signal()
         fill_end = Signal()
-        m.d.comb += fill_end.eq(fill_beat == e_len[fi][:max(1, fbits)] if fbits else 1)
+        w_take = Signal()
         m.d.comb += [
-            self.w.ready.eq(fill != alloc),
-            wp.en.eq(self.w.valid & self.w.ready),
+            allocating.eq(split.piece.valid & ~full),
+            fill_new.eq(fill == alloc),
+            fill_len.eq(Mux(fill_new, piece.len, e_len[fi])),
+            fill_last.eq(Mux(fill_new, piece.last, e_last[fi])),
+            fill_end.eq(fill_beat == fill_len[:max(1, fbits)] if fbits else 1),
+            self.w.ready.eq(~fill_new | allocating),
+            w_take.eq(self.w.valid & self.w.ready),
+            wp.en.eq(w_take),
             wp.addr.eq(Cat(fill_beat[:fbits], fi) if fbits else fi),
             wp.data.eq(Cat(self.w.payload.data, self.w.payload.strb)),
-            self.wlast_mismatch.eq(self.w.valid & self.w.ready & (self.w.payload.last != (fill_end & e_last[fi]))),
+            self.wlast_mismatch.eq(w_take & (self.w.payload.last != (fill_end & fill_last))),
         ]
-        with m.If(self.w.valid & self.w.ready):
+        with m.If(w_take):
             with m.If(fill_end):
                 m.d.sync += [fill_beat.eq(0), fill.eq(fill + 1)]
             with m.Else():
@@ -157,18 +174,29 @@ class WriteTracker(wiring.Component):
                 self.read[c].strb.eq(rp.data[axi.data_width:]),
             ]
 
-        # Requests, in entry order, once the entry's data is in.
+        # Requests, in entry order, once the entry's data is in. When no full
+        # entry waits (``ask`` = ``fill``), the entry whose last beat arrives in
+        # this cycle is offered in the same cycle (the bypass), from the piece
+        # itself if it is also being allocated now: an idle tenant's single-beat
+        # write reaches the request port one cycle after its AW handshake.
         k = ask[:ebits]
         pending = Signal()
-        m.d.comb += pending.eq(ask != fill)
+        bypass = Signal()
+        from_piece = Signal()
+        k_err = Signal()
         m.d.comb += [
-            self.req.valid.eq(pending & ~e_err[k]),
-            self.req.payload.channel.eq(e_channel[k]),
-            self.req.payload.bytes.eq(e_bytes[k]),
+            pending.eq(ask != fill),
+            bypass.eq(~pending & w_take & fill_end),
+            from_piece.eq(bypass & fill_new),
+            k_err.eq(Mux(from_piece, piece.error, e_err[k])),
+            self.req.valid.eq((pending | bypass) & ~k_err),
+            self.req.payload.channel.eq(Mux(from_piece, piece.channel, e_channel[k])),
+            self.req.payload.bytes.eq(Mux(from_piece, piece.bytes, e_bytes[k])),
             self.req.payload.entry.eq(k),
         ]
-        with m.If(pending & (e_err[k] | self.req.ready)):
+        with m.If((pending | bypass) & (k_err | self.req.ready)):
             m.d.sync += ask.eq(ask + 1)
+        # After the entry's write above: a dropped bypassed piece is marked too.
         with m.If(self.req.valid & self.req.ready & self.dropped):
             m.d.sync += e_err[k].eq(1)
 

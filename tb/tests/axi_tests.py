@@ -391,7 +391,7 @@ async def reset_mid_traffic(dut):
              for t in range(tb.params.tenants) for w in range(workers)]
     await ClockCycles(dut.clk, int(tb.job.get("reset_after", 400)))
     # Bursts the tenant ports accepted and have not answered: what the reset cuts off.
-    in_flight = sum(sum(len(q) for q in ck.book.reads.values()) + sum(ck.book.writes.values()) + len(ck.w_due)
+    in_flight = sum(sum(len(q) for q in ck.book.reads.values()) + sum(ck.book.writes.values()) + len(ck.w_order.due)
                     for ck in tb.tenants)
     await tb.reset_now(tasks)
     dut._log.info("reset with %d bursts in flight on the tenant ports, %d requests flushed from the arbiter",
