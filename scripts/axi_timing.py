@@ -1,0 +1,163 @@
+"""Does the AXI4 front end lower the channel's FPGA Fmax? (issue #40)
+
+    python -m kvfabric.scripts.axi_timing [--tenants 8] [--data-width 64] [--seeds 1,2,3]
+        [--pnr-jobs 1] [--out reports/axi_timing]
+
+Issue #40 bounds the front end's cost in clock rate: its paths must not lower
+the channel's Fmax by more than 5 %. This places and routes, on the ECP5-85
+with the flow of ``make synth``'s ``ecp5_1ch`` target (its harness, its
+seeds, nextpnr's routed Fmax), two netlists of one channel and ``--tenants``
+tenants generated at the same revision:
+
+* ``bare``: ``kvfabric verilog --channels 1``, the arbiter with its request
+  and grant streams (what ``ecp5_1ch`` measures);
+* ``axi``: ``kvfabric verilog --axi --channels 1``, the same arbiter inside
+  the AXI4 front end (spec §14), with ``--data-width`` bits of data (the
+  width changes multiplexers' widths, not their depth: 64 keeps place and
+  route within the hour; say another with ``--data-width``).
+
+and compares the medians over the seeds: the verdict is met when the AXI
+top's median routed Fmax is at least 95 % of the bare one's. Seeds scatter
+by several percent on ECP5 (routing is most of every path), which is why
+both are medians of the same seeds. Writes ``<out>.json`` and ``<out>.md``
+(the Markdown rendered from the JSON by :func:`report_md`). The ASIC half of
+the bound (logic only, no routing noise) is in ``make asic``'s report.
+
+A benchmark, not a test: it takes most of an hour per design on two cores.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import subprocess
+import sys
+from pathlib import Path
+
+from kvfabric.scripts.synth.tools import ROOT, source_revision
+
+__all__ = ["DESIGNS", "median_fmax", "compare", "report_md", "main"]
+
+#: Bound of issue #40: the AXI top keeps at least this fraction of the channel's Fmax.
+KEEP = 0.95
+
+#: (name, top module, extra ``kvfabric verilog`` arguments).
+DESIGNS = (("bare", "kvfabric", ()), ("axi", "kvfabric_axi", ("--axi",)))
+
+
+def median_fmax(fmax_by_seed):
+    """Median routed Fmax over the seeds that routed, and the seeds that did not."""
+    routed = [f for f in fmax_by_seed.values() if f is not None]
+    failed = sorted(int(s) for s, f in fmax_by_seed.items() if f is None)
+    return (statistics.median(routed) if routed else None), failed
+
+
+def compare(bare, axi):
+    """``{"ratio", "met"}``: the AXI top's median Fmax over the bare channel's."""
+    if not bare or not axi:
+        return {"ratio": None, "met": False}
+    ratio = axi / bare
+    return {"ratio": ratio, "met": ratio >= KEEP}
+
+
+def _run(cmd):
+    print("[axi-timing] " + " ".join(cmd), flush=True)
+    proc = subprocess.run(cmd, cwd=ROOT)
+    if proc.returncode != 0:
+        sys.exit(f"axi_timing: `{' '.join(cmd)}` failed with status {proc.returncode}")
+
+
+def measure(name, top, extra, args, build):
+    """Generate one design's netlist and place and route it over the seeds;
+    the entry ``make synth`` writes for it, plus its median."""
+    verilog = build / f"{name}.v"
+    _run([sys.executable, "-m", "kvfabric.cli", "verilog", "--tenants", str(args.tenants), "--channels", "1",
+          *extra, *(("--data-width", str(args.data_width)) if "--axi" in extra else ()), "--out", str(verilog)])
+    out = build / name
+    _run([sys.executable, "-m", "kvfabric.scripts.synth", "--targets", "ecp5_1ch", "--verilog-1ch", str(verilog),
+          "--top", top, "--tenants", str(args.tenants), "--channels", "1", "--seeds", args.seeds,
+          "--pnr-jobs", str(args.pnr_jobs), "--build-dir", str(out), "--json", str(out) + ".json",
+          "--md", str(out) + ".md"])
+    entry = json.loads((Path(str(out) + ".json")).read_text())["targets"]["ecp5_1ch"]
+    median, failed = median_fmax(entry.get("fmax_by_seed") or {})
+    return {"top": top, "verilog": entry.get("verilog"), "verilog_sha256": entry.get("verilog_sha256"),
+            "fmax_by_seed": entry.get("fmax_by_seed"), "fmax_median_mhz": median, "unrouted_seeds": failed,
+            "trellis_comb": (entry.get("utilisation") or {}).get("TRELLIS_COMB", {}).get("used"),
+            "trellis_ff": (entry.get("utilisation") or {}).get("TRELLIS_FF", {}).get("used"),
+            "critical_path": entry.get("critical_path"), "message": entry.get("message"),
+            "commands": entry.get("commands"), "tools": entry.get("tools"), "wall_s": entry.get("wall_s")}
+
+
+def _f(x, fmt="{:.2f}"):
+    return "-" if x is None else fmt.format(x)
+
+
+def report_md(rep):
+    """The readable report of :func:`main`'s JSON."""
+    d, v = rep["designs"], rep["verdict"]
+    seeds = rep["seeds"]
+    lines = [
+        "# AXI4 front end and the channel's Fmax (issue #40, `make axi-timing`)", "",
+        f"Command: `{rep['command']}`. Revision `{rep['revision']}`. ECP5-85 (CABGA381, speed 8), the flow of "
+        f"`make synth`'s `ecp5_1ch` target on {rep['tenants']} tenants x 1 channel; the AXI top with "
+        f"{rep['data_width']}-bit data. Seeds {', '.join(map(str, seeds))}.", "",
+        "| target | goal | measured | verdict |", "|---|---|---|---|",
+        f"| Fmax kept | AXI top's median routed Fmax >= {KEEP:.0%} of the bare channel's | "
+        f"{_f(d['axi']['fmax_median_mhz'])} / {_f(d['bare']['fmax_median_mhz'])} MHz = "
+        f"{_f(v['ratio'], '{:.3f}')} | {'met' if v['met'] else '**NOT met**'} |", "",
+        "| design | top | " + " | ".join(f"seed {s} (MHz)" for s in seeds)
+        + " | median | TRELLIS_COMB | TRELLIS_FF | critical path (routed, reported seed) |",
+        "|---|---|" + "---|" * len(seeds) + "---|---|---|---|",
+    ]
+    for name in ("bare", "axi"):
+        e = d[name]
+        cp = e.get("critical_path") or {}
+        path = (f"{cp.get('start')} -> {cp.get('end')}, {_f(cp.get('delay_ns'))} ns "
+                f"({_f(cp.get('logic_ns'))} logic, {_f(cp.get('routing_ns'))} routing)") if cp else "-"
+        by_seed = e.get("fmax_by_seed") or {}
+        lines.append(f"| {name} | `{e['top']}` | " + " | ".join(_f(by_seed.get(str(s))) for s in seeds)
+                     + f" | {_f(e['fmax_median_mhz'])} | {_f(e['trellis_comb'], '{:,}')} | "
+                     f"{_f(e['trellis_ff'], '{:,}')} | {path} |")
+    lines += ["", "A seed shown `-` did not finish routing within the flow's limit; medians are over the seeds "
+              "that did. Per-design logs and nextpnr reports: `build/axi_timing/<design>/`."]
+    for name in ("bare", "axi"):
+        if d[name].get("message"):
+            lines.append(f"- {name}: {d[name]['message']}")
+    return "\n".join(lines) + "\n"
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(prog="python -m kvfabric.scripts.axi_timing",
+                                 description=__doc__.split("\n\n")[0])
+    ap.add_argument("--tenants", type=int, default=8)
+    ap.add_argument("--data-width", type=int, default=64, help="AXI data bits of the AXI top (default 64)")
+    ap.add_argument("--seeds", default="1,2,3")
+    ap.add_argument("--pnr-jobs", type=int, default=1, help="seeds placed at once (default 1: others share the cores)")
+    ap.add_argument("--build-dir", default="build/axi_timing")
+    ap.add_argument("--out", default="reports/axi_timing", help="report path without extension")
+    ap.add_argument("--report-only", action="store_true", help="render <out>.md from <out>.json and stop")
+    args = ap.parse_args(argv)
+    out = Path(args.out)
+    if args.report_only:
+        out.with_suffix(".md").write_text(report_md(json.loads(out.with_suffix(".json").read_text())))
+        return 0
+    build = ROOT / args.build_dir
+    build.mkdir(parents=True, exist_ok=True)
+    designs = {name: measure(name, top, extra, args, build) for name, top, extra in DESIGNS}
+    rep = {"tenants": args.tenants, "data_width": args.data_width,
+           "seeds": [int(s) for s in args.seeds.split(",")],
+           "command": f"python -m kvfabric.scripts.axi_timing --tenants {args.tenants} --data-width "
+                      f"{args.data_width} --seeds {args.seeds}",
+           "revision": source_revision(("hw", "kvfabric/spec.py", "kvfabric/axi.py")),
+           "designs": designs,
+           "verdict": compare(designs["bare"]["fmax_median_mhz"], designs["axi"]["fmax_median_mhz"])}
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.with_suffix(".json").write_text(json.dumps(rep, indent=1) + "\n")
+    out.with_suffix(".md").write_text(report_md(rep))
+    print(f"wrote {out}.json and {out}.md: ratio {_f(rep['verdict']['ratio'], '{:.3f}')}", flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
