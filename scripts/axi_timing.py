@@ -1,13 +1,14 @@
 """Does the AXI4 front end lower the channel's FPGA Fmax? (issue #40)
 
     python -m kvfabric.scripts.axi_timing [--tenants 8] [--data-width 64] [--seeds 1,2,3]
-        [--pnr-jobs 1] [--out reports/axi_timing]
+        [--pnr-jobs 1] [--revision HEAD] [--out reports/axi_timing]
 
 Issue #40 bounds the front end's cost in clock rate: its paths must not lower
 the channel's Fmax by more than 5 %. This places and routes, on the ECP5-85
 with the flow of ``make synth``'s ``ecp5_1ch`` target (its harness, its
 seeds, nextpnr's routed Fmax), two netlists of one channel and ``--tenants``
-tenants generated at the same revision:
+tenants, both generated from one commit (``--revision``, extracted with
+``git archive``: never the working tree):
 
 * ``bare``: ``kvfabric verilog --channels 1``, the arbiter with its request
   and grant streams (what ``ecp5_1ch`` measures);
@@ -29,13 +30,17 @@ A benchmark, not a test: it takes most of an hour per design on two cores.
 from __future__ import annotations
 
 import argparse
+import io
 import json
+import os
+import shutil
 import statistics
 import subprocess
 import sys
+import tarfile
 from pathlib import Path
 
-from kvfabric.scripts.synth.tools import ROOT, source_revision
+from kvfabric.scripts.synth.tools import ROOT
 
 __all__ = ["DESIGNS", "median_fmax", "compare", "report_md", "main"]
 
@@ -68,12 +73,46 @@ def _run(cmd):
         sys.exit(f"axi_timing: `{' '.join(cmd)}` failed with status {proc.returncode}")
 
 
-def measure(name, top, extra, args, build):
-    """Generate one design's netlist and place and route it over the seeds;
-    the entry ``make synth`` writes for it, plus its median."""
+def snapshot(revision, build):
+    """``revision``'s sources, importable as ``kvfabric``: the netlists then come
+    from one commit, whatever the working tree holds while place and route runs
+    (it runs for an hour, and others may be editing ``hw/``). Returns the
+    directory to put first on ``PYTHONPATH`` and the full commit hash."""
+    commit = subprocess.run(["git", "rev-parse", revision], cwd=ROOT, capture_output=True, text=True)
+    if commit.returncode != 0:
+        sys.exit(f"axi_timing: --revision {revision!r} is not a commit: {commit.stderr.strip()}")
+    commit = commit.stdout.strip()
+    src = build / "src"
+    shutil.rmtree(src, ignore_errors=True)
+    src.mkdir(parents=True)
+    archive = subprocess.run(["git", "archive", commit], cwd=ROOT, capture_output=True, check=True).stdout
+    with tarfile.open(fileobj=io.BytesIO(archive)) as tar:
+        tar.extractall(src, filter="data")
+    # pyproject.toml's package-dir: one import root over the top-level folders.
+    pkg = build / "pkg"
+    shutil.rmtree(pkg, ignore_errors=True)
+    shutil.copytree(src / "kvfabric", pkg / "kvfabric")
+    for folder in ("hw", "model", "sim", "tb", "scripts", "examples"):
+        (pkg / "kvfabric" / folder).symlink_to(src / folder, target_is_directory=True)
+    return pkg, commit
+
+
+def generate(name, extra, args, build, pkg):
+    """One design's netlist, generated from the snapshot."""
     verilog = build / f"{name}.v"
-    _run([sys.executable, "-m", "kvfabric.cli", "verilog", "--tenants", str(args.tenants), "--channels", "1",
-          *extra, *(("--data-width", str(args.data_width)) if "--axi" in extra else ()), "--out", str(verilog)])
+    env = {**os.environ, "PYTHONPATH": str(pkg)}
+    cmd = [sys.executable, "-m", "kvfabric.cli", "verilog", "--tenants", str(args.tenants), "--channels", "1",
+           *extra, *(("--data-width", str(args.data_width)) if "--axi" in extra else ()), "--out", str(verilog)]
+    print("[axi-timing] PYTHONPATH=" + str(pkg) + " " + " ".join(cmd), flush=True)
+    # Not from the project root, whose kvfabric/ would shadow the snapshot's.
+    if subprocess.run(cmd, cwd=build, env=env).returncode != 0:
+        sys.exit(f"axi_timing: generating {name} failed")
+    return verilog
+
+
+def measure(name, top, verilog, args, build):
+    """Place and route one design's netlist over the seeds: the entry
+    ``make synth`` writes for it, plus its median."""
     out = build / name
     _run([sys.executable, "-m", "kvfabric.scripts.synth", "--targets", "ecp5_1ch", "--verilog-1ch", str(verilog),
           "--top", top, "--tenants", str(args.tenants), "--channels", "1", "--seeds", args.seeds,
@@ -134,6 +173,8 @@ def main(argv=None):
     ap.add_argument("--data-width", type=int, default=64, help="AXI data bits of the AXI top (default 64)")
     ap.add_argument("--seeds", default="1,2,3")
     ap.add_argument("--pnr-jobs", type=int, default=1, help="seeds placed at once (default 1: others share the cores)")
+    ap.add_argument("--revision", default="HEAD", help="commit whose RTL is measured (default HEAD; the "
+                    "working tree's uncommitted changes are never measured)")
     ap.add_argument("--build-dir", default="build/axi_timing")
     ap.add_argument("--out", default="reports/axi_timing", help="report path without extension")
     ap.add_argument("--report-only", action="store_true", help="render <out>.md from <out>.json and stop")
@@ -144,12 +185,14 @@ def main(argv=None):
         return 0
     build = ROOT / args.build_dir
     build.mkdir(parents=True, exist_ok=True)
-    designs = {name: measure(name, top, extra, args, build) for name, top, extra in DESIGNS}
+    pkg, commit = snapshot(args.revision, build)
+    netlists = {name: generate(name, extra, args, build, pkg) for name, _, extra in DESIGNS}
+    designs = {name: measure(name, top, netlists[name], args, build) for name, top, _ in DESIGNS}
     rep = {"tenants": args.tenants, "data_width": args.data_width,
            "seeds": [int(s) for s in args.seeds.split(",")],
            "command": f"python -m kvfabric.scripts.axi_timing --tenants {args.tenants} --data-width "
-                      f"{args.data_width} --seeds {args.seeds}",
-           "revision": source_revision(("hw", "kvfabric/spec.py", "kvfabric/axi.py")),
+                      f"{args.data_width} --seeds {args.seeds} --revision {commit[:12]}",
+           "revision": commit[:12],
            "designs": designs,
            "verdict": compare(designs["bare"]["fmax_median_mhz"], designs["axi"]["fmax_median_mhz"])}
     out.parent.mkdir(parents=True, exist_ok=True)
