@@ -1,7 +1,8 @@
 """The AXI4 top (spec §14) under cocotbext-axi on Icarus and Verilator
 (``tb/tests/axi_tests.py``): random bursts from every tenant port into an
 ``AxiRam`` per channel, with idle cycles and backpressure on every channel of
-every bus model, unsupported bursts, a disabled tenant, a memory error on
+every bus model, unsupported bursts, a disabled tenant, W beats with a wrong
+WLAST, a memory error on
 one piece of a split burst, and reset in the middle of traffic. ``KVFABRIC_SEED``
 fixes the seed, ``SIM`` the simulators, ``KVFABRIC_AXI_OPS`` the operations
 per worker of the random traffic (8 here; ``make regress`` runs 150).
@@ -36,7 +37,8 @@ def test_axi_random_traffic(sim, pause, seed, request):
                   pause=pause, ops=int(os.environ.get("KVFABRIC_AXI_OPS", "8")), workers=2)
 
 
-@pytest.mark.parametrize("scenario", ["unsupported_bursts", "disabled_tenant", "memory_errors", "reset_mid_traffic"])
+@pytest.mark.parametrize("scenario", ["unsupported_bursts", "disabled_tenant", "wrong_wlast", "memory_errors",
+                                      "reset_mid_traffic"])
 @pytest.mark.parametrize("sim", sims_from_env())
 def test_axi_error_paths(sim, scenario, seed, request):
     run_axi_cosim(PARAMS, AXI, sim, scenario, node_dir(request.node.nodeid), seed=seed)

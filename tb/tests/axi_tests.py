@@ -344,6 +344,46 @@ async def disabled_tenant(dut):
     await tb.finish()
 
 
+@cocotb.test(timeout_time=200, timeout_unit="us")
+async def wrong_wlast(dut):
+    """A tenant's W beats whose WLAST disagrees with AWLEN (spec §14.6) are
+    counted in ``wlast_errors[t]`` and taken by AWLEN: the data lands, one B
+    answers the burst, and the tenant port's checker sees exactly those beats."""
+    tb = AxiTB(dut)
+    await tb.start()
+    await tb.program()
+    axi = tb.axi
+    m = tb.masters[0]
+    w_channel = m.write_if.w_channel
+    send = w_channel.send
+    beats = 4
+    flip = {1, beats + beats - 1}     # an early WLAST in burst 1, a missing one at the end of burst 2
+    sent = itertools.count()
+
+    async def send_flipping(w):
+        if next(sent) in flip:
+            w.wlast = not w.wlast
+        await send(w)
+
+    w_channel.send = send_flipping
+    data = [bytes((17 * k + b) & 0xFF for k in range(beats * axi.data_bytes)) for b in (1, 2)]
+    for b, payload in enumerate(data):
+        w = await m.write(b * beats * axi.data_bytes, payload)
+        assert w.resp == AxiResp.OKAY, f"burst {b} with a wrong WLAST answered {w.resp!r}"
+    w_channel.send = send
+    r = await m.read(0, 2 * beats * axi.data_bytes)
+    assert r.data == b"".join(data), "a burst with a wrong WLAST was not written by its AWLEN"
+    await ClockCycles(dut.clk, 2)
+    counted = int(dut.wlast_errors__0.value)
+    assert counted == len(flip), f"wlast_errors__0 counted {counted} beats, {len(flip)} were sent"
+    # The tenant port's checker flags the same beats (it checks the TB as well):
+    # exactly those, then nothing else may be wrong.
+    wlast = [e for e in tb.errors if "s_axi[0] WLAST" in e]
+    assert len(wlast) == len(flip), f"the tenant port's checker saw {wlast}"
+    tb.errors[:] = [e for e in tb.errors if e not in wlast]
+    await tb.finish()
+
+
 @cocotb.test(timeout_time=400, timeout_unit="us")
 async def memory_errors(dut):
     """A memory error on one piece of a split burst: the write's one B carries the
