@@ -7,11 +7,17 @@ field is a register per entry, indexed by an entry pointer; the splitter's
 piece is stored at allocation and the channels read a granted entry's
 descriptor through ``lookup``. The sides add their own per-entry state (beats
 received, response) beside it.
+
+Both sides also offer their entries to the channels' arbiters the same way
+(spec §14.3): in entry order from a pointer ``ask``, an erroneous entry
+stepped over, and, when no older entry waits, the entry that becomes ready
+in this cycle offered in that cycle (the bypass), its descriptor taken from
+the splitter's piece if the piece is taking the entry now.
 """
 
 from dataclasses import dataclass
 
-from amaranth.hdl import Array, Signal
+from amaranth.hdl import Array, Mux, Signal
 
 __all__ = ["PieceEntries"]
 
@@ -53,3 +59,29 @@ class PieceEntries:
         for entry, out in zip(lookup_entry, lookup):
             stmts += [out.addr.eq(self.addr[entry]), out.len.eq(self.len[entry]), out.size.eq(self.size[entry])]
         return stmts
+
+    def offer(self, m, ask, pending, arriving, from_piece, piece, req, dropped):
+        """Drive ``req`` (the side's request stream) from the entries in order.
+
+        ``ask`` is the pointer to the next entry to offer (advanced here);
+        ``pending``: that entry is ready and waiting; ``arriving``: it becomes
+        ready in this cycle (the bypass); ``from_piece``: it is being allocated
+        in this cycle, so its channel, bytes and error flag are ``piece``'s.
+        A request the arbiter drops (``dropped``) marks its entry erroneous.
+        """
+        k = ask[:len(ask) - 1]
+        offer, err = Signal(), Signal()
+        m.d.comb += [
+            offer.eq(pending | arriving),
+            err.eq(Mux(from_piece, piece.error, self.err[k])),
+            req.valid.eq(offer & ~err),
+            req.payload.channel.eq(Mux(from_piece, piece.channel, self.channel[k])),
+            req.payload.bytes.eq(Mux(from_piece, piece.bytes, self.bytes[k])),
+            req.payload.entry.eq(k),
+        ]
+        with m.If(offer & (err | req.ready)):
+            m.d.sync += ask.eq(ask + 1)
+        # After the store at allocation (statements above this call): a dropped
+        # bypassed piece is marked too.
+        with m.If(req.valid & req.ready & dropped):
+            m.d.sync += self.err[k].eq(1)

@@ -97,8 +97,7 @@ class ReadTracker(wiring.Component):
         def field(name, shape):
             return Array(Signal(shape, name=f"rd_{name}_{e}") for e in range(n_ent))
         entries = PieceEntries.create("rd", n_ent, split.piece.payload)
-        e_id, e_len, e_channel, e_bytes, e_last, e_err = (
-            entries.id, entries.len, entries.channel, entries.bytes, entries.last, entries.err)
+        e_id, e_len, e_last, e_err = entries.id, entries.len, entries.last, entries.err
         e_count = field("count", range(f + 1))   # beats written into the slot
 
         alloc = Signal(ebits + 1, name="rd_alloc")
@@ -120,26 +119,13 @@ class ReadTracker(wiring.Component):
         # entry waits, the piece leaving the splitter is offered in the cycle
         # it takes its entry (the bypass), so an idle tenant's read reaches
         # the request port one cycle after its AR handshake, not two.
-        k = ask[:ebits]
         pending = Signal()
-        bypass = Signal()
+        arriving = Signal()
         m.d.comb += [
             pending.eq(ask != alloc),
-            bypass.eq(~pending & split.piece.valid & ~full & ~piece.error),
+            arriving.eq(~pending & split.piece.valid & ~full),
         ]
-        m.d.comb += [
-            self.req.valid.eq(Mux(pending, ~e_err[k], bypass)),
-            self.req.payload.channel.eq(Mux(pending, e_channel[k], piece.channel)),
-            self.req.payload.bytes.eq(Mux(pending, e_bytes[k], piece.bytes)),
-            self.req.payload.entry.eq(k),   # without pending, ask = alloc: the entry the piece takes
-        ]
-        with m.If(pending & (e_err[k] | self.req.ready)):
-            m.d.sync += ask.eq(ask + 1)
-        with m.Elif(bypass & self.req.ready):
-            m.d.sync += ask.eq(ask + 1)
-        # After the entry's write above: a dropped bypassed piece is marked too.
-        with m.If(self.req.valid & self.req.ready & self.dropped):
-            m.d.sync += e_err[k].eq(1)
+        entries.offer(m, ask, pending, arriving, arriving, piece, self.req, self.dropped)
 
         m.d.comb += entries.lookups(self.lookup_entry, self.lookup)
 

@@ -115,8 +115,7 @@ class WriteTracker(wiring.Component):
         def field(name, shape):
             return Array(Signal(shape, name=f"wr_{name}_{e}") for e in range(n_ent))
         entries = PieceEntries.create("wr", n_ent, split.piece.payload)
-        e_id, e_len, e_channel, e_bytes, e_last, e_err = (
-            entries.id, entries.len, entries.channel, entries.bytes, entries.last, entries.err)
+        e_id, e_len, e_last, e_err = entries.id, entries.len, entries.last, entries.err
         e_done = field("done", 1)
         e_resp = field("resp", 2)
 
@@ -179,26 +178,13 @@ class WriteTracker(wiring.Component):
         # this cycle is offered in the same cycle (the bypass), from the piece
         # itself if it is also being allocated now: an idle tenant's single-beat
         # write reaches the request port one cycle after its AW handshake.
-        k = ask[:ebits]
         pending = Signal()
-        bypass = Signal()
-        from_piece = Signal()
-        k_err = Signal()
+        arriving = Signal()
         m.d.comb += [
             pending.eq(ask != fill),
-            bypass.eq(~pending & w_take & fill_end),
-            from_piece.eq(bypass & fill_new),
-            k_err.eq(Mux(from_piece, piece.error, e_err[k])),
-            self.req.valid.eq((pending | bypass) & ~k_err),
-            self.req.payload.channel.eq(Mux(from_piece, piece.channel, e_channel[k])),
-            self.req.payload.bytes.eq(Mux(from_piece, piece.bytes, e_bytes[k])),
-            self.req.payload.entry.eq(k),
+            arriving.eq(~pending & w_take & fill_end),
         ]
-        with m.If((pending | bypass) & (k_err | self.req.ready)):
-            m.d.sync += ask.eq(ask + 1)
-        # After the entry's write above: a dropped bypassed piece is marked too.
-        with m.If(self.req.valid & self.req.ready & self.dropped):
-            m.d.sync += e_err[k].eq(1)
+        entries.offer(m, ask, pending, arriving, arriving & fill_new, piece, self.req, self.dropped)
 
         m.d.comb += entries.lookups(self.lookup_entry, self.lookup)
         for c in range(nch):
