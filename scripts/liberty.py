@@ -29,7 +29,7 @@ POWER_GROUPS = ("internal_power", "leakage_power")
 
 # A comment, a quoted string, a brace, or the head of a group ``kind (name) {``.
 _TOKEN = re.compile(r'/\*.*?\*/|"(?:\\.|[^"\\])*"|[{}]|\b([A-Za-z_]\w*)\s*\(([^)]*)\)\s*\{', re.S)
-_AREA = re.compile(r"\barea\s*:\s*([-+0-9.eE]+)\s*;")
+_AREA = re.compile(r"\barea\s*:\s*([-+0-9.eE]+)")
 _SEQUENTIAL = re.compile(r"\b(ff|latch|statetable)\s*\(")
 _BANNER = re.compile(r"\A\s*/\*.*?\*/", re.S)
 

@@ -279,6 +279,24 @@ def _floor_rows(report: dict) -> list:
              "`python -m kvfabric.scripts.synth.floor_report` → `reports/floor.md`", revisions)]
 
 
+def _asic_rows(report: dict) -> list:
+    """Logic-only ASIC periods (``asic.json``, issue #42): each design's best flow per library."""
+    libs = {lib["name"]: lib for lib in report["libraries"]}
+    titles = {d["name"]: d["title"] for d in report["designs"]}
+    out = []
+    for design, by_flow in report["results"].items():
+        best = []
+        for name, lib in libs.items():
+            figs = [(by_flow[f][name]["period_ps"], f) for f in report["flows"] if name in by_flow.get(f, {})]
+            if figs:
+                period, flow = min(figs)
+                best.append(f"{lib['short']} {period:,.0f} ps ({period / lib['fo4_ps']:.0f} FO4, {flow})")
+        if best:
+            out.append((f"ASIC register-to-register period, logic only: {titles.get(design, design)}",
+                        "; ".join(best), "`make asic` → `reports/asic.md`", _rev(report)))
+    return out
+
+
 def rows(reports: Path | str) -> list:
     """``(what, figure, command, revision)`` for every figure the reports hold."""
     reports = Path(reports)
@@ -290,7 +308,7 @@ def rows(reports: Path | str) -> list:
                                                     "(`sim/dram.py`, `controller.py`, `hbm3.py`)",
                                                     cmd="`make mutants TARGET=sim` → `reports/mutants_sim.md`")),
                        ("state_budget.json", _state_rows),
-                       ("synth.json", _synth_rows), ("floor.json", _floor_rows),
+                       ("synth.json", _synth_rows), ("floor.json", _floor_rows), ("asic.json", _asic_rows),
                        ("experiments.json", _experiment_rows), ("family.json", _family_rows)):
         report = _load(reports, name)
         if report is not None:
