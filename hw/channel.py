@@ -118,6 +118,11 @@ class ChannelArbiter(wiring.Component):
         starvation guard.
     priority_next : In(2).array(N)
         Each tenant's ``priority`` in the next cycle, for the same reason.
+    guaranteed_next : In(N)
+        Bit i: tenant i's committed rate is not 0 in the next cycle (a head of
+        a tenant whose rate is 0 never conforms, spec §6.2), for the same
+        reason. The top tests the active ``RATE_i``, which is 0 exactly when
+        this channel's rate of §13 is (§13.5).
     now : In(ts_bits)
         Fabric-wide timestamp, ``t mod 2^TS_BITS``.
     now_next : In(ts_bits)
@@ -176,6 +181,7 @@ class ChannelArbiter(wiring.Component):
             "starve_limit_next": In(p.starve_bits),
             "now_next":     In(p.ts_bits),
             "priority_next": In(p.priority_bits).array(n),
+            "guaranteed_next": In(n),
             "now":          In(p.ts_bits),
             "credit_limit": In(CREDIT_BITS).array(CREDIT_CLASSES),
             "credit_limit_next": In(CREDIT_BITS).array(CREDIT_CLASSES),
@@ -218,6 +224,7 @@ class ChannelArbiter(wiring.Component):
         tenants = [tenant_candidates(m, p, i, timing, cfg=self.tenant_cfg[i], q=queues[i],
                                       level=self.dyn_level[i], peak=self.dyn_peak[i], tag=self.dyn_tag[i],
                                       burst_level=self.burst_level[i], priority_next=self.priority_next[i],
+                                      guaranteed_next=self.guaranteed_next[i],
                                       bulk_prio_next=self.bulk_prio_next,
                                       arrival_prio_next=self.arrival_prio_next, fill=fill[i])
                    for i in range(n)]
@@ -233,9 +240,11 @@ class ChannelArbiter(wiring.Component):
             win=win, fab_win=fab_wins, pop=pops, head_valid=[t.head_valid for t in tenants],
             queue_level=[q.level for q in queues], occupancy=list(self.occupancy),
             level=self.dyn_level, peak=self.dyn_peak, tag=self.dyn_tag,
-            capacity=[self.tenant_cfg[i].capacity for i in range(n)], vt=self.vt,
+            capacity=[self.tenant_cfg[i].capacity for i in range(n)],
+            rate=[self.tenant_cfg[i].rate for i in range(n)], vt=self.vt,
             inflight=self.inflight, credit_limit=list(self.credit_limit),
-            has_credit=has_credit), self._checks)
+            has_credit=has_credit, load=load, grant_valid=grant.valid, grant_tenant=grant.tenant,
+            grant_kind=grant.kind), self._checks)
         return m
 
     def _ingress_and_queues(self, m):

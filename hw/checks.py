@@ -36,16 +36,23 @@ expressions, and is named so that a proof can select it:
     and the registered ``has_credit[k]`` equals its definition from the
     cycle's own registers, ``limit[k] = 0 or inflight[k] < limit[k]`` (the RTL
     computes it one cycle early, spec §11).
+``guaranteed_needs_rate``
+    A grant of kind guaranteed or urgent goes only to a tenant whose
+    committed rate is not 0 in the cycle it is selected: a tenant without a
+    guaranteed rate has no guaranteed tokens, however full its committed
+    bucket (§6.2).
 """
 
 from dataclasses import dataclass
 
 from amaranth.hdl import Assert, Cat, Mux, Signal
 
+from .layouts import Kind
+
 __all__ = ["PROPERTIES", "ChannelView", "channel_checks", "check_names"]
 
 PROPERTIES = ("one_winner", "grant_has_request", "queue_bounds", "bucket_caps",
-              "charged_only_when_granted", "tag_window", "credit_limits")
+              "charged_only_when_granted", "tag_window", "credit_limits", "guaranteed_needs_rate")
 
 
 def check_names(checks):
@@ -77,10 +84,15 @@ class ChannelView:
     peak: list
     tag: list
     capacity: list
+    rate: list
     vt: Signal
     inflight: list
     credit_limit: list
     has_credit: list
+    load: Signal
+    grant_valid: Signal
+    grant_tenant: Signal
+    grant_kind: Signal
 
 
 def _past(m, value, name):
@@ -118,9 +130,20 @@ def channel_checks(m, p, view: ChannelView, checks):
                 Assert(view.occupancy[i] <= D, f"queue {i} holds more than D requests"),
                 Assert(view.occupancy[i] >= view.queue_level[i], f"queue {i}: occupancy below its entries"),
             ]
-    needs_past = names & {"bucket_caps", "charged_only_when_granted", "tag_window", "credit_limits"}
+    needs_past = names & {"bucket_caps", "charged_only_when_granted", "tag_window", "credit_limits",
+                          "guaranteed_needs_rate"}
     if not needs_past:
         return
+    if "guaranteed_needs_rate" in names:
+        # The grant register written at the last edge holds that cycle's winner.
+        loaded = _past(m, view.load, "load")
+        conforming = Signal(name="chk_grant_conforming")
+        m.d.comb += conforming.eq(view.grant_valid & ((view.grant_kind == Kind.GUARANTEED)
+                                                      | (view.grant_kind == Kind.URGENT)))
+        for i in range(n):
+            rate_past = _past(m, view.rate[i], f"rate_{i}")
+            m.d.sync += Assert(~past_valid | ~loaded | ~conforming | (view.grant_tenant != i) | (rate_past != 0),
+                               f"tenant {i}: a guaranteed or urgent grant with a committed rate of 0")
     if "credit_limits" in names:
         for k, (count, limit) in enumerate(zip(view.inflight, view.credit_limit)):
             count_past = _past(m, count, f"inflight_{k}")

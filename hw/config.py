@@ -174,6 +174,10 @@ class RegisterFile(FabricComponent):
         The value each tenant's active ``priority`` takes at the next edge. The
         channels precompute next cycle's selection keys (spec §11) and need the
         configuration they will be compared under.
+    cfg_guaranteed_next : ``Out(tenants)``
+        Bit i: tenant i's active ``rate`` is not 0 at the next edge, for the
+        same reason: a head of a tenant whose rate is 0 never conforms (spec
+        §6.2).
     cfg_coord_enable_after_next : ``Out(1)``
         The value ``cfg_coord_enable`` has after the next two edges (a write on
         the bus in this cycle included).
@@ -214,6 +218,7 @@ class RegisterFile(FabricComponent):
         for name in EARLY_FIELDS:
             members[f"cfg_{name}_next"] = Out(members[f"cfg_{name}"].shape)
         members["cfg_priority_next"] = Out(params.priority_bits).array(params.tenants)
+        members["cfg_guaranteed_next"] = Out(params.tenants)
         for name in TWO_AHEAD_FIELDS:
             members[f"cfg_{name}_after_next"] = Out(members[f"cfg_{name}"].shape)
         members["cfg_rate_after_next"] = Out(params.rate_bits).array(params.tenants)
@@ -292,9 +297,11 @@ class RegisterFile(FabricComponent):
         for i in range(p.tenants):
             m.d.comb += self.cfg_tenant[i].eq(active[i])
             m.d.comb += prio_next[i].eq(active[i].priority)
+            m.d.comb += self.cfg_guaranteed_next[i].eq(active[i].rate != 0)
             with m.If(wr_commit[i]):
                 m.d.sync += active[i].eq(staged[i])
                 m.d.comb += prio_next[i].eq(staged[i].priority)
+                m.d.comb += self.cfg_guaranteed_next[i].eq(staged[i].rate != 0)
             # A COMMIT taking effect now or next cycle leaves the staged values
             # active after two edges (no staging write comes between, hw.axil).
             copies = self.cfg_commit_next[i] | wr_commit[i]

@@ -67,12 +67,14 @@ class TenantCandidates:
 
 
 def tenant_candidates(m, p, i, timing, *, cfg, q, level, peak, tag, burst_level, priority_next,
-                       bulk_prio_next, arrival_prio_next, fill):
+                       guaranteed_next, bulk_prio_next, arrival_prio_next, fill):
     """Tenant i's selection key registers and, from registers only, its next
     state for both outcomes of the selection (spec §6.3-§6.4, §11): the
     bucket levels and tag if it wins or not, and next cycle's key if its
     head is kept or popped. ``fill``: the tenant is enabled in this cycle,
-    so its buckets are full at t+1 whatever happens (spec §6.3)."""
+    so its buckets are full at t+1 whatever happens (spec §6.3).
+    ``guaranteed_next``: its committed rate is not 0 in the next cycle;
+    without one no head conforms, however full the bucket (spec §6.2)."""
     T = p.tag_bits
     W = max(T, p.ts_bits)
     vt, vt_lo, vt_hi = timing.vt, timing.vt_lo, timing.vt_hi
@@ -124,7 +126,7 @@ def tenant_candidates(m, p, i, timing, *, cfg, q, level, peak, tag, burst_level,
     keep = next_key(
         m, p, f"keep_{i}",
         valid=q.r_rdy | q.w_en, head=keep_head,
-        level_ok=(fill | _ge(s_li, keep_need)) & _ge(cap, keep_need),
+        level_ok=(fill | _ge(s_li, keep_need)) & _ge(cap, keep_need) & guaranteed_next,
         peak_ok=fill | _ge(s_pi, keep_need),
         eligible=elig_ti, finish=keep_fin, deadline_next=deadline_next,
         fcfs_next=fcfs_next, starve_on_next=starve_on_next,
@@ -154,7 +156,7 @@ def tenant_candidates(m, p, i, timing, *, cfg, q, level, peak, tag, burst_level,
     won = next_key(
         m, p, f"pop_{i}",
         valid=(q.level >= 2) | q.w_en, head=pop_head,
-        level_ok=pop_level_ok, peak_ok=pop_peak_ok,
+        level_ok=pop_level_ok & guaranteed_next, peak_ok=pop_peak_ok,
         eligible=Mux(fcfs, elig_ti, elig_fin), finish=pop_fin, deadline_next=deadline_next,
         fcfs_next=fcfs_next, starve_on_next=starve_on_next,
         priority_next=priority_next, bulk_next=bulk_next, arrival_next=arrival_next)

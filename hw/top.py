@@ -192,6 +192,7 @@ class KvFabric(FabricComponent):
                     burst_level.eq(Mux(cap_fits[i] & (cap_lo < rate), cap_lo, rate)),
                     ch.burst_level[i].eq(burst_level),
                     ch.priority_next[i].eq(regs.cfg_priority_next[i]),
+                    ch.guaranteed_next[i].eq(regs.cfg_guaranteed_next[i]),
                     tel.occupancy[c][i].eq(ch.occupancy[i]),
                 ]
 

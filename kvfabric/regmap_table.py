@@ -51,7 +51,7 @@ REGISTER_MAP = {
         ]},
         {'name': 'TENANT', 'title': 'Tenant configuration', 'base': 0x0100, 'stride': 0x0020, 'count': 16, 'per': 'tenants', 'registers': [
             {'name': 'RATE', 'offset': 0x0000, 'title': 'Guaranteed rate', 'staged': True, 'commit': False, 'snapshot': False, 'fields': [
-                {'name': 'rate', 'lsb': 0, 'width': 16, 'sw': 'rw', 'hw': 'r', 'reset': 0, 'pulse': False, 'counter': False, 'param': False, 'value_lsb': 0, 'desc': 'UQ13.3 bytes/cycle'},
+                {'name': 'rate', 'lsb': 0, 'width': 16, 'sw': 'rw', 'hw': 'r', 'reset': 0, 'pulse': False, 'counter': False, 'param': False, 'value_lsb': 0, 'desc': 'UQ13.3 bytes/cycle; 0 = no guarantee: never a guaranteed grant'},
             ]},
             {'name': 'CAPACITY', 'offset': 0x0004, 'title': 'Bucket capacity', 'staged': True, 'commit': False, 'snapshot': False, 'fields': [
                 {'name': 'capacity', 'lsb': 0, 'width': 28, 'sw': 'rw', 'hw': 'r', 'reset': 0, 'pulse': False, 'counter': False, 'param': False, 'value_lsb': 0, 'desc': 'UQ25.3 bytes'},

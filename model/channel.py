@@ -166,7 +166,9 @@ class ChannelModel:
         cfg = self.config.tenants[i]
         need = head.bytes << p.frac
         peak_ok = self.peak[i] >= need
-        conform = peak_ok and self.level[i] >= need
+        # A tenant whose committed rate is 0 has no guaranteed tokens, whatever
+        # its level (spec §6.2): its heads never conform.
+        conform = peak_ok and cfg.rate != 0 and self.level[i] >= need
         if conform:
             # old: ts_le(ts, now - starve_limit), i.e. age >= starve_limit
             # while the age is below half the timestamp range (spec §6.2).

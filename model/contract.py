@@ -334,7 +334,9 @@ def _tenant_registers(t: TenantContract, fab: dict, params: FabricParams,
     peak = _register(max(math.floor(bpc(t.burst_gbps) * one), rate), params.peak_rate_bits,
                      f"{label}: burst_gbps", f"{float(bpc(t.burst_gbps)):.4g} B/cycle per channel")
     cap_bytes = t.guaranteed_gbps * per_channel * t.burst_duration_ms * 1_000_000
-    capacity = _register(max(math.ceil(cap_bytes * one), params.pcap), params.capacity_bits,
+    # At least one maximum request, so that a guaranteed tenant's bucket can
+    # cover any head; none without a guarantee, which never conforms (spec §6.2).
+    capacity = _register(max(math.ceil(cap_bytes * one), params.pcap) if rate else 0, params.capacity_bits,
                          f"{label}: burst_duration_ms",
                          f"a bucket of {float(cap_bytes) / 1e6:.4g} MB per channel")
     inv = math.ceil(weight_sum / t.weight * (1 << params.wfrac))

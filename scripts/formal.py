@@ -74,6 +74,9 @@ class FormalHarness(Elaboratable):
             prio_next = Signal.like(dut.priority_next[i], name=f"env_priority_next_{i}")
             m.d.sync += prio_next.eq(dut.priority_next[i])
             m.d.comb += Assume(~past_valid | (cfg.priority == prio_next))
+            guaranteed_next = Signal(name=f"env_guaranteed_next_{i}")
+            m.d.sync += guaranteed_next.eq(dut.guaranteed_next[i])
+            m.d.comb += Assume(~past_valid | ((cfg.rate != 0) == guaranteed_next))
         for k, (limit, limit_next) in enumerate(zip(dut.credit_limit, dut.credit_limit_next)):
             limit_past = Signal.like(limit_next, name=f"env_credit_limit_next_{k}")
             m.d.sync += limit_past.eq(limit_next)

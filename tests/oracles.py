@@ -362,7 +362,8 @@ def expected_winner(*, heads, levels, peaks, tags, v_prev, now, tenants, starve_
                 best = (i, key, "fcfs")
             continue
         need = nbytes << frac
-        conform = levels[i] >= need and peaks[i] >= need
+        # A tenant without a committed rate has no guaranteed tokens (§6.2).
+        conform = tenants[i].rate != 0 and levels[i] >= need and peaks[i] >= need
         burst_ok = peaks[i] >= need
         old = not _lt((now - starve_limit) % (1 << ts_bits), ts, ts_bits)  # ts_le(ts, now - H)
         if conform and starve_limit != 0 and old:

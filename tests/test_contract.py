@@ -48,6 +48,33 @@ def test_rounding_never_over_promises():
     assert r.capacity >= c.params.pcap
 
 
+def test_capacity_is_zero_without_a_guarantee_and_at_least_pcap_with_one():
+    """Spec §12's CAPACITY: a tenant with guaranteed_gbps = 0 (RATE 0) has no
+    guaranteed tokens (§6.2), so its capacity is 0 whatever its
+    burst_duration_ms; a tenant with a guarantee, however small, keeps the
+    floor of one maximum request, and a large one its exact bucket."""
+    d = doc(guaranteed_gbps=0, weight=1, burst_duration_ms=2.0)
+    small = {"id": 1, "name": "tiny", "guaranteed_gbps": 0.001, "burst_gbps": 0.001,
+             "burst_duration_ms": 2.0, "priority": 2, "latency_slo_us": 10, "weight": 1}
+    short = {"id": 2, "name": "short", "guaranteed_gbps": 1, "burst_gbps": 1,
+             "burst_duration_ms": 0.01, "priority": 2, "latency_slo_us": 10, "weight": 1}
+    big = {"id": 3, "name": "big", "guaranteed_gbps": 120, "burst_gbps": 400,
+           "burst_duration_ms": 2.0, "priority": 1, "latency_slo_us": 25, "weight": 1}
+    d["tenant"] += [small, short, big]
+    c = compile_contract(d)
+    none, tiny, brief, large = (c.config.tenants[i] for i in range(4))
+    assert (none.rate, none.capacity) == (0, 0)
+    # 400 GB/s over 8 channels at 1 GHz = 50 B/cycle: the burst cap is untouched.
+    assert none.peak_rate == 50 * 8 and none.enable == 1
+    # 0.001 GB/s / 8 = 1/8000 B/cycle rounds up to 1/8 (UQ13.3 1); its bucket,
+    # 0.000125 GB/s x 2 ms = 250 B, is below one maximum request: PCAP.
+    assert tiny.rate == 1 and tiny.capacity == 4096 * 8 == c.params.pcap
+    # 1/8 GB/s x 0.01 ms = 1250 B, below PCAP too.
+    assert brief.rate == 1 and brief.capacity == c.params.pcap
+    # 15 GB/s x 2 ms = 30 MB per channel, above it: exact.
+    assert (large.rate, large.capacity) == (15 * 8, 30_000_000 * 8)
+
+
 def test_peak_never_below_rate_after_rounding():
     d = doc(guaranteed_gbps=1, burst_gbps=1)
     d["fabric"]["clock_mhz"] = 300

@@ -23,6 +23,8 @@ SMALL = FabricParams(tenants=4, channels=2)
 #: Narrow tags (T = 12) and LMAX = 256, so V and every tag wrap within a few
 #: hundred cycles while costs stay far below the half range (spec §6.5).
 NARROW = FabricParams(tenants=4, channels=2, max_request_bytes=256, tag_bits=12)
+#: The default 8 tenants x 8 channels, whose simulator build test_cosim_full_fabric shares.
+FULL = FabricParams()
 
 SCENARIOS = {
     "random_sweep": SMALL,
@@ -37,6 +39,7 @@ SCENARIOS = {
     "full_queue_pushback": SMALL,
     "credit_classes": SMALL,
     "coordinator_skew": SMALL,
+    "no_guarantee_heavy_light": FULL,
 }
 
 
@@ -52,7 +55,7 @@ def test_cosim_full_fabric(sim, seed, request):
     reconfiguration and reset, every cycle checked (the Verilator build takes
     about 3 minutes on 2 loaded cores since tb/runner.py compiles start-up
     code at -O0)."""
-    run_cosim(FabricParams(), sim, "random_long", node_dir(request.node.nodeid), seed=seed,
+    run_cosim(FULL, sim, "random_long", node_dir(request.node.nodeid), seed=seed,
               cycles=3000)
 
 

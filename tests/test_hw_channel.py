@@ -100,6 +100,7 @@ def set_next_config(ctx, dut, config):
     selection keys under (the register file's ``cfg_*_next`` outputs)."""
     for i, t in enumerate(config.tenants):
         ctx.set(dut.priority_next[i], t.priority)
+        ctx.set(dut.guaranteed_next[i], t.rate != 0)
     ctx.set(dut.fcfs_bypass_next, config.fcfs_bypass)
     ctx.set(dut.starve_limit_next, config.starve_limit)
     for k, limit in enumerate(config.credits):

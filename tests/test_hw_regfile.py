@@ -103,6 +103,7 @@ class _ConfigHarness(wiring.Component):
             "fcfs_bypass_next":  Out(1),
             "starve_limit_next": Out(23),
             "priority_next":     Out(2).array(params.tenants),
+            "guaranteed_next":   Out(params.tenants),
             "coord_enable":      Out(1),
             "coord_floor":       Out(8),
             "coord_epoch_cycles": Out(24),
@@ -143,6 +144,7 @@ class _ConfigHarness(wiring.Component):
             m.d.comb += [
                 self.cfg_tenant[i].eq(regs.cfg_tenant[i]),
                 self.priority_next[i].eq(regs.cfg_priority_next[i]),
+                self.guaranteed_next[i].eq(regs.cfg_guaranteed_next[i]),
                 self.rate_after_next[i].eq(regs.cfg_rate_after_next[i]),
                 self.peak_rate_after_next[i].eq(regs.cfg_peak_rate_after_next[i]),
             ]
@@ -223,9 +225,10 @@ def test_register_file_commit_atomic(seed):
             nxt = mirror.config
             got = (ctx.get(dut.fcfs_bypass_next), ctx.get(dut.starve_limit_next),
                    [ctx.get(dut.priority_next[i]) for i in range(params.tenants)],
-                   ctx.get(dut.coord_enable_next), ctx.get(dut.commit), ctx.get(dut.arrival_prio_next))
+                   ctx.get(dut.coord_enable_next), ctx.get(dut.commit), ctx.get(dut.arrival_prio_next),
+                   [ctx.get(dut.guaranteed_next[i]) for i in range(params.tenants)])
             want = (nxt.fcfs_bypass, nxt.starve_limit, [t.priority for t in nxt.tenants], nxt.coord_enable,
-                    committed, nxt.arrival_prio)
+                    committed, nxt.arrival_prio, [int(t.rate != 0) for t in nxt.tenants])
             assert got == want, f"cycle {cycle}: next-cycle configuration"
             ahead, committing = copy.deepcopy(mirror), 0
             if w is not None:

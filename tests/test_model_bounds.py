@@ -6,12 +6,15 @@ served against a bound computed here from the spec's formulas.
 """
 
 import random
+from dataclasses import replace
 from fractions import Fraction
 
 import pytest
 
 import oracles
 
+from kvfabric.model.contract import compile_contract
+from kvfabric.model.scenario import HEAVY_LIGHT_BYTES_PER_CYCLE, HEAVY_LIGHT_REQUEST_BYTES, heavy_light_contract
 from kvfabric.spec import FabricParams
 from kvfabric.model.channel import BURST, GUARANTEED
 from kvfabric.spec import URGENT
@@ -82,6 +85,40 @@ def test_gps_lag_bound(gps_seed):
 def test_gps_lag_bound_node_seed(seed):
     """The same check on this node's seed (KVFABRIC_SEED explores others)."""
     test_gps_lag_bound(seed)
+
+
+@pytest.mark.parametrize("bucket", ["compiled", "full"])
+@pytest.mark.parametrize("heavy", [0, 7])
+def test_no_guarantee_is_wf2q_from_cycle_0(heavy, bucket):
+    """Issue #43: one tenant of weight 7 against seven of weight 1, none with a
+    guarantee, every one backlogged with 2 KiB requests from cycle 0 on (the
+    queues fill one request a cycle). A tenant whose rate is 0 has no
+    guaranteed tokens (spec §6.2), so every grant is of kind burst, and from
+    the first grant on every tenant's bytes stay within §7's fairness bound
+    (2·LMAX + TAG_UNIT·N; these costs do not round) of its fluid GPS share,
+    ``weight / Σ weight`` of all bytes served. ``compiled``: the contract
+    compiler's registers (CAPACITY 0, §12); ``full``: the same with CAPACITY
+    = PCAP, a bucket full at enable (§6.3) that covers nothing at rate 0.
+    With PCAP and no rule (the compiler's capacity before) the first 16
+    grants were two guaranteed ones per tenant and the heavy tenant trailed
+    its share by 12,288 B (six requests) after the 16th."""
+    compiled = compile_contract(heavy_light_contract(heavy=heavy))
+    p, cfg = compiled.params, compiled.config
+    if bucket == "full":
+        cfg = replace(cfg, tenants=[replace(t, capacity=p.pcap) for t in cfg.tenants])
+    weights = [p.tenants - 1 if i == heavy else 1 for i in range(p.tenants)]
+    sources = {i: Backlogged([HEAVY_LIGHT_REQUEST_BYTES], random.Random(i)) for i in range(p.tenants)}
+    loop = ClosedLoop(p, cfg, sources, Fraction(HEAVY_LIGHT_BYTES_PER_CYCLE))
+    loop.run(20000)
+    events = oracles.from_records(loop.records)
+    assert len(events) > 500
+    assert {e.kind for e in events} == {"burst"}, "a tenant without a guarantee got a guaranteed grant"
+    lag = oracles.gps_lag_exact(events, [Fraction(w, sum(weights)) for w in weights])
+    bound = 2 * p.max_request_bytes + p.tag_unit * p.tenants
+    assert lag <= bound, f"GPS lag {float(lag)} B > {bound} B"
+    verdict = oracles.gps_fairness(events, [t.inv_weight for t in cfg.tenants], lmax=p.max_request_bytes,
+                                   tag_unit=p.tag_unit)
+    assert verdict.ok, str(verdict)
 
 
 def test_work_conserving_when_uncapped(seed):

@@ -17,19 +17,21 @@ import os
 import random
 import tomllib
 from dataclasses import replace
+from fractions import Fraction
 from pathlib import Path
 
 import cocotb
 
 from kvfabric.model.contract import compile_contract
 from kvfabric.model.registers import FabricConfig, TenantConfig
-from kvfabric.model.scenario import essay_trace
+from kvfabric.model.scenario import (HEAVY_LIGHT_BYTES_PER_CYCLE, HEAVY_LIGHT_REQUEST_BYTES, essay_trace,
+                                     heavy_light_contract)
 from kvfabric.tb.design import params_from_json
 from kvfabric.examples import example_path
 from kvfabric.tb.env import TB, seed_from_env
 from kvfabric.tb.stimulus import random_config, random_credits, random_requests, random_size
 from kvfabric.tb.axil import CREDITS, credits_word
-from kvfabric.spec import COORD_LATENCY, COORD_MIN_EPOCH, URGENT
+from kvfabric.spec import BURST, COORD_LATENCY, COORD_MIN_EPOCH, URGENT
 
 
 
@@ -306,6 +308,63 @@ async def idle_tenant_share(dut):
     tb.log.info("after wake-up: tenant %d got %d of %d bytes, worst deviation %.0f",
                 idle, served[idle], tot2, w2)
     assert back - wake < 16, f"woken tenant first served {back - wake} cycles after its request"
+
+
+# ---------------------------------------------------------------------------------------------
+@cocotb.test()
+async def no_guarantee_heavy_light(dut):
+    """Issue #43 on every channel: one tenant of weight N-1 (half the channel)
+    against N-1 of weight 1, none with a guarantee (model/scenario.py's
+    contract), every one backlogged with 2 KiB requests from the cycle after
+    programming. The compiler gives them CAPACITY 0 (spec §12); the light
+    tenants are given CAPACITY = PCAP instead (what it gave before), so their
+    buckets start full (§6.3) and only §6.2's rule (rate 0: no head conforms)
+    keeps them from guaranteed grants. Lockstep against the model every
+    cycle; then, from the grants: none of kind guaranteed, and on every
+    channel every tenant within §7's fairness bound (2·LMAX + TAG_UNIT·N;
+    these costs do not round) of its fluid GPS share, ``weight / Σ weight`` of
+    the channel's bytes, at every grant while all are backlogged. The memory
+    side drains 4 x the contract's 64 B a cycle (8 cycles a grant) to keep
+    the run and its drain short; the bound is in bytes."""
+    p = _params()
+    seed = seed_from_env()
+    heavy = random.Random(seed).randrange(p.tenants)
+    doc = heavy_light_contract(p.channels, p.tenants, heavy, bytes_per_cycle=4 * HEAVY_LIGHT_BYTES_PER_CYCLE,
+                               queue_depth=p.queue_depth, max_request_bytes=p.max_request_bytes)
+    compiled = compile_contract(doc, source="heavy/light")
+    assert all((t.rate, t.capacity) == (0, 0) for t in compiled.config.tenants)
+    cfg = replace(compiled.config, tenants=[t if i == heavy else replace(t, capacity=p.pcap)
+                                            for i, t in enumerate(compiled.config.tenants)])
+    tb = TB(dut, p, seed=seed, bytes_per_cycle=compiled.bytes_per_cycle)
+    await tb.reset()
+    await tb.program(cfg)
+    t0 = tb.cycle
+    span = _cycles(400)
+    size = HEAVY_LIGHT_REQUEST_BYTES
+    # More than a channel serves in the window: every tenant stays backlogged;
+    # upstream withdraws the rest at its end.
+    per_tenant = int(span * compiled.bytes_per_cycle) // size + p.queue_depth + 2
+    tb.add((t0, c, i, size) for _ in range(per_tenant) for c in range(p.channels) for i in range(p.tenants))
+    await tb.run(span)
+    tb.withdraw()
+    await tb.end_checks()
+    log = tb.scoreboard.grant_log
+    kinds = {kind for *_, kind in log}
+    assert kinds == {BURST}, f"grant kinds {sorted(kinds)}: a tenant without a guarantee got another (seed {seed})"
+    weights = [p.tenants - 1 if i == heavy else 1 for i in range(p.tenants)]
+    bound = 2 * p.max_request_bytes + p.tag_unit * p.tenants
+    for c in range(p.channels):
+        served, total, worst = [0] * p.tenants, 0, 0
+        for cyc, _, tenant, nbytes, _, _ in (g for g in log if g[1] == c and g[0] < t0 + span):
+            served[tenant] += nbytes
+            total += nbytes
+            lag = max(abs(Fraction(served[i]) - Fraction(weights[i], sum(weights)) * total) for i in range(p.tenants))
+            worst = max(worst, lag)
+            assert lag <= bound, (f"channel {c} cycle {cyc}: served {served}, {total} B in all: "
+                                  f"{float(lag)} B from the GPS shares > {bound} B (heavy {heavy}, seed {seed})")
+        assert total >= span * compiled.bytes_per_cycle // 2, f"channel {c}: {total} B"
+        tb.log.info("no guarantee, channel %d: heavy tenant %d, %d B, worst GPS lag %.0f B (bound %d)",
+                    c, heavy, total, worst, bound)
 
 
 # ---------------------------------------------------------------------------------------------
