@@ -15,7 +15,7 @@ from kvfabric.spec import FabricParams
 __all__ = [
     "AxiParams", "SubBurst", "split_burst", "split_unsupported", "channel_of", "check_axi_params",
     "BURST_FIXED", "BURST_INCR", "BURST_WRAP", "RESP_OKAY", "RESP_EXOKAY", "RESP_SLVERR", "RESP_DECERR",
-    "CLASS_NONE", "qos_of_kind",
+    "CLASS_NONE", "TENANT_USER_BITS", "qos_of_kind",
 ]
 
 BURST_FIXED, BURST_INCR, BURST_WRAP = 0, 1, 2
@@ -24,6 +24,8 @@ RESP_OKAY, RESP_EXOKAY, RESP_SLVERR, RESP_DECERR = 0, 1, 2, 3
 CLASS_NONE = 3
 #: 4 KiB: no AXI burst may cross it (AMBA AXI, A3.4.1), so the split rule cuts there too.
 PAGE_BYTES = 4096
+#: AxUSER bits that name the tenant on the shared tenant port: the 4-bit tenant id of spec §1.
+TENANT_USER_BITS = 4
 
 
 def _pow2(x):
@@ -64,6 +66,9 @@ class AxiParams:
         The manager ports in a clock domain of their own (``mem_clk``,
         ``mem_rst``), crossed by an asynchronous FIFO on each AXI channel
         (spec §14.8); otherwise they run on ``clk``.
+    shared_port : bool
+        One tenant port shared by every tenant, each burst's tenant in
+        ``AxUSER[3:0]`` (spec §14.9), instead of one port per tenant.
     """
 
     addr_width: int = 34
@@ -74,6 +79,7 @@ class AxiParams:
     read_entries: int = 8
     write_entries: int = 8
     mem_clock: bool = False
+    shared_port: bool = False
 
     def __post_init__(self):
         _check("addr_width", self.addr_width, 12, 64)
@@ -83,8 +89,9 @@ class AxiParams:
         _check("frag_beats", self.frag_beats, 1, 256, pow2=True)
         _check("read_entries", self.read_entries, 2, 64, pow2=True)
         _check("write_entries", self.write_entries, 2, 64, pow2=True)
-        if not isinstance(self.mem_clock, bool):
-            raise ValueError(f"AXI parameter mem_clock must be True or False, not {self.mem_clock!r}")
+        for name in ("mem_clock", "shared_port"):
+            if not isinstance(getattr(self, name), bool):
+                raise ValueError(f"AXI parameter {name} must be True or False, not {getattr(self, name)!r}")
 
     @property
     def data_bytes(self) -> int:

@@ -135,10 +135,11 @@ def cmd_verilog(args) -> int:
 _AXI_OPTIONS = {"addr_width": "axi_addr_width", "data_width": "axi_data_width", "id_width": "axi_id_width",
                 "interleave_bytes": "axi_interleave", "frag_beats": "axi_frag_beats",
                 "read_entries": "axi_read_entries", "write_entries": "axi_write_entries",
-                "mem_clock": "axi_mem_clock"}
+                "mem_clock": "axi_mem_clock", "shared_port": "axi_shared_port"}
 _AXI_FLAGS = {"addr_width": "--addr-width", "data_width": "--data-width", "id_width": "--axi-id-width",
               "interleave_bytes": "--interleave", "frag_beats": "--frag-beats",
-              "read_entries": "--read-entries", "write_entries": "--write-entries", "mem_clock": "--mem-clock"}
+              "read_entries": "--read-entries", "write_entries": "--write-entries", "mem_clock": "--mem-clock",
+              "shared_port": "--shared-port"}
 
 
 def _axi_flag(name):
@@ -152,12 +153,15 @@ def _add_axi_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--axi", action="store_true",
                         help="generate the AXI4 top (module kvfabric_axi, spec §14) instead of the bare arbiter")
     for name, dest in _AXI_OPTIONS.items():
-        if name == "mem_clock":
+        if name in ("mem_clock", "shared_port"):
             continue
         parser.add_argument(_AXI_FLAGS[name], dest=dest, type=int, default=None,
                             help=f"with --axi: AxiParams.{name} (default {getattr(defaults, name)})")
     parser.add_argument("--mem-clock", dest="axi_mem_clock", action="store_const", const=True, default=None,
                         help="with --axi: manager ports on their own clock mem_clk / mem_rst (spec §14.8)")
+    parser.add_argument("--shared-port", dest="axi_shared_port", action="store_const", const=True, default=None,
+                        help="with --axi: one tenant port s_axi shared by all tenants, the tenant in "
+                             "AxUSER[3:0] (spec §14.9)")
 
 
 def _axi_values(args):

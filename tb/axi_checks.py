@@ -200,9 +200,10 @@ class ManagerChecker:
 class TenantChecker:
     """Tenant ``tenant``'s subordinate port: handshakes, and R and B against its own AR and AW."""
 
-    def __init__(self, dut, tenant, errors):
-        name = f"s_axi[{tenant}]"
-        self.hs = HandshakeChecker(name, PortSampler(dut, f"s_axi__{tenant}_"), errors)
+    def __init__(self, dut, prefix, errors):
+        """``prefix``: the port's signal prefix, ``s_axi__<t>_`` (``s_axi_`` for the shared port)."""
+        name = prefix.rstrip("_").replace("__", "[") + ("]" if "__" in prefix else "")
+        self.hs = HandshakeChecker(name, PortSampler(dut, prefix), errors)
         self.book = _BurstBook(name, errors)
         self.w_order = _WriteOrder(name, self.book, errors)
 

@@ -31,7 +31,7 @@ AXI_TOP_NAME = "kvfabric_axi"
 def axi_key(params: FabricParams, axi: AxiParams) -> str:
     return (f"{params_key(params)}-a{axi.addr_width}d{axi.data_width}i{axi.id_width}"
             f"il{axi.interleave_bytes}f{axi.frag_beats}r{axi.read_entries}w{axi.write_entries}"
-            f"{'-memclk' if axi.mem_clock else ''}")
+            f"{'-memclk' if axi.mem_clock else ''}{'-shared' if axi.shared_port else ''}")
 
 
 def _rtl_hash() -> str:

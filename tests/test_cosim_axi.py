@@ -28,6 +28,8 @@ AXI = AxiParams(addr_width=16, data_width=32, id_width=4, interleave_bytes=64, f
                 read_entries=4, write_entries=4)
 #: The same with the manager ports on a clock of their own (spec §14.8).
 AXI_MEM_CLOCK = dataclasses.replace(AXI, mem_clock=True)
+#: The same with one tenant port shared by the tenants (spec §14.9).
+AXI_SHARED = dataclasses.replace(AXI, shared_port=True)
 
 
 @pytest.mark.parametrize("pause", ["none", "idle", "backpressure", "random"])
@@ -42,6 +44,18 @@ def test_axi_random_traffic(sim, pause, seed, request):
 @pytest.mark.parametrize("sim", sims_from_env())
 def test_axi_error_paths(sim, scenario, seed, request):
     run_axi_cosim(PARAMS, AXI, sim, scenario, node_dir(request.node.nodeid), seed=seed)
+
+
+@pytest.mark.parametrize("sim", sims_from_env())
+def test_axi_shared_port(sim, seed, request):
+    """One tenant port shared by the tenants, the tenant in AxUSER (spec §14.9):
+    random traffic from every tenant through one AxiMaster with random pauses
+    (IDs drawn from 16, so tenants reuse each other's IDs and the same-ID
+    ordering rule is exercised), then bursts naming no tenant."""
+    d = node_dir(request.node.nodeid)
+    run_axi_cosim(PARAMS, AXI_SHARED, sim, "random_traffic", d / "traffic", seed=seed, pause="random",
+                  ops=int(os.environ.get("KVFABRIC_AXI_OPS", "8")), workers=2)
+    run_axi_cosim(PARAMS, AXI_SHARED, sim, "shared_port_bad_tenant", d / "bad_tenant", seed=seed)
 
 
 @pytest.mark.parametrize("mem_period_ns", [7, 23], ids=["faster_memory", "slower_memory"])

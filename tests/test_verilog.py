@@ -117,3 +117,18 @@ def test_axi_top_lint_clean_and_reproducible(tmp_path):
     assert re.search(r"^module kvfabric_axi\(", first.read_text(), re.M)
     result = lint(first)
     assert result.returncode == 0, result.stderr[-5000:]
+
+
+def test_axi_shared_port_top_lint_clean(tmp_path):
+    """With --shared-port (spec §14.9) the top has one tenant port carrying AxUSER
+    and the bad_tenant counter, and still lints clean."""
+    out = tmp_path / "shared.v"
+    result = gen_cli(out, [*AXI_SMALL, "--shared-port"])
+    assert result.returncode == 0, result.stderr
+    text = out.read_text()
+    assert re.search(r"^\s*input \[3:0\] s_axi__awuser;", text, re.M)
+    assert re.search(r"^\s*input \[3:0\] s_axi__aruser;", text, re.M)
+    assert re.search(r"^\s*output \[15:0\] bad_tenant;", text, re.M)
+    assert not re.search(r"s_axi__0__", text), "a per-tenant port is left beside the shared one"
+    result = lint(out)
+    assert result.returncode == 0, result.stderr[-5000:]

@@ -6,7 +6,7 @@ the generated Verilog's ports read ``s_axi__<t>__awaddr`` and
 "s_axi__0_")`` finds them. The signature is the manager's view: ``Out`` is
 driven by the manager. AxLOCK, AxCACHE and AxPROT are carried for the tenant
 ports' sake (spec §14.6 says what is done with them); AxREGION and the USER
-signals are not part of it.
+signals are not part of it, except AxUSER on the shared tenant port.
 """
 
 from amaranth.lib import wiring
@@ -26,17 +26,23 @@ class AXI4Signature(wiring.Signature):
         Data width in bits (``wstrb`` has ``data_width / 8`` bits).
     id_width : int
         Width of ``awid``, ``bid``, ``arid`` and ``rid``.
+    user_width : int
+        Width of ``awuser`` and ``aruser``; 0 (the default) leaves them out.
+        The shared tenant port carries the tenant id there (spec §14.9).
     """
 
-    def __init__(self, *, addr_width, data_width, id_width):
+    def __init__(self, *, addr_width, data_width, id_width, user_width=0):
         for name, value in (("Address width", addr_width), ("Data width", data_width), ("ID width", id_width)):
             if not isinstance(value, int) or value <= 0:
                 raise TypeError(f"{name} must be a positive integer, not {value!r}")
+        if not isinstance(user_width, int) or user_width < 0:
+            raise TypeError(f"User width must be a non-negative integer, not {user_width!r}")
         self._addr_width, self._data_width, self._id_width = addr_width, data_width, id_width
+        self._user_width = user_width
         address = {
             "valid": Out(1), "ready": In(1), "id": Out(id_width), "addr": Out(addr_width),
             "len": Out(8), "size": Out(3), "burst": Out(2), "lock": Out(1), "cache": Out(4),
-            "prot": Out(3), "qos": Out(4),
+            "prot": Out(3), "qos": Out(4), **({"user": Out(user_width)} if user_width else {}),
         }
         members = {f"aw{k}": v for k, v in address.items()}
         members.update({
@@ -63,13 +69,19 @@ class AXI4Signature(wiring.Signature):
     def id_width(self):
         return self._id_width
 
+    @property
+    def user_width(self):
+        return self._user_width
+
+    def _key(self):
+        return (self._addr_width, self._data_width, self._id_width, self._user_width)
+
     def __eq__(self, other):
-        return (isinstance(other, AXI4Signature) and self._addr_width == other._addr_width
-                and self._data_width == other._data_width and self._id_width == other._id_width)
+        return isinstance(other, AXI4Signature) and self._key() == other._key()
 
     def __hash__(self):
-        return hash((type(self), self._addr_width, self._data_width, self._id_width))
+        return hash((type(self), *self._key()))
 
     def __repr__(self):
         return (f"AXI4Signature(addr_width={self._addr_width}, data_width={self._data_width}, "
-                f"id_width={self._id_width})")
+                f"id_width={self._id_width}, user_width={self._user_width})")

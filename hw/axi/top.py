@@ -19,6 +19,9 @@ The arbiter is :class:`kvfabric.hw.top.KvFabric`, unchanged: its register
 port ``s_axil`` is this top's, and its request and grant streams are
 internal.
 
+With ``axi.shared_port`` the tenants share one port, ``s_axi``, and each
+burst names its tenant in AxUSER (:mod:`.tenant_demux`).
+
 With ``axi.mem_clock`` the manager ports run on ``mem_clk`` (reset
 ``mem_rst``), each behind an :class:`.clock_crossing.AxiClockCrossing`.
 
@@ -30,7 +33,7 @@ from amaranth.hdl import ClockDomain, Module, Signal, Cat
 from amaranth.lib import wiring
 from amaranth.lib.wiring import In, Out
 
-from kvfabric.axi import AxiParams, check_axi_params
+from kvfabric.axi import TENANT_USER_BITS, AxiParams, check_axi_params
 from kvfabric.spec import FabricParams, check_params
 from ..axil import AXI4LiteSignature
 from ..config import ADDR_WIDTH, DATA_WIDTH
@@ -42,6 +45,7 @@ from .clock_crossing import AxiClockCrossing
 from .issue import ChannelIssue
 from .read_tracker import ReadTracker
 from .request_mux import RequestMux
+from .tenant_demux import TenantDemux
 from .write_tracker import WriteTracker
 
 __all__ = ["KvFabricAxi"]
@@ -65,7 +69,12 @@ class KvFabricAxi(wiring.Component):
     Members
     -------
     s_axi : In(AXI4Signature(addr_width, data_width, id_width)).array(tenants)
-        Tenant t's AXI4 subordinate port.
+        Tenant t's AXI4 subordinate port; with ``axi.shared_port`` one port,
+        ``In(AXI4Signature(..., user_width=4))``, the tenant in AxUSER
+        (:mod:`.tenant_demux`, spec §14.9).
+    bad_tenant : Out(16)
+        With ``axi.shared_port`` only: bursts answered SLVERR because AxUSER
+        named no tenant, wrapping.
     m_axi : Out(AXI4Signature(addr_width, data_width, manager ID width)).array(channels)
         Channel c's AXI4 manager port toward its memory controller.
     s_axil : In(AXI4LiteSignature(16, 32))
@@ -93,10 +102,15 @@ class KvFabricAxi(wiring.Component):
         self._params, self._axi, self._checks = params, axi, checks
         n, c = params.tenants, params.channels
         clocks = {"mem_clk": In(1), "mem_rst": In(1)} if axi.mem_clock else {}
+        widths = dict(addr_width=axi.addr_width, data_width=axi.data_width, id_width=axi.id_width)
+        if axi.shared_port:
+            tenant_ports = {"s_axi": In(AXI4Signature(**widths, user_width=TENANT_USER_BITS)),
+                            "bad_tenant": Out(COUNTER_BITS)}
+        else:
+            tenant_ports = {"s_axi": In(AXI4Signature(**widths)).array(n)}
         super().__init__({
             **clocks,
-            "s_axi": In(AXI4Signature(addr_width=axi.addr_width, data_width=axi.data_width,
-                                      id_width=axi.id_width)).array(n),
+            **tenant_ports,
             "m_axi": Out(AXI4Signature(addr_width=axi.addr_width, data_width=axi.data_width,
                                        id_width=axi.manager_id_width(params))).array(c),
             "s_axil": In(AXI4LiteSignature(addr_width=ADDR_WIDTH, data_width=DATA_WIDTH)),
@@ -125,13 +139,22 @@ class KvFabricAxi(wiring.Component):
         wiring.connect(m, wiring.flipped(self.s_axil), fabric.s_axil)
         m.d.comb += self.now.eq(fabric.now)
 
+        if axi.shared_port:
+            m.submodules.tenant_demux = demux = TenantDemux(axi, n)
+            wiring.connect(m, wiring.flipped(self.s_axi), demux.shared)
+            ports = demux.tenant
+            bad = Signal(COUNTER_BITS, name="bad_tenant_count")
+            m.d.sync += bad.eq(bad + demux.bad_tenant)
+            m.d.comb += self.bad_tenant.eq(bad)
+        else:
+            ports = self.s_axi
         reads, writes = [], []
         for t in range(n):
             rd = m.submodules[f"read_{t}"] = ReadTracker(axi, nch)
             wr = m.submodules[f"write_{t}"] = WriteTracker(axi, nch)
             reads.append(rd)
             writes.append(wr)
-            s = self.s_axi[t]
+            s = ports[t]
             for prefix, sink in (("ar", rd.ar), ("aw", wr.aw)):
                 m.d.comb += [
                     sink.valid.eq(getattr(s, f"{prefix}valid")),

@@ -79,6 +79,22 @@ class PoisonedRam(AxiRam):
         return any(address < r.stop and r.start < address + length for r in self.poison)
 
 
+class SharedPortTenant:
+    """Tenant ``tenant``'s view of the shared port's one ``AxiMaster`` (spec §14.9):
+    its reads and writes carry the tenant in AxUSER, so the scenarios written for
+    one master per tenant run unchanged."""
+
+    def __init__(self, master: AxiMaster, tenant: int):
+        self.master, self.tenant = master, tenant
+        self.write_if, self.read_if = master.write_if, master.read_if
+
+    async def read(self, address, length, **kwargs):
+        return await self.master.read(address, length, user=self.tenant, **kwargs)
+
+    async def write(self, address, data, **kwargs):
+        return await self.master.write(address, data, user=self.tenant, **kwargs)
+
+
 class AxiTB:
     """Clock, reset, register master, bus models and checkers of the AXI4 top."""
 
@@ -90,9 +106,17 @@ class AxiTB:
         self.rng = random.Random(self.seed)
         p, axi = self.params, self.axi
         self.errors: list[str] = []
-        self.masters = [AxiMaster(AxiBus.from_prefix(dut, f"s_axi__{t}_"), dut.clk, dut.rst,
-                                  max_burst_len=256)
-                        for t in range(p.tenants)]
+        if axi.shared_port:
+            self.shared = AxiMaster(AxiBus.from_prefix(dut, "s_axi_"), dut.clk, dut.rst, max_burst_len=256)
+            self.masters = [SharedPortTenant(self.shared, t) for t in range(p.tenants)]
+            self.tenant_ports = ["s_axi_"]
+        else:
+            self.masters = [AxiMaster(AxiBus.from_prefix(dut, f"s_axi__{t}_"), dut.clk, dut.rst,
+                                      max_burst_len=256)
+                            for t in range(p.tenants)]
+            self.tenant_ports = [f"s_axi__{t}_" for t in range(p.tenants)]
+        # One bus model per port (the shared port's tenants share one).
+        self.bus_models = list({id(m.write_if): m for m in self.masters}.values())
         # With a memory clock (spec §14.8) the manager ports and their RAMs run on mem_clk.
         self.mem_clk = dut.mem_clk if axi.mem_clock else dut.clk
         self.mem_rst = dut.mem_rst if axi.mem_clock else dut.rst
@@ -100,13 +124,13 @@ class AxiTB:
                                  size=1 << axi.addr_width)
                      for c in range(p.channels)]
         self.axil = AxiLiteMaster(AxiLiteBus.from_prefix(dut, "s_axil_"), dut.clk, dut.rst)
-        for model in (*self.masters, *self.rams):
+        for model in (*self.bus_models, *self.rams):
             for sub in (model.write_if, model.read_if):
                 sub.log.setLevel(logging.WARNING)
         for sub in (self.axil.write_if, self.axil.read_if):
             sub.log.setLevel(logging.WARNING)
         self.managers = [ManagerChecker(dut, c, axi, p.channels, self.errors) for c in range(p.channels)]
-        self.tenants = [TenantChecker(dut, t, self.errors) for t in range(p.tenants)]
+        self.tenants = [TenantChecker(dut, prefix, self.errors) for prefix in self.tenant_ports]
         self.arb_ports = [ChannelPorts(dut, p, c, internal=False) for c in range(p.channels)]
         self.monitor = Monitor(dut, p, self.arb_ports, AxiPorts(dut))
         self.scoreboard = Scoreboard(p, self.seed, channels=self.arb_ports, check_internal=False, log=dut._log)
@@ -115,7 +139,7 @@ class AxiTB:
     def set_pauses(self, pattern):
         if pattern == "none":
             return
-        for model in (*self.masters, *self.rams):
+        for model in (*self.bus_models, *self.rams):
             for ch in (model.write_if.aw_channel, model.write_if.w_channel, model.write_if.b_channel,
                        model.read_if.ar_channel, model.read_if.r_channel):
                 ch.set_pause_generator(_pause(pattern, random.Random(self.rng.random())))
@@ -171,7 +195,7 @@ class AxiTB:
         self.scoreboard.reset()
         p = self.params
         self.managers = [ManagerChecker(dut, c, self.axi, p.channels, self.errors) for c in range(p.channels)]
-        self.tenants = [TenantChecker(dut, t, self.errors) for t in range(p.tenants)]
+        self.tenants = [TenantChecker(dut, prefix, self.errors) for prefix in self.tenant_ports]
         await ClockCycles(dut.clk, cycles)
         if self.axi.mem_clock:
             await FallingEdge(self.mem_clk)
@@ -381,6 +405,33 @@ async def wrong_wlast(dut):
     wlast = [e for e in tb.errors if "s_axi[0] WLAST" in e]
     assert len(wlast) == len(flip), f"the tenant port's checker saw {wlast}"
     tb.errors[:] = [e for e in tb.errors if e not in wlast]
+    await tb.finish()
+
+
+@cocotb.test(timeout_time=200, timeout_unit="us")
+async def shared_port_bad_tenant(dut):
+    """On the shared port (spec §14.9) a burst whose AxUSER names no tenant is
+    answered SLVERR (a read with its beats of zeros), counted in ``bad_tenant``,
+    never reaches memory, and the tenants' traffic around it is unaffected."""
+    tb = AxiTB(dut)
+    assert tb.axi.shared_port, "this scenario is for the shared tenant port"
+    await tb.start()
+    await tb.program()
+    axi, n = tb.axi, tb.params.tenants
+    m = tb.shared
+    length = 3 * axi.interleave_bytes      # split over channels
+    good = bytes((5 * k + 1) & 0xFF for k in range(length))
+    w = await tb.masters[0].write(0, good)
+    assert w.resp == AxiResp.OKAY
+    w = await m.write(0, b"\xee" * length, user=n)
+    assert w.resp == AxiResp.SLVERR, f"a write to tenant id {n} of {n} answered {w.resp!r}"
+    r = await m.read(0, length, user=15)
+    assert r.resp == AxiResp.SLVERR and r.data == bytes(length), f"a read to tenant id 15 answered {r.resp!r}"
+    r = await tb.masters[0].read(0, length)
+    assert r.resp == AxiResp.OKAY and r.data == good, "the bad tenant's write reached memory"
+    await ClockCycles(dut.clk, 2)
+    counted = int(dut.bad_tenant.value)
+    assert counted == 2, f"bad_tenant counted {counted} bursts, 2 were sent"
     await tb.finish()
 
 
