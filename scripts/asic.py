@@ -58,7 +58,7 @@ from kvfabric.scripts.yosys_util import name_pattern
 
 __all__ = ["Design", "Library", "DESIGNS", "LIBRARIES", "FLOWS", "AXI_CONFIG", "TARGETS", "presynth_script",
            "map_script", "sta_script", "fo4_netlist", "parse_summary", "parse_full_path", "parse_fo4",
-           "register_name", "families", "verdicts", "report_md", "main"]
+           "register_name", "in_channel", "families", "verdicts", "report_md", "main"]
 
 #: The clock period OpenSTA is given, ps; the reported period is this minus the worst slack.
 CLOCK_PS = 1000
@@ -374,9 +374,8 @@ def measure(design, flow, pre, libs, args, log):
         seq = sum(n for t, n in by_type.items() if lib_cells.get(t, {}).get("sequential"))
         fig = {"period_ps": round(CLOCK_PS - path["slack_ps"], 1), "worst_path": path,
                "families": families(rows), "endpoints": len(rows),
-               "channel_end_ps": _worst_period(rows, lambda s, e: e.startswith("channel_")),
-               "channel_internal_ps": _worst_period(rows, lambda s, e: s.startswith("channel_")
-                                                    and e.startswith("channel_")),
+               "channel_end_ps": _worst_period(rows, lambda s, e: in_channel(e)),
+               "channel_internal_ps": _worst_period(rows, lambda s, e: in_channel(s) and in_channel(e)),
                "area_um2": mod.get("area"), "cells": sum(by_type.values()), "sequential_cells": seq,
                "cells_by_type": by_type,
                "commands": [_shown(ycmd), _shown(scmd)], "scripts": [f"{work}/map.ys", f"{work}/sta.tcl"],
@@ -385,6 +384,11 @@ def measure(design, flow, pre, libs, args, log):
             f"{fig['area_um2']:,.0f} um^2")
         result[lib.name] = fig
     return result
+
+
+def in_channel(register: str) -> bool:
+    """A register of a channel arbiter (``channel_<c>.``, ``fabric.channel_<c>.`` in the AXI4 top)."""
+    return re.search(r"(^|\.)channel_\d+\.", register) is not None
 
 
 def _worst_period(rows, keep):

@@ -138,6 +138,11 @@ def test_endpoint_families_take_each_family_worst_path():
         ("channel_*.vmin", "channel_0.v[0]", "channel_0.vmin[4]", 100.0, 1)]
 
 
+def test_channel_registers_in_the_bare_and_the_axi_top():
+    assert asic.in_channel("channel_0.vmin[4]") and asic.in_channel("fabric.channel_7.key_order_3[1]")
+    assert not asic.in_channel("coord_rates.rate__0__3[0]") and not asic.in_channel("regs.cfg_channel_0")
+
+
 def test_fo4_is_the_mean_of_the_measured_stage_rise_and_fall():
     text = ("   10.00   10.00 v s3/Y (INV)\n   18.00   28.00 ^ s4/Y (INV)\n"
             "   11.00   11.00 ^ s3/Y (INV)\n   21.00   32.00 v s4/Y (INV)\n")
