@@ -104,7 +104,8 @@ asic: setup
 
 # Issue #40: the channel's routed ECP5 Fmax with and without the AXI4 front end
 # (8 tenants x 1 channel, the ecp5_1ch flow, seeds 1-3; AXI_TIMING_ARGS: --tenants
-# --data-width --seeds --pnr-jobs) -> reports/axi_timing.{json,md}. Most of an hour a design.
+# --data-width --seeds --revision) -> reports/axi_timing.{json,md}. Most of an hour a design and seed;
+# each (design, seed) is kept in build/axi_timing and reused, so an interrupted run resumes.
 axi-timing: setup
 	$(PY) -m kvfabric.scripts.axi_timing $(AXI_TIMING_ARGS)
 
