@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from kvfabric.spec import FabricParams
+from kvfabric.spec import FabricParams, _check_int
 
 __all__ = [
     "AxiParams", "SubBurst", "split_burst", "split_unsupported", "channel_of", "check_axi_params",
@@ -33,9 +33,8 @@ def _pow2(x):
 
 
 def _check(name, value, lo, hi, *, pow2=False):
-    if not isinstance(value, int) or isinstance(value, bool) or not lo <= value <= hi or (pow2 and not _pow2(value)):
-        what = "a power of two" if pow2 else "an integer"
-        raise ValueError(f"AXI parameter {name} must be {what} in {lo}..{hi}, not {value!r}")
+    """spec's range check, the message naming the AXI parameter."""
+    _check_int(f"AXI parameter {name}", value, lo, hi, pow2=pow2)
 
 
 @dataclass(frozen=True)
