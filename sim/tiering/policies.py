@@ -1,0 +1,185 @@
+"""Eviction policies of the fast tier, behind one interface.
+
+A policy is asked, each time the fast tier needs a free page and has none,
+which request gives up pages: ``victim(candidates, view)`` returns one of
+``candidates`` (the requests with pages in the fast tier that the engine may
+take from: never the one being served, never one already kept for the
+current step) and how many of its pages to take before the policy is asked
+again.  It reads the requests and the :class:`View`; only the engine moves
+pages (Ramulator 2's split: the scheduler picks, the controller acts).
+
+Recency is per request, not per page: a decode step reads every page of
+every request in it, so all of a request's pages were last touched in the
+same step.  Requests that ran in the same step are ordered by when their
+reads ended: a paged-attention kernel gives each sequence its own thread
+block walking its pages, so a shorter sequence's last read ends first.
+That is the tie rule of :class:`LRU` (fewer pages = less recent), and the
+reason the essay gives for LRU never choosing the whale.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+__all__ = ["View", "Policy", "LRU", "Footprint", "RequestQuota", "GrowingQuota", "TenantQuota",
+           "StalledFirst", "POLICIES", "make_policy"]
+
+
+@dataclass(frozen=True)
+class View:
+    """What a policy may read besides the candidates (read-only)."""
+
+    step: int
+    hbm_pages: int
+    #: Every running request (candidates or not), in admission order.
+    running: tuple
+
+
+def _lru_key(r):
+    return (r.last_run, r.pages, r.seq)
+
+
+class Policy:
+    """The interface: ``victim(candidates, view) -> (request, pages)``."""
+
+    name = "policy"
+
+    def victim(self, candidates, view):  # pragma: no cover - interface
+        raise NotImplementedError
+
+
+class LRU(Policy):
+    """Global LRU (today's stacks): the request whose pages were read least recently.
+
+    Takes all of its fast pages: they share one recency, so page-granular LRU
+    would take them in a row.
+    """
+
+    name = "lru"
+
+    def victim(self, candidates, view):
+        r = min(candidates, key=_lru_key)
+        return r, r.resident
+
+
+class Footprint(Policy):
+    """The essay's proposal: evict from the owner with the largest footprint.
+
+    Footprint is the request's pages in both tiers, so a whale that has
+    already lost pages stays the first victim (its evictions are
+    concentrated, not spread over the minnows); ties by LRU.
+    """
+
+    name = "footprint"
+
+    def victim(self, candidates, view):
+        r = min(candidates, key=lambda r: (-r.pages, _lru_key(r)))
+        return r, r.resident
+
+
+class _OverQuota(Policy):
+    """Requests over their quota lose pages first (the most over first, down to
+    its quota); without one over quota, LRU."""
+
+    def quota(self, r, view):  # pragma: no cover - interface
+        raise NotImplementedError
+
+    def victim(self, candidates, view):
+        best, over = None, 0
+        for r in candidates:
+            o = r.resident - self.quota(r, view)
+            if o > over or (o == over and o > 0 and _lru_key(r) < _lru_key(best)):
+                best, over = r, o
+        if best is not None:
+            return best, over
+        return LRU.victim(self, candidates, view)
+
+
+class RequestQuota(_OverQuota):
+    """A static per-request quota: ``pages`` fast pages each (default: the fast
+    tier over the batch budget, one slot's share)."""
+
+    name = "quota"
+
+    def __init__(self, pages=None, max_batch=None):
+        self.pages = pages
+        self.max_batch = max_batch
+
+    def quota(self, r, view):
+        if self.pages is not None:
+            return self.pages
+        return view.hbm_pages // max(1, self.max_batch or len(view.running))
+
+
+class GrowingQuota(_OverQuota):
+    """A per-request quota growing with its length: the fast tier shared in
+    proportion to the running requests' pages (``hbm x pages / sum pages``)."""
+
+    name = "growing-quota"
+
+    def quota(self, r, view):
+        total = sum(x.pages for x in view.running)
+        return view.hbm_pages * r.pages // max(1, total)
+
+
+class TenantQuota(Policy):
+    """Per-tenant quotas (``{tenant: pages}``, default an equal split of the
+    fast tier over the running tenants): the tenant most over its quota loses
+    pages, its least recently used request first; none over, LRU."""
+
+    name = "tenant-quota"
+
+    def __init__(self, quotas=None):
+        self.quotas = dict(quotas or {})
+
+    def victim(self, candidates, view):
+        use = {}
+        for r in view.running:
+            use[r.tenant] = use.get(r.tenant, 0) + r.resident
+        equal = view.hbm_pages // max(1, len(use))
+        over = {t: u - self.quotas.get(t, equal) for t, u in use.items()}
+        mine = [r for r in candidates if over[r.tenant] > 0]
+        if not mine:
+            return LRU.victim(self, candidates, view)
+        worst = max(over[r.tenant] for r in mine)
+        r = min((r for r in mine if over[r.tenant] == worst), key=_lru_key)
+        return r, min(worst, r.resident)
+
+
+class StalledFirst(Policy):
+    """Footprint with two rules the measurements asked for (this module's proposal).
+
+    1. A request already sitting out (some of its pages in the slow tier)
+       loses pages first, the largest first: it cannot run until all its
+       pages are back, so taking more from it costs promotion bandwidth but
+       no further stalled request.
+    2. Requests within the protected page budget (``protect_pages``, default
+       the fast tier over the batch budget) are taken from only when nothing
+       else is left; above it, the largest footprint first.
+    """
+
+    name = "stalled-first"
+
+    def __init__(self, protect_pages=None, max_batch=None):
+        self.protect_pages = protect_pages
+        self.max_batch = max_batch
+
+    def victim(self, candidates, view):
+        protect = (self.protect_pages if self.protect_pages is not None
+                   else view.hbm_pages // max(1, self.max_batch or len(view.running)))
+        r = min(candidates, key=lambda r: (r.resident == r.pages, r.pages <= protect, -r.pages, _lru_key(r)))
+        return r, r.resident
+
+
+POLICIES = {p.name: p for p in (LRU, Footprint, RequestQuota, GrowingQuota, TenantQuota, StalledFirst)}
+
+
+def make_policy(name, config=None, **kwargs):
+    """A policy by name; the quota policies take the batch budget from ``config``."""
+    try:
+        cls = POLICIES[name]
+    except KeyError:
+        raise ValueError(f"Unknown eviction policy {name!r}; one of {', '.join(POLICIES)}") from None
+    if cls in (RequestQuota, StalledFirst) and config is not None and "max_batch" not in kwargs:
+        kwargs["max_batch"] = config.max_batch
+    return cls(**kwargs)

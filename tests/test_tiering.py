@@ -1,0 +1,243 @@
+"""The KV tier model's rules (issue #44), each against a figure worked out by hand.
+
+Page accounting, promotion timing from the slow tier's bandwidth and latency,
+each eviction policy's choice on a hand-built state where its definition names
+the victim, the workloads' copy of the Azure trace and the drawn mixes.
+"""
+
+import math
+
+import pytest
+
+from kvfabric.sim.tiering import Request, TierConfig, make_policy, simulate
+from kvfabric.sim.tiering import metrics as M
+from kvfabric.sim.tiering import workloads as W
+from kvfabric.sim.tiering.engine import _Engine
+from kvfabric.sim.tiering.policies import (LRU, Footprint, GrowingQuota, RequestQuota, StalledFirst, TenantQuota,
+                                           View)
+
+# Small numbers that divide evenly: 16-token pages of 1 KiB per token = 16 KiB pages;
+# the fast tier reads 16 B/ns (1024 ns a page), the slow tier moves 8 B/ns (2048 ns a
+# page) after 500 ns of set-up; a step's fixed cost is 1000 ns.
+SMALL = dict(page_tokens=16, kv_bytes_per_token=1024, hbm_bytes_per_ns=16, slow_bytes_per_ns=8,
+             slow_latency_ns=500, step_fixed_ns=1000)
+
+
+def cfg(**kw):
+    return TierConfig(**{**SMALL, **kw})
+
+
+# -- configuration ---------------------------------------------------------------
+
+@pytest.mark.parametrize("field,value,message", [
+    ("page_tokens", 0, "TierConfig.page_tokens must be a positive integer, not 0"),
+    ("hbm_pages", 2.5, "TierConfig.hbm_pages must be a positive integer, not 2.5"),
+    ("step_fixed_ns", -1, "TierConfig.step_fixed_ns must be a non-negative integer, not -1"),
+    ("page_budget", 5, "TierConfig.page_budget must be an integer >= hbm_pages (8) or None, not 5"),
+    ("read_cap_pages", 0, "TierConfig.read_cap_pages must be a positive integer or None, not 0"),
+])
+def test_init_wrong_field(field, value, message):
+    with pytest.raises(ValueError) as e:
+        TierConfig(**{"hbm_pages": 8, field: value})
+    assert str(e.value) == message
+
+
+def test_page_arithmetic():
+    c = cfg()
+    assert c.page_bytes == 16 * 1024
+    assert [c.pages_for(t) for t in (1, 16, 17, 32, 33)] == [1, 1, 2, 2, 3]
+    assert c.read_ns(3) == 3 * 1024
+    assert c.promote_ns(0) == 0
+    assert c.promote_ns(3) == 500 + 3 * 2048
+    # The essay's ratio: 128 K tokens over 2 K tokens in 32-token pages is 4096 / 64.
+    c32 = TierConfig(page_tokens=32)
+    assert c32.pages_for(131_072) == 4096 and c32.pages_for(2048) == 64
+
+
+# -- page accounting and step timing -------------------------------------------------
+
+def test_pages_grow_with_tokens_and_are_freed():
+    # Prompt 30: admission holds 31 tokens (2 pages); before the step that makes
+    # token t the context is 30 + t - 1 ... the KV of 30 + t tokens: 31, 32 -> 2 pages,
+    # 33, 34 -> 3 pages. Five tokens: the last step runs with 34 tokens' KV.
+    r = Request(0, 0, prompt=30, generated=5)
+    e = _Engine(cfg(hbm_pages=100), make_policy("lru"), [r], 0)
+    e.run()
+    assert r.pages == 3 and r.resident == 3
+    assert e.used == 0 and r.finished_ns == e.now
+    # Steps read 2, 2, 3, 3 pages: 1000 + 1024 x pages each.
+    assert [g[0] for g in r.gaps] == [3048, 3048, 4072, 4072]
+    assert r.tokens == 5 and len(r.gaps) == 4
+
+
+def test_step_reads_every_page_of_the_batch():
+    a = Request(0, 0, prompt=16, generated=2)   # 17 tokens: 2 pages
+    b = Request(1, 0, prompt=48, generated=2)   # 49 tokens: 4 pages
+    res = simulate([a, b], cfg(hbm_pages=100), make_policy("lru"))
+    # One step with both: 1000 + 6 x 1024.
+    assert res.steps == [(0, 0, 7144, 2, 0)]
+    assert a.gaps == b.gaps == [(7144, 0, 0, 7144, 1)]
+
+
+def test_eviction_sits_out_then_promotes():
+    # Three fast pages. A (2 pages) is admitted, then B (2 pages) takes one of A's:
+    # A sits out while B runs its two steps, then its page is promoted (500 + 2048 ns)
+    # at the start of the step after B leaves.
+    a = Request(0, 0, prompt=16, generated=3, tenant="x")
+    b = Request(1, 0, prompt=16, generated=3, tenant="y")
+    c = cfg(hbm_pages=3, page_budget=6)
+    res = simulate([a, b], c, make_policy("lru"))
+    step = 1000 + 2 * 1024
+    promo = 500 + 2048
+    assert (a.evictions, a.evicted_pages, a.promoted_pages) == (1, 1, 1)
+    assert b.evictions == 0
+    assert b.gaps == [(step, 0, 0, step, 1)] * 2
+    assert a.gaps == [(2 * step + promo + step, 2 * step, promo, step, 1), (step, 0, 0, step, 1)]
+    assert res.end_ns == 3 * step + promo + step
+    assert res.demotions == [(0, "x", 16 * 1024)]
+    assert res.promotions == [(2 * step, "x", 16 * 1024)]
+    stream = M.byte_stream(res, 4096)
+    assert stream["x"]["demote"][0] == 16 * 1024 and sum(stream["x"]["demote"]) == 16 * 1024
+    assert stream["x"]["promote"][2 * step // 4096] == 16 * 1024
+    causes = M.tail_causes(res, whale=False, q=75)
+    # The slowest quarter of the four gaps is A's first: it sat out two steps (6096 ns,
+    # more than its step's 2548 ns promotion wait or 2048 ns of KV reads).
+    assert causes["gaps"] == 1 and causes["count"] == {"eviction": 1, "promotion": 0, "batch": 0}
+    assert causes["mean_ns"] == {"eviction": 6096, "promotion": 2548, "batch": 2048, "weights": 1000}
+    assert causes["threshold_ns"] == step
+
+
+def test_read_meter_splits_a_long_request_over_steps():
+    # A 5-page request with a 2-page meter needs 3 steps a token (2 + 2 + 1 pages).
+    r = Request(0, 0, prompt=70, generated=2)  # 71 tokens: 5 pages
+    simulate([r], cfg(hbm_pages=100, read_cap_pages=2), make_policy("lru"))
+    assert r.gaps == [((1000 + 2048) * 2 + 1000 + 1024, 0, 0, (1000 + 2048) * 2 + 1000 + 1024, 3)]
+
+
+def test_request_larger_than_the_fast_tier_is_rejected():
+    big = Request(0, 0, prompt=100, generated=10)   # 110 tokens: 7 pages
+    small = Request(1, 0, prompt=10, generated=2)
+    simulate([big, small], cfg(hbm_pages=6), make_policy("lru"))
+    assert big.rejected and not small.rejected and small.tokens == 2
+
+
+# -- each policy's choice ------------------------------------------------------------
+
+def req(rid, pages, resident, last_run, tenant="t", seq=None):
+    r = Request(rid, 0, prompt=pages * 16, generated=10, tenant=tenant)
+    r.pages, r.resident, r.last_run, r.seq = pages, resident, last_run, rid if seq is None else seq
+    return r
+
+
+def view(running, hbm=100, step=10):
+    return View(step, hbm, tuple(running))
+
+
+def test_lru_takes_the_least_recently_run_shorter_first():
+    old_small, old_big, recent = req(0, 50, 50, 3), req(1, 100, 100, 3), req(2, 10, 10, 5)
+    rs = [recent, old_big, old_small]
+    assert LRU().victim(rs, view(rs)) == (old_small, 50)
+    # Never the whale while a request read before it has pages in the fast tier.
+    assert LRU().victim([recent, old_big], view(rs)) == (old_big, 100)
+
+
+def test_footprint_takes_the_largest_owner_even_if_recent():
+    stale_small, whale = req(0, 10, 10, 1), req(1, 400, 100, 9)
+    rs = [stale_small, whale]
+    assert Footprint().victim(rs, view(rs)) == (whale, 100)
+
+
+def test_request_quota_takes_the_most_over_quota_down_to_it():
+    a, b, c = req(0, 40, 30, 9), req(1, 40, 25, 1), req(2, 10, 10, 0)
+    rs = [a, b, c]
+    assert RequestQuota(pages=20).victim(rs, view(rs)) == (a, 10)
+    # Nobody over 40: LRU (c ran least recently).
+    assert RequestQuota(pages=40).victim(rs, view(rs)) == (c, 10)
+    # The default quota is one batch slot's share: 100 pages over 4 slots = 25.
+    assert RequestQuota(max_batch=4).victim(rs, view(rs)) == (a, 5)
+
+
+def test_growing_quota_is_a_share_proportional_to_length():
+    a, b = req(0, 60, 40, 9), req(1, 40, 10, 1)
+    rs = [a, b]
+    # 50 fast pages: quotas 50 x 60/100 = 30 and 20; a is 10 over.
+    assert GrowingQuota().victim(rs, view(rs, hbm=50)) == (a, 10)
+    # 100 fast pages: quotas 60 and 40, nobody over: LRU takes b.
+    assert GrowingQuota().victim(rs, view(rs, hbm=100)) == (b, 10)
+
+
+def test_tenant_quota_takes_from_the_tenant_most_over():
+    a1, a2, b1 = req(0, 25, 25, 5, "a"), req(1, 15, 15, 2, "a"), req(2, 50, 50, 0, "b")
+    rs = [a1, a2, b1]
+    # Tenant a holds 40 against 30: 10 over; b holds 50 against 70. a's least recent is a2.
+    assert TenantQuota({"a": 30, "b": 70}).victim(rs, view(rs)) == (a2, 10)
+    # Equal split of 100 over two tenants: 50 each; nobody over: LRU takes b1.
+    assert TenantQuota().victim(rs, view(rs)) == (b1, 50)
+
+
+def test_stalled_first_then_unprotected_largest_then_protected():
+    stalled = req(0, 30, 5, 2)          # missing pages: sitting out
+    whale = req(1, 200, 200, 9)
+    minnow = req(2, 8, 8, 1)
+    p = StalledFirst(protect_pages=10)
+    assert p.victim([stalled, whale, minnow], view([stalled, whale, minnow])) == (stalled, 5)
+    assert p.victim([whale, minnow], view([stalled, whale, minnow])) == (whale, 200)
+    mid = req(3, 20, 20, 9)
+    # Unprotected (20 > 10) before protected even when the protected one is older.
+    assert p.victim([minnow, mid], view([minnow, mid])) == (mid, 20)
+    assert p.victim([minnow], view([minnow])) == (minnow, 8)
+
+
+def test_make_policy_rejects_unknown_names():
+    with pytest.raises(ValueError, match="Unknown eviction policy 'mru'"):
+        make_policy("mru")
+
+
+def test_lru_evicts_minnow_footprint_evicts_whale():
+    # A whale (4 pages, 49 to 53 tokens) and a minnow (2 pages, 21 to 25 tokens) fill
+    # 6 fast pages and never grow; a newcomer of 2 pages arrives after one step. LRU
+    # takes the minnow's pages (its reads ended first), footprint the whale's.
+    def run(policy):
+        whale = Request(0, 0, prompt=48, generated=6, whale=True)   # 49 tokens: 4 pages
+        minnow = Request(1, 0, prompt=20, generated=6)               # 21 tokens: 2 pages
+        late = Request(2, 1, prompt=20, generated=2)
+        simulate([whale, minnow, late], cfg(hbm_pages=6, page_budget=12), make_policy(policy))
+        return whale.evicted_pages, minnow.evicted_pages
+    assert run("lru") == (0, 2)
+    assert run("footprint") == (2, 0)
+
+
+# -- workloads -----------------------------------------------------------------------
+
+def test_azure_copy_is_the_whole_hour():
+    reqs = W.azure_2023()
+    conv = W.azure_2023(services=("conv",))
+    # 19,366 + 8,819 rows upstream (README); rows with no output token are left out.
+    assert len(conv) <= 19_366 and len(reqs) <= 19_366 + 8_819 and len(reqs) > 28_000
+    assert {r.tenant for r in reqs} == {"conv", "code"}
+    assert reqs[0].arrival_ns == 0 and all(a.arrival_ns <= b.arrival_ns for a, b in zip(reqs, reqs[1:]))
+    assert reqs[-1].arrival_ns < 3600e9
+    assert sum(r.whale for r in reqs) == math.ceil(len(reqs) * 0.05)
+    shortest_whale = min(r.prompt + r.generated for r in reqs if r.whale)
+    assert all(r.prompt + r.generated <= shortest_whale for r in reqs if not r.whale)
+
+
+def test_whale_minnow_draws_within_ranges_and_repeat():
+    a, da = W.whale_minnow(7, duration_s=60)
+    b, db = W.whale_minnow(7, duration_s=60)
+    assert [(r.arrival_ns, r.prompt, r.generated) for r in a] == [(r.arrival_ns, r.prompt, r.generated) for r in b]
+    assert da == db and da["requests"] == len(a)
+    for r in a:
+        kind = "whale" if r.whale else "minnow"
+        lo, hi = W.RANGES[f"{kind}_prompt"]
+        assert lo <= r.prompt <= hi and r.tenant == kind + "s"
+        lo, hi = W.RANGES[f"{kind}_output"]
+        assert lo <= r.generated <= hi
+        assert 0 <= r.arrival_ns < 60e9
+    assert [r.rid for r in W.without_whales(a)] == [r.rid for r in a if not r.whale]
+
+
+def test_percentile_is_nearest_rank():
+    assert M.pct([5, 1, 4, 2, 3], 50) == 3
+    assert M.pct(list(range(1, 101)), 99) == 99
+    assert math.isnan(M.pct([], 99))
