@@ -431,19 +431,28 @@ def main(argv=None):
     ap.add_argument("--jobs", type=int, default=int(os.environ.get("JOBS", 1)), help="processes (default 1, JOBS)")
     ap.add_argument("--quick", action="store_true", help="ten minutes of the trace, one draw: a smoke test")
     ap.add_argument("--out", default="reports", help="report directory (default reports)")
+    ap.add_argument("--report-only", action="store_true",
+                    help="rewrite the report from <out>/tiering.json's runs (no simulation)")
     args = ap.parse_args(argv)
     if args.draws < 1 or args.jobs < 1:
         ap.error("--draws and --jobs must be at least 1")
-    print(f"tiering: family seed {args.seed}, {args.draws} draws, {args.jobs} processes", flush=True)
-    rev = revision()
-    start = time.time()
-    specs = plan(args.draws, args.quick)
-    work = [(s, args.seed, args.quick) for s in specs]
-    if args.jobs == 1:
-        raw = [_run(x) for x in work]
+    out = Path(args.out)
+    if args.report_only:
+        old = json.loads((out / "tiering.json").read_text())
+        rev = {"revision": old.get("revision"), "dirty": old.get("dirty")}
+        raw, start, argv = old["raw"], time.time() - old["wall_s"], old["command"].split()[3:]
+        args.seed, args.quick = old["seed"], old["quick"]
+        args.draws = len(old["draws"])
     else:
-        with ProcessPoolExecutor(args.jobs) as pool:
-            raw = list(pool.map(_run, work))
+        print(f"tiering: family seed {args.seed}, {args.draws} draws, {args.jobs} processes", flush=True)
+        rev = revision()
+        start = time.time()
+        work = [(s, args.seed, args.quick) for s in plan(args.draws, args.quick)]
+        if args.jobs == 1:
+            raw = [_run(x) for x in work]
+        else:
+            with ProcessPoolExecutor(args.jobs) as pool:
+                raw = list(pool.map(_run, work))
     rows = judge(raw)
     hour = [r for r in raw if r["workload"] == "azure" and r["whales"]]
     speed = {}
@@ -459,7 +468,6 @@ def main(argv=None):
            "policies": [list(p) for p in POLICIES], "capacities": CAPACITIES, "overcommit": OVERCOMMIT,
            "ranges": W.RANGES, "draws": draws, "speed": speed, "page_ratio": page_ratio_claim(),
            "claims": claims(raw, rows), "frontier": frontier(rows), "rows": rows, "raw": raw}
-    out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     with open(out / "tiering.json", "w") as f:
         json.dump(doc, f, indent=1, default=str)
