@@ -284,7 +284,8 @@ def _asic_rows(report: dict) -> list:
     libs = {lib["name"]: lib for lib in report["libraries"]}
     titles = {d["name"]: d["title"] for d in report["designs"]}
     out = []
-    for design, by_flow in report["results"].items():
+    for design in titles:
+        by_flow = report["results"].get(design, {})
         best = []
         for name, lib in libs.items():
             figs = [(by_flow[f][name]["period_ps"], f) for f in report["flows"] if name in by_flow.get(f, {})]
