@@ -108,7 +108,7 @@ LIBRARIES = (
     Library("asap7", "ASAP7 RVT TT (7 nm predictive, 0.7 V, 25 C)",
             "third_party/asap7/asap7sc7p5t_RVT_TT_pruned.lib.gz", None,
             inverter="INVx1_ASAP7_75t_R", driver="BUFx2_ASAP7_75t_R", buffer="BUFx2_ASAP7_75t_R",
-            # ../shared/ASIC.md: fractional drives ABC cannot size sensibly, scan and clock-gating cells
+            # Fractional drives ABC cannot size sensibly, scan and clock-gating cells
             # (third_party/asap7/README.md: the pruned file holds none of them; kept for --liberty).
             dont_use=("*x1p*", "*xp*", "SDF*", "ICG*"),
             tie=("TIEHIx1_ASAP7_75t_R", "H", "TIELOx1_ASAP7_75t_R", "L")),
