@@ -106,6 +106,29 @@ def _merge(m, valids, valid, ready, last, name):
     return sel
 
 
+def _route_address(m, shared, tenants, ch, target, go, err_ready):
+    """Hand the shared port's AR or AW (``ch`` = ``"ar"``/``"aw"``) to
+    ``tenants[target]`` while ``go``; ``target`` = ``len(tenants)`` is the error
+    responder, ready with ``err_ready``. Returns the chosen side's ready."""
+    ready = Signal(name=f"{ch}_ready")
+    for t, p in enumerate(tenants):
+        for f in _ADDRESS:
+            m.d.comb += getattr(p, f"{ch}{f}").eq(getattr(shared, f"{ch}{f}"))
+        m.d.comb += getattr(p, f"{ch}valid").eq(go & (target == t))
+        with m.If(target == t):
+            m.d.comb += ready.eq(getattr(p, f"{ch}ready"))
+    with m.If(target == len(tenants)):
+        m.d.comb += ready.eq(err_ready)
+    return ready
+
+
+def _target(m, user, tenants, name):
+    """The tenant AxUSER names, or ``tenants`` (the error responder) for an id with no tenant."""
+    target = Signal(range(tenants + 1), name=name)
+    m.d.comb += target.eq(Mux(user[:TENANT_USER_BITS] >= tenants, tenants, user[:TENANT_USER_BITS]))
+    return target
+
+
 class TenantDemux(wiring.Component):
     """A shared tenant port split into per-tenant ports by ``AxUSER`` (spec §14.9).
 
@@ -140,22 +163,12 @@ class TenantDemux(wiring.Component):
         m = Module()
 
         # --- AR -------------------------------------------------------------
-        ar_target = Signal(range(n + 1))
-        m.d.comb += ar_target.eq(Mux(s.aruser[:TENANT_USER_BITS] >= n, err, s.aruser[:TENANT_USER_BITS]))
+        ar_target = _target(m, s.aruser, n, "ar_target")
         rd_order = _IdOrder(m, "rd", axi.id_width, n + 1)
         err_rd = m.submodules.err_reads = SyncFIFO(width=axi.id_width + 8, depth=ERROR_DEPTH)
         ar_go = Signal()
-        ar_ready = Signal()
         m.d.comb += ar_go.eq(s.arvalid & ~rd_order.blocked(s.arid, ar_target))
-        for t in range(n):
-            p = self.tenant[t]
-            for f in _ADDRESS:
-                m.d.comb += getattr(p, f"ar{f}").eq(getattr(s, f"ar{f}"))
-            m.d.comb += p.arvalid.eq(ar_go & (ar_target == t))
-            with m.If(ar_target == t):
-                m.d.comb += ar_ready.eq(p.arready)
-        with m.If(ar_target == err):
-            m.d.comb += ar_ready.eq(err_rd.w_rdy)
+        ar_ready = _route_address(m, s, self.tenant, "ar", ar_target, ar_go, err_rd.w_rdy)
         m.d.comb += [
             s.arready.eq(ar_go & ar_ready),
             err_rd.w_en.eq(ar_go & (ar_target == err)),
@@ -186,23 +199,13 @@ class TenantDemux(wiring.Component):
         rd_order.update(ar_hs, s.arid, ar_target, r_hs & s.rlast, s.rid)
 
         # --- AW and the W route ----------------------------------------------
-        aw_target = Signal(range(n + 1))
-        m.d.comb += aw_target.eq(Mux(s.awuser[:TENANT_USER_BITS] >= n, err, s.awuser[:TENANT_USER_BITS]))
+        aw_target = _target(m, s.awuser, n, "aw_target")
         wr_order = _IdOrder(m, "wr", axi.id_width, n + 1)
         tbits = len(aw_target)
         route = m.submodules.w_route = SyncFIFO(width=tbits + axi.id_width + 8, depth=W_ROUTES)
         aw_go = Signal()
-        aw_ready = Signal()
         m.d.comb += aw_go.eq(s.awvalid & ~wr_order.blocked(s.awid, aw_target) & route.w_rdy)
-        for t in range(n):
-            p = self.tenant[t]
-            for f in _ADDRESS:
-                m.d.comb += getattr(p, f"aw{f}").eq(getattr(s, f"aw{f}"))
-            m.d.comb += p.awvalid.eq(aw_go & (aw_target == t))
-            with m.If(aw_target == t):
-                m.d.comb += aw_ready.eq(p.awready)
-        with m.If(aw_target == err):
-            m.d.comb += aw_ready.eq(1)
+        aw_ready = _route_address(m, s, self.tenant, "aw", aw_target, aw_go, 1)
         m.d.comb += [
             s.awready.eq(aw_go & aw_ready),
             route.w_en.eq(s.awvalid & s.awready),
