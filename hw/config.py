@@ -11,7 +11,8 @@ the AXI AW and W handshakes, see :mod:`hw.axil`). The register file decodes it
 and registers the decoded write (``cfg_wr_*``, the staging registers' too): the
 write *takes effect* in cycle t = h+1, when the active (or staging) registers are written, and every channel uses
 the new values from cycle t+1. The same holds for ``CTRL.fcfs_bypass``,
-``EPOCH_CYCLES`` and ``STARVE_LIMIT``, which are not staged. A ``CTRL`` write
+``EPOCH_CYCLES`` and ``STARVE_LIMIT``, which are not staged (telemetry's
+epoch rule reads ``cfg_epoch_cycles`` one cycle late, so from t+2, spec §10). A ``CTRL`` write
 with bit 1 set taking effect in cycle t makes ``cfg_snapshot`` 1 during cycle
 t+1, the cycle in which telemetry takes the snapshot (spec §10). The decode
 stage keeps the address comparison off the channels' paths: their next

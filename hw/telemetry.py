@@ -13,11 +13,14 @@ Timing, exactly as spec §10 states it:
 - ``dropped[c]`` counts the channel's drop strobe of cycle t from t+1.
 - A snapshot in cycle t copies every live counter's value at t into the
   snapshot registers read over AXI, and increments ``EPOCH_COUNT``, both
-  visible from t+1. It happens when the epoch counter equals
-  ``epoch_cycles - 1`` or more (the counter then restarts at 0) or when ``snapshot``
+  visible from t+1. It happens when the epoch counter is at least
+  ``E - 1`` with ``E`` the ``epoch_cycles`` input of cycle t-1 (the counter
+  then restarts at 0), or when ``snapshot``
   is 1 (the cycle after a ``CTRL`` write with bit 1 set, see
   :mod:`hw.config`); both in one cycle make one snapshot. With
-  ``epoch_cycles = 0`` the epoch counter stays at 0.
+  ``E = 0`` the epoch counter stays at 0. So a write of ``EPOCH_CYCLES``
+  taking effect in cycle t governs the epochs from t+2, one cycle after the
+  channels use a configuration write (spec §9, §10).
 
 All counters are free running and wrap at their width. The read decode is
 elaborated from the register description (:data:`kvfabric.regmap.REGMAP`):
@@ -102,7 +105,8 @@ class Telemetry(FabricComponent):
     dropped : ``In(1).array(channels)``
         1 in the cycle a channel accepts an invalid request.
     epoch_cycles : ``In(32)``
-        Snapshot period, 0 = off.
+        Snapshot period, 0 = off: the ``EPOCH_CYCLES`` register. The epoch
+        rule of cycle t uses its value of cycle t-1 (spec §10).
     snapshot : ``In(1)``
         Take a snapshot this cycle.
     r_addr : ``In(16)``
@@ -185,18 +189,30 @@ class Telemetry(FabricComponent):
             with m.If(self.dropped[c]):
                 m.d.sync += live_drop[c].eq(live_drop[c] + 1)
 
-        # Epoch counter and snapshots.
-        epoch_ctr   = Signal(p.epoch_bits, name="tel_epoch_ctr")
+        # Epoch counter and snapshots (spec §10). The epoch rule of cycle t
+        # uses E(t), the EPOCH_CYCLES register's value of cycle t-1, so that
+        # whether cycle t ends an epoch is itself a register (tel_epoch_end),
+        # computed in cycle t-1 from registers: the register's value then is
+        # E(t), the counter's next value ctr(t) is 0 after a restart, else
+        # ctr + 1. The counter is kept plus one (tel_epoch_ctr = ctr + 1,
+        # reset 1), so that "ctr >= E - 1" is "tel_epoch_ctr >= E" and no
+        # decrement of E lies before the comparison. The snapshot registers
+        # and EPOCH_COUNT are enabled by registers only.
+        epoch_ctr   = Signal(p.epoch_bits, name="tel_epoch_ctr", init=1)
+        epoch_on    = Signal(name="tel_epoch_on")    # E(t) != 0
+        epoch_end   = Signal(name="tel_epoch_end")   # cycle t ends an epoch
         epoch_count = Signal(COUNT_BITS, name="tel_epoch_count")
-        epoch_end   = Signal()
-        epoch_off   = ~self.epoch_cycles.any()
-        # `>=` rather than `==`: lowering EPOCH_CYCLES below the running count
-        # ends the epoch at once instead of after a 2^32-cycle wrap.
-        m.d.comb += epoch_end.eq(~epoch_off & (epoch_ctr >= (self.epoch_cycles - 1)[:p.epoch_bits]))
-        with m.If(epoch_off | epoch_end):
-            m.d.sync += epoch_ctr.eq(0)
-        with m.Else():
-            m.d.sync += epoch_ctr.eq(epoch_ctr + 1)
+        ctr_next    = Signal(p.epoch_bits, name="tel_epoch_ctr_next")
+        # ctr + 1 never wraps: a counter at 2^32 - 1 is >= every E != 0 (the
+        # epoch ends) and E = 0 restarts it.
+        m.d.comb += ctr_next.eq(Mux(~epoch_on | epoch_end, 1, epoch_ctr + 1))
+        m.d.sync += [
+            epoch_ctr.eq(ctr_next),
+            epoch_on.eq(self.epoch_cycles.any()),
+            # `>=` rather than `==`: lowering EPOCH_CYCLES below the running
+            # count ends the epoch at once instead of after a 2^32-cycle wrap.
+            epoch_end.eq(self.epoch_cycles.any() & (ctr_next >= self.epoch_cycles)),
+        ]
 
         snap_bytes  = [Signal(BYTES_BITS, name=f"tel_snap_bytes_{i}") for i in range(N)]
         snap_grants = [Signal(COUNT_BITS, name=f"tel_snap_grants_{i}") for i in range(N)]

@@ -26,6 +26,10 @@ class FabricModel:
                              f"params.tenants is {params.tenants}")
         self.channels = [ChannelModel(params, self.config) for _ in range(params.channels)]
         self.telemetry = Telemetry(params)
+        # A configuration given here has been in force since before cycle 0,
+        # so the epoch rule (which reads EPOCH_CYCLES one cycle late, spec
+        # §10) uses it from cycle 0.
+        self.telemetry.epoch_cycles = self.config.epoch_cycles
         self.coordinator = Coordinator(params)
         self.cycle = 0
         self._rose: list[int | None] = [None] * params.channels  # tenant accepted last cycle
@@ -105,7 +109,9 @@ class FabricModel:
             # Step normally through the cycles that take a snapshot, end a
             # coordinator epoch or apply its result.
             k = cycles
-            if cfg.epoch_cycles:
+            if tel.epoch_cycles != cfg.epoch_cycles:
+                k = 0  # the epoch rule takes the new EPOCH_CYCLES in the next step
+            elif cfg.epoch_cycles:
                 k = min(k, cfg.epoch_cycles - 1 - tel.epoch_counter)
             if cfg.coord_enable or not coord.idle:
                 to_event = coord.cycles_to_event(self.cycle, cfg)

@@ -40,7 +40,10 @@ class Telemetry:
 
     A grant transferred at t is counted from t+2 (``_stage`` holds cycle t's
     per-tenant sums during t+1); a drop at t from t+1; ``queue_hwm`` at t+1
-    covers the occupancies of cycle t.
+    covers the occupancies of cycle t. The epoch rule of cycle t uses
+    :attr:`epoch_cycles`, the configuration's ``epoch_cycles`` of the
+    previous step (spec §10: a write of ``EPOCH_CYCLES`` taking effect in
+    cycle t governs the epochs from t+2); 0 after reset.
     """
 
     params: object
@@ -49,6 +52,7 @@ class Telemetry:
     epoch_count: int = 0
     epoch_counter: int = 0
     snapshot_pending: bool = False
+    epoch_cycles: int = 0
     _stage: dict = field(default_factory=dict)
 
     def __post_init__(self):
@@ -66,8 +70,9 @@ class Telemetry:
         live = self.live
         # A snapshot in cycle t copies the values of cycle t (before this update).
         take = self.snapshot_pending
-        if config.epoch_cycles:
-            if self.epoch_counter >= config.epoch_cycles - 1:
+        epoch_cycles, self.epoch_cycles = self.epoch_cycles, config.epoch_cycles
+        if epoch_cycles:
+            if self.epoch_counter >= epoch_cycles - 1:
                 take = True
                 self.epoch_counter = 0
             else:

@@ -128,7 +128,8 @@ def test_telemetry_vs_model(params, seed):
 def test_telemetry_timing():
     """Spec §10 timing, by hand: grants count from t+2, drops and high-water marks
     from t+1, snapshots copy the values of their own cycle, epochs every
-    EPOCH_CYCLES cycles, one EPOCH_COUNT step when both kinds coincide."""
+    EPOCH_CYCLES cycles under the value of the previous cycle, one EPOCH_COUNT
+    step when both kinds coincide."""
     params = FabricParams(tenants=2, channels=2, queue_depth=8)
     dut = Telemetry(params)
     T = 100  # first cycle of the script
@@ -140,8 +141,11 @@ def test_telemetry_timing():
     }
     drops = {T + 10: [1]}
     occupancy = {T + 20: {(1, 0): 5, (0, 0): 2}}
-    snapshots = {T + 1, T + 2, T + 10, T + 11, T + 20, T + 21, T + 31, T + 32, T + 49}
-    epoch_from = T + 40  # EPOCH_CYCLES = 5 from here: epochs end at T+44, T+49, T+54
+    snapshots = {T + 1, T + 2, T + 10, T + 11, T + 20, T + 21, T + 31, T + 32, T + 50}
+    # The epoch_cycles input (the EPOCH_CYCLES register) is 5 from T+40; the
+    # epoch rule reads it one cycle late (spec §10), so the counter counts
+    # from T+41 (0 there) and epochs end at T+45, T+50, T+55.
+    epoch_from = T + 40
     seen = {}
 
     async def testbench(ctx, addr):
@@ -150,7 +154,7 @@ def test_telemetry_timing():
         ctx.set(dut.r_addr, addr)
         for i in range(2):
             ctx.set(dut.tenant_cfg[i].slo_cycles, 4)
-        for cycle in range(T + 56 + READ_DELAY):
+        for cycle in range(T + 58 + READ_DELAY):
             ctx.set(dut.now, cycle)
             for c in range(2):
                 _set_grant(ctx, dut.grants[c], None)
@@ -185,9 +189,10 @@ def test_telemetry_timing():
     # A 4096-byte grant at T+30: not in the snapshot of T+31, in that of T+32.
     assert bytes_lo(T + 32, 0) == 0 and bytes_lo(T + 33, 0) == 4096
     assert reg(T + 33, "slo_violations", 0) == 0
-    # EPOCH_COUNT: manual snapshots, then epochs at T+44 and T+49 (with a manual one).
-    count = [seen[c][EPOCH_COUNT] for c in range(T + 40, T + 56)]
+    # EPOCH_COUNT: manual snapshots, then epochs at T+45 and T+50 (with a manual
+    # one) and T+55, each counted from the next cycle.
+    count = [seen[c][EPOCH_COUNT] for c in range(T + 40, T + 58)]
     assert count[0] == 8
-    assert [c - T for c in range(T + 41, T + 56) if seen[c][EPOCH_COUNT] != seen[c - 1][EPOCH_COUNT]] \
-        == [45, 50, 55]
-    assert seen[T + 55][EPOCH_COUNT] == 11
+    assert [c - T for c in range(T + 41, T + 58) if seen[c][EPOCH_COUNT] != seen[c - 1][EPOCH_COUNT]] \
+        == [46, 51, 56]
+    assert seen[T + 57][EPOCH_COUNT] == 11
