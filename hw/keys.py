@@ -12,7 +12,7 @@ function per spec rule: :func:`bucket_update` (§6.3), :func:`tag_clamp`
 
 from dataclasses import dataclass
 
-from amaranth.hdl import C, Cat, Mux, Signal
+from amaranth.hdl import C, Cat, Mux, Signal, Value
 
 from kvfabric.spec import (ARRIVAL_PRIO_BITS, BULK_PRIO_BITS, CREDIT_BURST, CREDIT_CLASSES, CREDIT_GUARANTEED,
                            CREDIT_URGENT)
@@ -98,8 +98,6 @@ def tenant_candidates(m, p, i, timing, *, cfg, q, level, peak, tag, burst_level,
     # Next-state candidates, all from registers, in parallel with selection.
     buckets = bucket_update(m, p, i, cfg=cfg, level=level, peak=peak, need=need, conform=k_conf,
                              burst_level=burst_level, fill=fill)
-    s_li, s_lw_g, s_pi, s_pw = buckets.level_sum, buckets.level_sum_debited, buckets.peak_sum, \
-        buckets.peak_sum_debited
     cap = cfg.capacity
     clamp = tag_clamp(m, p, i, tag=tag, vt=vt, vt_lo=vt_lo, vt_hi=vt_hi, backlogged=q.r_rdy)
     below, above, ti, elig_ti = clamp.below, clamp.above, clamp.tag, clamp.eligible
@@ -126,8 +124,9 @@ def tenant_candidates(m, p, i, timing, *, cfg, q, level, peak, tag, burst_level,
     keep = next_key(
         m, p, f"keep_{i}",
         valid=q.r_rdy | q.w_en, head=keep_head,
-        level_ok=(fill | _ge(s_li, keep_need)) & _ge(cap, keep_need) & guaranteed_next,
-        peak_ok=fill | _ge(s_pi, keep_need),
+        level_ok=(fill | ge_sum(m, f"keep_level_ok_{i}", [level, cfg.rate], [keep_need]))
+        & _ge(cap, keep_need) & guaranteed_next,
+        peak_ok=fill | ge_sum(m, f"keep_peak_ok_{i}", [peak, cfg.peak_rate], [keep_need]),
         eligible=elig_ti, finish=keep_fin, deadline_next=deadline_next,
         fcfs_next=fcfs_next, starve_on_next=starve_on_next,
         priority_next=priority_next, bulk_next=bulk_next, arrival_next=arrival_next)
@@ -140,11 +139,16 @@ def tenant_candidates(m, p, i, timing, *, cfg, q, level, peak, tag, burst_level,
     pop_need = Signal(p.peak_bits, name=f"pop_need_{i}")
     m.d.comb += pop_need.eq(pop_head.bytes << p.frac)
     pop_cap_ok = _ge(cap, pop_need)
+    # Each test compares pop_need with a sum of registers directly (ge_sum):
+    # level + rate (fcfs: not debited), level + rate - need (a guaranteed
+    # grant, whose level covered need), peak + peak_rate (- need).
     pop_level_ok = Mux(fill, pop_cap_ok,
-                       Mux(fcfs, _ge(s_li, pop_need) & pop_cap_ok,
-                           Mux(k_conf, _ge(s_lw_g, pop_need) & pop_cap_ok,
+                       Mux(fcfs, ge_sum(m, f"pop_level_ok_i_{i}", [level, cfg.rate], [pop_need]) & pop_cap_ok,
+                           Mux(k_conf, ge_sum(m, f"pop_level_ok_g_{i}", [level, cfg.rate], [need, pop_need])
+                               & pop_cap_ok,
                                _ge(burst_level, pop_need))))
-    pop_peak_ok = fill | Mux(fcfs, _ge(s_pi, pop_need), _ge(s_pw, pop_need))
+    pop_peak_ok = fill | Mux(fcfs, ge_sum(m, f"pop_peak_ok_i_{i}", [peak, cfg.peak_rate], [pop_need]),
+                             ge_sum(m, f"pop_peak_ok_w_{i}", [peak, cfg.peak_rate], [need, pop_need]))
     pop_tag = Signal(T, name=f"pop_tag_{i}")
     pop_fin = Signal(T, name=f"pop_finish_{i}")
     elig_fin = Signal(name=f"eligible_finish_{i}")
@@ -181,27 +185,32 @@ def bucket_update(m, p, i, *, cfg, level, peak, need, conform, burst_level, fill
     # than the peak level when LMAX < 4096).
     lsum_bits = max(p.level_bits, p.rate_bits) + 1
     psum_bits = max(p.peak_bits, p.peak_rate_bits) + 1
-    s_lw_g = Signal(lsum_bits, name=f"lvl_sum_g_{i}")
     s_li = Signal(lsum_bits, name=f"lvl_sum_i_{i}")
-    s_pw = Signal(psum_bits, name=f"pk_sum_w_{i}")
     s_pi = Signal(psum_bits, name=f"pk_sum_i_{i}")
     m.d.comb += [
         s_li.eq(level + cfg.rate),
-        s_lw_g.eq(s_li - need),
         s_pi.eq(peak + cfg.peak_rate),
-        s_pw.eq(s_pi - need),
     ]
+    # The debited sums and every comparison with the capacity are one
+    # carry-save tree and one carry chain each (sum_mod, ge_sum), in
+    # parallel with the sums above instead of behind them.
+    s_lw_g = sum_mod(m, f"lvl_sum_g_{i}", [level, cfg.rate], [need], lsum_bits)
+    s_pw = sum_mod(m, f"pk_sum_w_{i}", [peak, cfg.peak_rate], [need], psum_bits)
     cap = cfg.capacity
+    # level + rate < cap, and level + rate - need < cap (the latter used only
+    # for a conforming head, whose level covers need).
+    li_below = ~ge_sum(m, f"lvl_sum_i_ge_cap_{i}", [level, cfg.rate], [cap])
+    lw_below = ~ge_sum(m, f"lvl_sum_g_ge_cap_{i}", [level, cfg.rate], [need, cap])
     lw = Signal(p.level_bits, name=f"lvl_win_{i}")
     li = Signal(p.level_bits, name=f"lvl_idle_{i}")
     pw = Signal(p.peak_bits, name=f"pk_win_{i}")
     pi_ = Signal(p.peak_bits, name=f"pk_idle_{i}")
     m.d.comb += [
-        li.eq(Mux(fill, cap, _min(s_li, cap))),
+        li.eq(Mux(fill, cap, Mux(li_below, s_li, cap))),
         pw.eq(Mux(fill, p.pcap, min_pow2(s_pw, p.pcap))),
         pi_.eq(Mux(fill, p.pcap, min_pow2(s_pi, p.pcap))),
         # A burst grant spends the committed tokens (B_i = 0).
-        lw.eq(Mux(fill, cap, Mux(conform, _min(s_lw_g, cap), burst_level))),
+        lw.eq(Mux(fill, cap, Mux(conform, Mux(lw_below, s_lw_g, cap), burst_level))),
     ]
     return BucketUpdate(level_sum=s_li, level_sum_debited=s_lw_g, peak_sum=s_pi, peak_sum_debited=s_pw,
                          level_win=lw, level_idle=li, peak_win=pw, peak_idle=pi_)
@@ -388,6 +397,52 @@ def lag_position(m, tag, vt, bits, sfx):
         v_lt.eq(neg_top[2]),
     ]
     return lt_v, lt_lo, gt_hi, v_lt
+
+
+def _extend(m, name, value, width):
+    """``value`` zero-extended (or truncated) to ``width`` bits, as a named signal."""
+    out = Signal(width, name=name)
+    m.d.comb += out.eq(value)
+    return out
+
+
+def sum_mod(m, name, pos, neg, width):
+    """``(sum(pos) - sum(neg)) mod 2^width`` of unsigned values: a carry-save
+    tree of the operands (``-x = ~x + 1``) and one carry-propagate adder, so
+    that three or four operands cost one carry chain, not one chain each
+    (issue #42: the bucket sums and their comparisons were three chains in a
+    row). Exact: the same integer as the chain of additions."""
+    ops = [_extend(m, f"{name}_p{k}", x, width) for k, x in enumerate(pos)]
+    ops += [~_extend(m, f"{name}_n{k}", x, width) for k, x in enumerate(neg)]
+    if neg:
+        ops.append(C(len(neg) % (1 << width), width))
+    level = 0
+    while len(ops) > 2:
+        nxt = []
+        for k in range(0, len(ops) - 2, 3):
+            a, b, c = ops[k:k + 3]
+            sm = Signal(width, name=f"{name}_s{level}_{k // 3}")
+            cy = Signal(width, name=f"{name}_c{level}_{k // 3}")
+            m.d.comb += [sm.eq(a ^ b ^ c), cy.eq(((a & b) | (a & c) | (b & c)) << 1)]
+            nxt += [sm, cy]
+        nxt += ops[len(ops) - len(ops) % 3:] if len(ops) % 3 else []
+        ops = nxt
+        level += 1
+    out = Signal(width, name=name)
+    m.d.comb += out.eq(ops[0] + ops[1] if len(ops) == 2 else ops[0])
+    return out
+
+
+def ge_sum(m, name, pos, neg):
+    """``sum(pos) >= sum(neg)`` for unsigned values, as the sign of their
+    difference from :func:`sum_mod` (one carry chain after a carry-save tree).
+    The width holds either sum plus a sign bit, so the difference never wraps."""
+    bound = sum((1 << len(Value.cast(x))) - 1 for x in pos) + sum((1 << len(Value.cast(x))) - 1 for x in neg)
+    width = bound.bit_length() + 1
+    diff = sum_mod(m, f"{name}_diff", pos, neg, width)
+    ge = Signal(name=name)
+    m.d.comb += ge.eq(~diff[width - 1])
+    return ge
 
 
 def _ge(big, small):
