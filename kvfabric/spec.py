@@ -20,7 +20,7 @@ __all__ = [
     "CREDIT_CLASSES", "CREDIT_CLASS_NAMES", "CREDIT_BITS", "BULK_PRIO_BITS", "credit_class",
     "TENANT_FIELD_BITS", "STARVE_LIMIT_BITS", "EPOCH_CYCLES_BITS",
     "COORD_LATENCY", "COORD_MIN_EPOCH", "COORD_Q_BITS", "COORD_DEMAND_BITS", "COORD_FLOOR_BITS",
-    "COORD_EPOCH_BITS",
+    "COORD_EPOCH_BITS", "COORD_MAX_PASSES", "coord_level_bits", "coord_passes",
 ]
 
 #: Grant kinds (spec §2, §6.2): the value of the grant payload's 2-bit ``kind``.
@@ -93,8 +93,12 @@ COORD_LATENCY = 1024
 #: The shortest coordinator epoch: ``COORD_EPOCH`` below it counts as it. Above
 #: COORD_LATENCY, so an epoch's result has applied before the next epoch ends.
 COORD_MIN_EPOCH = 2048
-#: Precision of a channel's share of a tenant's demand: ``q`` in 0..2^COORD_Q_BITS.
+#: Precision of a channel's share of a tenant's demand: ``q`` in 0..2^COORD_Q_BITS
+#: (spec §13.5 before issue #43; kept for the tests that restate the old split).
 COORD_Q_BITS = 10
+#: Most passes of the allocation's water-filling (spec §13.5): each pass
+#: re-places every active tenant's total over its channels.
+COORD_MAX_PASSES = 6
 #: Width of the saturating per-(tenant, channel) demand counters (32-byte units).
 COORD_DEMAND_BITS = 20
 #: Widths of ``COORD.coord_floor`` (UQ0.8) and ``COORD_EPOCH.coord_epoch_cycles`` (spec §9).
@@ -235,6 +239,25 @@ class FabricParams:
     def dyn_bits(self):
         """Dynamic state bits per tenant per channel (spec §5)."""
         return self.level_bits + self.peak_bits + self.tag_bits
+
+
+def coord_level_bits(params) -> int:
+    """Width W of the allocation's water levels and channel loads (spec
+    §13.5): ``rate_bits + 1``, so a level reaches 2^W - 1 units, twice what
+    one rate register holds (16 KiB per cycle per channel at 16 bits)."""
+    return params.rate_bits + 1
+
+
+def coord_passes(params) -> int:
+    """Passes P of the allocation's water-filling (spec §13.2): the most, up
+    to COORD_MAX_PASSES, whose walk fits the coordinator's latency. A pass
+    takes ``N * (W + 2)`` cycles (per tenant: a load cycle, one cycle per
+    bit of its water level, a write cycle), the write-out of the rates
+    ``N * C``; the walk starts 2 cycles after the epoch's end and must end
+    before the cycle that reads the first channel's results."""
+    per_pass = params.tenants * (coord_level_bits(params) + 2)
+    room = COORD_LATENCY - 2 - params.tenants * params.channels
+    return max(1, min(COORD_MAX_PASSES, room // per_pass))
 
 
 def check_params(params):

@@ -38,7 +38,7 @@ FABRIC_OPTIONAL = {"tenants", "queue_depth", "max_request_bytes", "tag_bits", "s
                    "epoch_ms", "fcfs_bypass", *CREDIT_KEYS, *COORD_KEYS}
 TENANT_REQUIRED = {"id", "name", "guaranteed_gbps", "burst_gbps", "burst_duration_ms",
                    "priority", "latency_slo_us"}
-TENANT_OPTIONAL = {"weight", "hbm_quota_mb", "cxl_quota_mb", "page_color"}
+TENANT_OPTIONAL = {"weight", "hbm_quota_mb", "cxl_quota_mb", "page_color", "channels"}
 DEFAULT_STARVATION_LIMIT_US = 50
 DEFAULT_EPOCH_MS = 10
 
@@ -55,7 +55,7 @@ class TenantContract:
     priority: int
     latency_slo_us: Fraction
     weight: Fraction
-    extra: dict = field(default_factory=dict)  # hbm_quota_mb, cxl_quota_mb, page_color
+    extra: dict = field(default_factory=dict)  # hbm_quota_mb, cxl_quota_mb, page_color, channels
 
 
 @dataclass(frozen=True)
@@ -314,12 +314,25 @@ def _parse_tenant(raw, index: int, params: FabricParams) -> TenantContract:
             extra[key] = _number(raw[key], f"{label}: {key}")
     if "page_color" in raw:
         extra["page_color"] = int(_number(raw["page_color"], f"{label}: page_color", integer=True))
+    if "channels" in raw:
+        extra["channels"] = _channel_set(raw["channels"], f"{label}: channels", params.channels)
     return TenantContract(
         id=tid, name=raw["name"], guaranteed_gbps=g, burst_gbps=b,
         burst_duration_ms=_number(raw["burst_duration_ms"], f"{label}: burst_duration_ms"),
         priority=prio,
         latency_slo_us=_number(raw["latency_slo_us"], f"{label}: latency_slo_us"),
         weight=weight, extra=extra)
+
+
+def _channel_set(value, where: str, channels: int) -> tuple[int, ...]:
+    """A tenant's channel set (spec §12, §13.7): distinct channel indices."""
+    if not isinstance(value, list) or not value:
+        raise ContractError(f"{where} must be a non-empty list of channel indices 0..{channels - 1}, "
+                            f"not {value!r}")
+    out = [int(_number(c, where, integer=True)) for c in value]
+    if any(c >= channels for c in out) or len(set(out)) != len(out):
+        raise ContractError(f"{where} must list distinct channels in 0..{channels - 1}, not {value!r}")
+    return tuple(sorted(out))
 
 
 def _tenant_registers(t: TenantContract, fab: dict, params: FabricParams,
@@ -406,6 +419,50 @@ def check_admission(compiled: CompiledContract) -> None:
                 f"{float(compiled.gbps_of_rate(1) * total * one):.3f} GB/s, above admission_limit "
                 f"{float(compiled.admission_limit)} x capacity = {float(cap):.3f} GB/s "
                 f"by {float(over):.3f} GB/s")
+    check_channel_sets(compiled)
+
+
+def check_channel_sets(compiled: CompiledContract) -> None:
+    """Spec §13.7: with tenants' channel sets given (``channels``), the
+    coordinator's allocation can meet every total within the admission limit
+    exactly when, for every set U of channels, the totals of the tenants
+    confined to U fit U's limits (after the floors every tenant keeps on
+    every channel): ``sum over S_i within U of C·(RATE_i − fr_i) <= |U|·(8·L −
+    sum_j fr_j)``. Rejects the set U with the largest excess, naming it."""
+    declared = [t for t in compiled.tenants if "channels" in t.extra]
+    if not declared:
+        return
+    cfg, p = compiled.config, compiled.params
+    if not cfg.coord_enable:
+        t = declared[0]
+        raise ContractError(f"tenant '{t.name}': channels needs [fabric].coordinator = true: with the even "
+                            f"split a tenant on {len(t.extra['channels'])} of {p.channels} channels is "
+                            f"guaranteed only that fraction of its total (spec §13)")
+    one = 1 << p.frac
+    C = p.channels
+    fr = {t.id: cfg.coord_floor * cfg.tenants[t.id].rate >> 8 for t in compiled.tenants}
+    room = compiled.admission_limit * compiled.bytes_per_cycle * one - sum(fr.values())
+    masks = [(sum(1 << c for c in t.extra.get("channels", range(C))), C * (cfg.tenants[t.id].rate - fr[t.id]), t)
+             for t in compiled.tenants]
+    worst = None
+    for u in range(1, 1 << C):
+        confined = [(g, t) for m, g, t in masks if m & ~u == 0]
+        if not confined:
+            continue
+        excess = sum(g for g, _ in confined) - bin(u).count("1") * room
+        if excess > 0 and (worst is None or excess > worst[0]):
+            worst = (excess, u, confined)
+    if worst is not None:
+        excess, u, confined = worst
+        chans = [c for c in range(C) if u >> c & 1]
+        gbps = compiled.gbps_of_rate(1) / C  # GB/s of one unit (1/8 byte per cycle) summed over channels
+        raise ContractError(
+            "admission rejected: no allocation of the guarantees over the tenants' channels fits the "
+            f"admission limit (spec §13.7): the tenants confined to channels {chans} "
+            f"({', '.join(repr(t.name) for _, t in confined)}) need "
+            f"{float(gbps * sum(g for g, _ in confined)):.3f} GB/s, above admission_limit "
+            f"{float(compiled.admission_limit)} x the capacity of those {len(chans)} channels "
+            f"(less the floors) = {float(gbps * len(chans) * room):.3f} GB/s by {float(gbps * excess):.3f} GB/s")
 
 
 def admit(doc: dict, new_tenant: dict) -> CompiledContract:

@@ -3,9 +3,11 @@
 Each channel arbitrates alone (spec §4-§6); the coordinator only decides, once
 an epoch, which rate and peak rate each channel refills a tenant's buckets
 with. It counts the demand every channel accepts, ends epochs, computes a
-result from them (:func:`split_rates`, the rule) and holds it for
-``COORD_LATENCY`` cycles before it applies, the time the RTL takes to compute
-it serially, so the model and the RTL load the same values at the same edge.
+result from them (:func:`allocate`, the rule: an allocation of every tenant's
+total over the channels it uses, by water-filling) and holds it for
+``COORD_LATENCY`` cycles before it applies, channel c's rates ``c`` cycles
+later still (the RTL loads one channel's registers per cycle), so the model
+and the RTL load the same values at the same edges.
 
 The owner (:class:`kvfabric.model.fabric.FabricModel`, or the fast replay
 engine) calls, per cycle t: :meth:`Coordinator.due` / :meth:`apply` before the
@@ -19,49 +21,81 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from kvfabric.spec import COORD_DEMAND_BITS, COORD_LATENCY, COORD_Q_BITS
+from kvfabric.spec import COORD_DEMAND_BITS, COORD_LATENCY, coord_level_bits, coord_passes
 
 from .registers import FabricConfig, TenantConfig
 
-__all__ = ["Coordinator", "split_rates"]
+__all__ = ["Coordinator", "allocate", "water_level"]
 
 _DEMAND_MAX = (1 << COORD_DEMAND_BITS) - 1
-_Q = 1 << COORD_Q_BITS
 
 
-def split_rates(tenant: TenantConfig, demand: list[int], floor: int,
-                rate_max: int) -> tuple[tuple[int, int], ...] | None:
-    """``(rate[i][c], peak[i][c])`` for every channel c of one tenant from its
-    demand per channel ``demand`` and ``coord_floor`` (UQ0.8), spec §13.5, or
-    None for the even split (a disabled tenant, or no demand at all).
-    ``rate_max`` is the largest value the rate registers hold."""
-    total = sum(demand)
-    if not tenant.enable or total == 0:
-        return None
-    channels = len(demand)
-    rate, peak_rate = tenant.rate, tenant.peak_rate
-    rate_floor = floor * rate >> 8
-    pool = channels * (rate - rate_floor)
-    peak_floor = floor * peak_rate >> 8
-    peak_pool = channels * (peak_rate - peak_floor)
-    least = min(rate, 1)  # a guaranteed tenant keeps a non-zero rate everywhere
+def water_level(others: list[int], mask: list[bool], total: int, top: int) -> int:
+    """The smallest integer level h in 0..top with
+    ``sum(max(0, h - others[c]) for c in mask) >= total``, or ``top`` if
+    none (spec §13.5)."""
+    lo, hi = 0, min(min(o for o, m in zip(others, mask) if m) + total, top)
+    while lo < hi:
+        h = (lo + hi) // 2
+        if sum(max(0, h - o) for o, m in zip(others, mask) if m) >= total:
+            hi = h
+        else:
+            lo = h + 1
+    return lo
+
+
+def allocate(tenants: list[TenantConfig], demand: list[list[int]], floor: int, params,
+             passes: int | None = None) -> list[tuple[tuple[int, int], ...] | None]:
+    """Every tenant's ``(rate[i][c], peak[i][c])`` per channel c from the
+    epoch's demand matrix ``demand[i][c]`` and ``coord_floor`` (UQ0.8), spec
+    §13.5, or None for the even split (a disabled tenant, or no demand at
+    all). ``passes``: the water-filling's passes (default
+    :func:`kvfabric.spec.coord_passes`)."""
+    C = params.channels
+    rmax = (1 << params.rate_bits) - 1
+    pmax = (1 << params.peak_rate_bits) - 1
+    passes = coord_passes(params) if passes is None else passes
+    top = (1 << coord_level_bits(params)) - 1   # the highest level
+    active = [t.enable and any(d > 0 for d in row) for t, row in zip(tenants, demand)]
+    fr = [floor * t.rate >> 8 for t in tenants]
+    need = [C * (t.rate - f) for t, f in zip(tenants, fr)]
+    x = [[0] * C for _ in tenants]
+    load = [0] * C
+    for _ in range(passes):
+        for i, row in enumerate(demand):
+            if not active[i]:
+                continue
+            mask = [d > 0 for d in row]
+            others = [load[c] - x[i][c] for c in range(C)]
+            h = water_level(others, mask, need[i], top) if need[i] else 0
+            for c in range(C):
+                x[i][c] = max(0, h - others[c]) if mask[c] and need[i] else 0
+                load[c] = others[c] + x[i][c]
     out = []
-    for d in demand:
-        q = _Q * d // total
-        r = min(max(rate_floor + -(-pool * q // _Q), least), rate_max)
-        p = min(max(peak_floor + peak_pool * q // _Q, r), rate_max)
-        out.append((r, p))
-    return tuple(out)
+    for i, t in enumerate(tenants):
+        if not active[i]:
+            out.append(None)
+            continue
+        least = min(t.rate, 1)  # a guaranteed tenant keeps a non-zero rate everywhere
+        row = []
+        for c in range(C):
+            r = min(max(fr[i] + x[i][c], least), rmax)
+            p = min(max(r + t.peak_rate - t.rate, 0), pmax)
+            row.append((r, p))
+        out.append(tuple(row))
+    return out
 
 
 class Coordinator:
     """Demand counters, epoch counter, pending result and the per-channel
     rates in force (spec §13.3-§13.5).
 
-    ``splits[i]`` is tenant i's ``(rate, peak)`` per channel, or None when it
-    uses its registers on every channel (the even split); ``pending`` is the
-    result of the last epoch not yet applied: its apply cycle and the split
-    of every tenant it still holds (discarded tenants removed).
+    ``splits[i]`` is tenant i's ``(rate, peak)`` per channel, an entry None
+    where the channel uses the tenant's registers, or None when it uses them
+    on every channel (the even split); ``pending`` is the result of the last
+    epoch not yet applied on every channel: the cycle in which its next
+    channel's rates apply, the allocation of every tenant it still holds
+    (discarded tenants removed), and that next channel.
     """
 
     def __init__(self, params):
@@ -69,9 +103,8 @@ class Coordinator:
         self.demand = [[0] * params.channels for _ in range(params.tenants)]
         #: ``ec`` during the next cycle stepped (0 while the coordinator is off).
         self.epoch_counter = 0
-        self.pending: tuple[int, dict[int, tuple | None]] | None = None
+        self.pending: list | None = None
         self.splits: list[tuple | None] = [None] * params.tenants
-        self._rate_max = (1 << params.rate_bits) - 1
 
     @property
     def idle(self) -> bool:
@@ -82,14 +115,21 @@ class Coordinator:
 
     # ---- per cycle ------------------------------------------------------------------
     def due(self, cycle: int) -> bool:
-        """A result applies in ``cycle``: call :meth:`apply` before the channels step."""
+        """A channel's rates apply in ``cycle``: call :meth:`apply` before the channels step."""
         return self.pending is not None and self.pending[0] == cycle
 
     def apply(self) -> None:
-        """The pending result holds from now on, for every tenant it still holds."""
-        for i, split in self.pending[1].items():
-            self.splits[i] = split
-        self.pending = None
+        """The pending result holds from now on on its next channel, for every
+        tenant it still holds (spec §13.5: channel c from ``t_a + c``)."""
+        cycle, result, c = self.pending
+        for i, split in result.items():
+            cur = list(self.splits[i] or (None,) * self.params.channels)
+            cur[c] = None if split is None else split[c]
+            self.splits[i] = None if all(v is None for v in cur) else tuple(cur)
+        if c + 1 < self.params.channels:
+            self.pending = [cycle + 1, result, c + 1]
+        else:
+            self.pending = None
 
     def count(self, channel: int, tenant: int, nbytes: int) -> None:
         """A valid request of ``tenant`` with ``nbytes`` bytes accepted on
@@ -112,9 +152,8 @@ class Coordinator:
         """The epoch ends in ``cycle``: its result, from this cycle's
         ``config``, applies from ``cycle + 1 + COORD_LATENCY`` (spec §13.5)."""
         self.epoch_counter = 0
-        result = {i: split_rates(t, self.demand[i], config.coord_floor, self._rate_max)
-                  for i, t in enumerate(config.tenants)}
-        self.pending = (cycle + 1 + COORD_LATENCY, result)
+        result = allocate(config.tenants, self.demand, config.coord_floor, self.params)
+        self.pending = [cycle + 1 + COORD_LATENCY, dict(enumerate(result)), 0]
         for row in self.demand:
             row[:] = [0] * len(row)
 
@@ -162,7 +201,7 @@ class Coordinator:
             return [config] * channels
         out = []
         for c in range(channels):
-            tenants = [t if s is None else replace(t, rate=s[c][0], peak_rate=s[c][1])
+            tenants = [t if s is None or s[c] is None else replace(t, rate=s[c][0], peak_rate=s[c][1])
                        for t, s in zip(config.tenants, self.splits)]
             out.append(replace(config, tenants=tenants))
         return out

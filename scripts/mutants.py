@@ -180,11 +180,17 @@ MUTANTS = [
     M("oversize_request_valid", "a request above LMAX is not invalid",
       ("or nbytes == 0 or nbytes > p.max_request_bytes)", "or nbytes == 0)")),
     # ---- the coordinator across channels (spec §13), model/coordinator.py ----
-    M("coord_rate_split_floor", "a channel's share of the pool rounds down instead of up (spec §13.5)",
-      ("r = min(max(rate_floor + -(-pool * q // _Q), least), rate_max)",
-       "r = min(max(rate_floor + pool * q // _Q, least), rate_max)"), file="model/coordinator.py"),
+    M("coord_level_rounds_down", "a tenant's water level is one below the least that places its total "
+      "(spec §13.5)", ("            h = water_level(others, mask, need[i], top) if need[i] else 0",
+                       "            h = max(water_level(others, mask, need[i], top) - 1, 0) if need[i] else 0"),
+      file="model/coordinator.py"),
+    M("coord_one_pass", "the allocation makes one pass over the tenants instead of P (spec §13.5)",
+      ("    for _ in range(passes):\n", "    for _ in range(1):\n"), file="model/coordinator.py"),
     M("coord_applies_late", "an epoch's result applies one cycle after t_e + 1 + COORD_LATENCY",
-      ("self.pending = (cycle + 1 + COORD_LATENCY, result)", "self.pending = (cycle + 2 + COORD_LATENCY, result)"),
+      ("self.pending = [cycle + 1 + COORD_LATENCY, dict(enumerate(result)), 0]",
+       "self.pending = [cycle + 2 + COORD_LATENCY, dict(enumerate(result)), 0]"), file="model/coordinator.py"),
+    M("coord_floor_ignored", "the floor f of the even split is not kept on every channel (spec §13.5)",
+      ("    fr = [floor * t.rate >> 8 for t in tenants]", "    fr = [0 for t in tenants]"),
       file="model/coordinator.py"),
 ]
 

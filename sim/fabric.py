@@ -227,9 +227,9 @@ class FabricPolicy(Policy):
         """``fabric_cycle`` is an apply cycle: the rates of the result in force
         from it on (spec §13.5), before the cycle steps."""
         coord = self.coordinator
-        k = (fabric_cycle - coord.latency) // coord.epoch
+        k = (fabric_cycle - coord.latency - self.coord_channel) // coord.epoch
         self.model.config = coord.channel_config(self, k)
-        self.next_apply = (k + 1) * coord.epoch + coord.latency
+        self.next_apply = (k + 1) * coord.epoch + coord.latency + self.coord_channel
 
     def _skip_coordinated(self, cycles):
         """``model.skip(cycles)`` from :attr:`fabric_cycle`, split at apply cycles
@@ -274,14 +274,14 @@ class FabricCoordinator:
     at its own wake-ups; this object keeps what the coordinator decides
     exact all the same, with the model's arithmetic
     (:meth:`Coordinator.count`, :meth:`Coordinator.end_epoch`, i.e.
-    ``split_rates``, and :meth:`Coordinator.channel_configs`).
+    ``allocate``, and :meth:`Coordinator.channel_configs`).
 
     **When.** The contract enables the coordinator from reset and the system
     model never writes ``COORD`` or commits (:meth:`FabricPolicy.reconfigure`
     refuses), so epoch ``e`` is fabric cycles ``eE .. (e+1)E - 1`` (spec
     §13.4: ``ec`` = 0 in cycle 0) and the result of epoch ``k - 1``, result
-    ``k``, holds from its apply cycle ``t_a(k) = kE + COORD_LATENCY`` to
-    ``t_a(k+1)`` on every channel; before ``t_a(1)`` every channel uses the
+    ``k``, holds on channel c from its apply cycle ``t_a(k) + c``, with
+    ``t_a(k) = kE + COORD_LATENCY``, to ``t_a(k+1) + c``; before that every channel uses the
     registers (the even split).  All ports number fabric clocks alike, so
     a channel counts an acceptance of fabric cycle t into epoch ``t // E``
     and loads result k into its ``ChannelModel`` before it steps ``t_a(k)``,
@@ -348,7 +348,7 @@ class FabricCoordinator:
         for c, p in enumerate(self.policies):
             p.coordinator = self
             p.coord_channel = c
-            p.next_apply = self.epoch + self.latency
+            p.next_apply = self.epoch + self.latency + c  # channel c's rates load c cycles after t_a
 
     def count(self, channel, fabric_cycle, tenant, nbytes):
         """A valid request accepted on ``channel`` in ``fabric_cycle`` (spec §13.4)."""
@@ -361,7 +361,7 @@ class FabricCoordinator:
         acc.count(channel, tenant, nbytes)
 
     def channel_config(self, policy, k):
-        """The configuration ``policy``'s channel uses from ``t_a(k)`` on."""
+        """The configuration ``policy``'s channel c uses from ``t_a(k) + c`` on."""
         holder = Coordinator(self.params)
         holder.splits = self._result(k)
         return holder.channel_configs(policy.base_config)[policy.coord_channel]
@@ -378,7 +378,8 @@ class FabricCoordinator:
             demand = [row[:] for row in acc.demand]
             acc.end_epoch(end, self.config)
             t_a = acc.pending[0]
-            acc.apply()
+            while acc.pending is not None:  # every channel's rates (each at t_a + c)
+                acc.apply()
             self._splits.append(list(acc.splits))
             self.results.append((t_a, demand, tuple(acc.splits)))
         return self._splits[k]

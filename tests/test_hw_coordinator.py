@@ -4,10 +4,12 @@ The component is driven through a small harness that holds what the register
 file holds (``coord_enable``, and each tenant's active and staged RATE,
 PEAK_RATE and enable, copied by a COMMIT) and the channels' ingress registers.
 A reference written here from the rule, with :class:`fractions.Fraction`
-arithmetic, gives every cycle's expected ``rate[c][i]``/``peak_rate[c][i]``:
-the arithmetic of an epoch's result, when it is used (from t_e + 1 +
-COORD_LATENCY), when it is discarded (a COMMIT, a disabled cycle), and, with
-the coordinator off, the active RATE/PEAK_RATE in every cycle.
+arithmetic (each tenant's water level solved in closed form over its sorted
+channel loads, not searched as the RTL does), gives every cycle's expected
+``rate[c][i]``/``peak_rate[c][i]``: an epoch's result, when it is used
+(channel c from t_e + 1 + COORD_LATENCY + c), when it is discarded (a COMMIT,
+a disabled cycle), and, with the coordinator off, the active RATE/PEAK_RATE in
+every cycle.
 """
 
 from fractions import Fraction
@@ -18,32 +20,49 @@ from amaranth.hdl import Module, Mux, Signal
 from amaranth.lib.wiring import In, Out
 
 from kvfabric.hw.config import FabricComponent
-from kvfabric.hw.coordinator import Coordinator, schedule_cycles, walk_plan
+from kvfabric.hw.coordinator import Coordinator, walk_cycles
 from kvfabric.hw.layouts import acceptance_layout
-from kvfabric.spec import (COORD_DEMAND_BITS, COORD_LATENCY, COORD_MIN_EPOCH, COORD_Q_BITS,
-                           FabricParams)
+from kvfabric.spec import (COORD_LATENCY, COORD_MAX_PASSES, COORD_MIN_EPOCH, FabricParams,
+                           coord_level_bits, coord_passes)
 
 from support.axil_manager import run_sim, seeded
 
 
-def rule_result(d, rate, peak, enable, floor):
-    """Spec §13's per-channel rates of one tenant from its per-channel demand
-    ``d``, written from the rule with exact fractions."""
-    channels = len(d)
-    total = sum(d)
-    if not enable or total == 0:
-        return [rate] * channels, [peak] * channels
-    Q = 1 << COORD_Q_BITS
-    fr = math.floor(Fraction(floor * rate, 256))
-    fp = math.floor(Fraction(floor * peak, 256))
-    rates, peaks = [], []
-    for dc in d:
-        q = math.floor(Fraction(Q * dc, total))
-        r = min(max(fr + math.ceil(Fraction(channels * (rate - fr) * q, Q)), min(rate, 1)), 0xFFFF)
-        pk = min(max(fp + math.floor(Fraction(channels * (peak - fp) * q, Q)), r), 0xFFFF)
-        rates.append(r)
-        peaks.append(pk)
-    return rates, peaks
+def level(others, total):
+    """The smallest integer h with sum(max(0, h - o) for o in others) >= total
+    (total > 0): the real level over the k lowest loads, rounded up."""
+    lows = sorted(others)
+    for k in range(1, len(lows) + 1):
+        lam = Fraction(total + sum(lows[:k]), k)
+        if k == len(lows) or lam <= lows[k]:
+            return math.ceil(lam)
+
+
+def rule_result(demand, tenants, floor, passes, top=(1 << 17) - 1):
+    """Spec §13.5 from its text: per tenant (rates, peaks) per channel.
+    ``tenants`` = [(rate, peak, enable)]; ``demand[i][c]`` true where tenant i
+    was accepted on channel c; ``top`` the highest level, 2^W - 1."""
+    n, nc = len(tenants), len(demand[0])
+    active = [tenants[i][2] and any(demand[i]) for i in range(n)]
+    fr = [math.floor(Fraction(floor * t[0], 256)) for t in tenants]
+    need = [nc * (t[0] - f) for t, f in zip(tenants, fr)]
+    x = [[0] * nc for _ in range(n)]
+    for _ in range(passes):
+        for i in range(n):
+            if not active[i]:
+                continue
+            chans = [c for c in range(nc) if demand[i][c]]
+            others = {c: sum(x[j][c] for j in range(n) if j != i) for c in range(nc)}
+            h = min(level([others[c] for c in chans], need[i]), top) if need[i] else 0
+            x[i] = [max(0, h - others[c]) if c in chans and need[i] else 0 for c in range(nc)]
+    out = []
+    for i, (rate, peak, en) in enumerate(tenants):
+        if not active[i]:
+            out.append(([rate] * nc, [peak] * nc))
+            continue
+        rates = [min(max(fr[i] + x[i][c], min(rate, 1)), 0xFFFF) for c in range(nc)]
+        out.append((rates, [min(max(r + peak - rate, 0), 0xFFFF) for r in rates]))
+    return out
 
 
 class Reference:
@@ -54,7 +73,7 @@ class Reference:
         n, c = params.tenants, params.channels
         self.enable = 0
         self.ec = 0
-        self.demand = [[0] * c for _ in range(n)]
+        self.demand = [[False] * c for _ in range(n)]
         self.pending = None  # [t_a, rates[i][c], peaks[i][c], keep[i]]
         self.rate = [[0] * n for _ in range(c)]
         self.peak = [[0] * n for _ in range(c)]
@@ -69,34 +88,33 @@ class Reference:
         n, nc = p.tenants, p.channels
         if not self.enable:
             self.ec = 0
-            self.demand = [[0] * nc for _ in range(n)]
+            self.demand = [[False] * nc for _ in range(n)]
             self.pending = None
         else:
             for c, acc in enumerate(accepted):
                 if acc is not None:
-                    i, b = acc
-                    units = -(-b // p.tag_unit)
-                    self.demand[i][c] = min(self.demand[i][c] + units, (1 << COORD_DEMAND_BITS) - 1)
+                    self.demand[acc[0]][c] = True
             if self.ec >= max(epoch_cycles, COORD_MIN_EPOCH) - 1:
-                res = [rule_result(self.demand[i], *active[i], floor) for i in range(n)]
+                res = rule_result(self.demand, active, floor, coord_passes(p), (1 << coord_level_bits(p)) - 1)
                 self.pending = [t + 1 + COORD_LATENCY, [r for r, _ in res], [pk for _, pk in res], [True] * n]
                 self.results += 1
-                self.demand = [[0] * nc for _ in range(n)]
+                self.demand = [[False] * nc for _ in range(n)]
                 self.ec = 0
             else:
                 self.ec += 1
-            # A COMMIT taking effect in t_e .. t_a - 1 discards its tenant's result.
+            # A COMMIT taking effect in t_e .. t_a + c - 1 discards its tenant's result on channel c.
             if self.pending is not None:
                 for i in commit:
                     self.pending[3][i] = False
+        applying = None if self.pending is None else t + 1 - self.pending[0]
         for i in range(n):
             for c in range(nc):
                 if not enable_next or i in commit:
                     self.rate[c][i], self.peak[c][i] = active_next[i][:2]
-                elif self.pending is not None and self.pending[0] == t + 1 and self.pending[3][i]:
+                elif applying == c and self.pending[3][i]:
                     self.rate[c][i] = self.pending[1][i][c]
                     self.peak[c][i] = self.pending[2][i][c]
-        if self.pending is not None and self.pending[0] == t + 1:
+        if applying == nc - 1:
             self.applied += 1
             self.pending = None
         self.enable = enable_next
@@ -112,8 +130,7 @@ class Harness(FabricComponent):
     ``en_write_next``/``en_value_next``), with ``staged_*`` already holding
     what a COMMIT of the next cycle copies."""
 
-    def __init__(self, params, walkers=None):
-        self._walkers = walkers
+    def __init__(self, params):
         n, c = params.tenants, params.channels
         super().__init__(params, {
             "en_write":     In(1),
@@ -136,7 +153,7 @@ class Harness(FabricComponent):
     def elaborate(self, platform):
         m = Module()
         p = self.params
-        m.submodules.coord = coord = Coordinator(p, walkers=self._walkers)
+        m.submodules.coord = coord = Coordinator(p)
         enable = Signal()
         enable_next = Mux(self.en_write, self.en_value, enable)
         m.d.sync += enable.eq(enable_next)
@@ -161,34 +178,33 @@ class Harness(FabricComponent):
 
 
 def test_rule_even_demand_is_the_contract():
-    # The rule's own identity: even demand gives back RATE and PEAK_RATE exactly.
-    for rate, peak, floor in [(1000, 4000, 0), (1000, 4000, 128), (65535, 65535, 255), (7, 9, 3)]:
+    # The rule's own identity: demand on every channel gives back RATE and PEAK_RATE exactly.
+    for rate, peak, floor in [(1000, 4000, 0), (1000, 4000, 128), (8191, 65535, 255), (7, 9, 3)]:
         for c in (1, 2, 4, 8, 16):
-            assert rule_result([5] * c, rate, peak, 1, floor) == ([rate] * c, [peak] * c)
+            got = rule_result([[True] * c, [True] * c], [(rate, peak, 1), (rate // 2, peak, 1)], floor, 4)
+            assert got[0] == ([rate] * c, [peak] * c)
 
 
 def test_schedule_fits():
-    # The walk finishes before the edge into t_a for every size of spec §1;
-    # the divider takes more bits per cycle, and a second walker is added,
-    # only when they must.
+    # The walk ends before the cycle that reads the first channel's results
+    # (t_a - 1) for every size of spec §1, with the most passes that fit.
     for n in range(1, 17):
         for c in range(1, 17):
-            walkers, steps = walk_plan(n, c)
-            assert schedule_cycles(n, c, steps, walkers) <= COORD_LATENCY - 2
-            assert steps == 1 or schedule_cycles(n, c, steps - 1, walkers) > COORD_LATENCY - 2
-            assert walkers == 1 or all(schedule_cycles(n, c, k, walkers - 1) > COORD_LATENCY - 2
-                                       for k in range(1, COORD_Q_BITS + 2))
-    assert walk_plan(8, 8) == (1, 2) and walk_plan(16, 16)[0] == 2
-    with pytest.raises(ValueError, match="1 coordinator walker"):
-        walk_plan(16, 16, 1)
+            p = FabricParams(tenants=n, channels=c)
+            passes, lw = coord_passes(p), coord_level_bits(p)
+            assert 1 <= passes <= COORD_MAX_PASSES
+            assert walk_cycles(p) == passes * n * (lw + 2) + n * c <= COORD_LATENCY - 2
+            assert passes == COORD_MAX_PASSES or (passes + 1) * n * (lw + 2) + n * c > COORD_LATENCY - 2
+            assert lw == 17  # a level reaches twice a rate register (spec §13.2)
+    assert coord_passes(FabricParams(tenants=8, channels=8)) == 6
 
 
-def _run(params, seed, *, cycles, script, traffic, walkers=None):
+def _run(params, seed, *, cycles, script, traffic):
     """Simulate ``cycles`` cycles; ``script(t, rng)`` returns the cycle's
     register actions, ``traffic(t, rng, c)`` an acceptance or None. Every
     cycle's rate and peak registers are compared with :class:`Reference`."""
     rng = seeded(seed, 27)
-    dut = Harness(params, walkers)
+    dut = Harness(params)
     ref = Reference(params)
     n, nc = params.tenants, params.channels
     stats = {}
@@ -251,14 +267,12 @@ def _contracts(params, rng):
     return {i: (rng.randrange(1, 1 << 16), rng.randrange(1, 1 << 16), 1) for i in range(params.tenants)}
 
 
-@pytest.mark.parametrize("params, walkers", [(FabricParams(tenants=3, channels=2), None),
-                                             (FabricParams(tenants=2, channels=3), None),
-                                             (FabricParams(tenants=3, channels=2), 2)],
-                         ids=["3x2", "2x3", "3x2-two-walkers"])
-def test_results_and_timing(params, walkers, seed):
+@pytest.mark.parametrize("params", [FabricParams(tenants=3, channels=2), FabricParams(tenants=2, channels=3),
+                                    FabricParams(tenants=4, channels=4)], ids=["3x2", "2x3", "4x4"])
+def test_results_and_timing(params, seed):
     """Skewed random demand over four epochs of COORD_MIN_EPOCH cycles; each
     epoch's result (arithmetic against the Fraction rule) used exactly from
-    t_e + 1 + COORD_LATENCY; a COMMIT in a result's window, or in t_e
+    t_e + 1 + COORD_LATENCY + c on channel c; a COMMIT in a result's window, or in t_e
     itself, discards that tenant's result; one tenant disabled (its result
     is the even split); a floor in the first epoch, none later, where the
     last tenant has no demand on channels other than 0 (the rate of 1 that
@@ -288,11 +302,16 @@ def test_results_and_timing(params, walkers, seed):
     def traffic(t, rng, c):
         if t < first or rng.random() < 0.3:
             return None
-        weights = [skew[i % 3][c % 3] if i < n - 1 or c == 0 else 0 for i in range(n)]
+        # Tenant i uses the channels where its row of `skew` is not 0 (the
+        # last one channel 0 only): skewed, overlapping channel sets.
+        weights = [skew[i % 3][c % 3] * ((i + c) % 3 != 1 or c == i % params.channels)
+                   if i < n - 1 or c == 0 else 0 for i in range(n)]
+        if not any(weights):
+            return None
         return rng.choices(range(n), weights)[0], rng.choice([1, 31, 32, 33, 64, 4096])
 
-    stats = _run(params, seed, cycles=first + 1 + 3 * E + COORD_LATENCY + 4, script=script, traffic=traffic,
-                 walkers=walkers)
+    stats = _run(params, seed, cycles=first + 1 + 3 * E + COORD_LATENCY + params.channels + 4, script=script,
+                 traffic=traffic)
     assert stats == {"results": 3, "applied": 3}
 
 
@@ -327,12 +346,11 @@ def test_disable_discards_and_off_follows_rate(seed):
     assert stats == {"results": 2, "applied": 0}
 
 
-def test_long_epoch_and_saturation(seed):
-    """COORD_EPOCH above the minimum, and one channel's counter saturating
-    (2^20 - 1 units) while another counts a few: the result uses the
-    saturated value."""
+def test_long_epoch(seed):
+    """COORD_EPOCH above the minimum, one channel busy every cycle and the
+    other accepting a few requests: both are the tenant's channels."""
     params = FabricParams(tenants=1, channels=2)
-    E = 8300   # 8300 cycles x 128 units > 2^20
+    E = 8300
 
     def script(t, rng):
         acts = {"floor": 200, "epoch": E}
@@ -347,5 +365,5 @@ def test_long_epoch_and_saturation(seed):
             return (0, 4096)
         return (0, 32) if rng.random() < 0.01 else None
 
-    stats = _run(params, seed, cycles=2 + E + COORD_LATENCY + 4, script=script, traffic=traffic)
+    stats = _run(params, seed, cycles=2 + E + COORD_LATENCY + 6, script=script, traffic=traffic)
     assert stats == {"results": 1, "applied": 1}

@@ -8,7 +8,6 @@ oracles of issue #27 (a tenant on 2 of 8 channels, a demand shift, the burst
 cap over windows) measure delivered bytes against the contract's totals.
 """
 
-import math
 import random
 from fractions import Fraction
 
@@ -16,16 +15,17 @@ import pytest
 
 from kvfabric.model.channel import Request
 from kvfabric.model.contract import ContractError, compile_contract
-from kvfabric.model.coordinator import split_rates
+from kvfabric.model.coordinator import allocate
 from kvfabric.model.fabric import FabricModel
 from kvfabric.model.regfile import FABRIC, RegisterFile, config_writes
 from kvfabric.model.registers import FabricConfig, TenantConfig
-from kvfabric.model.replay import MemorySide, replay_lockstep, replay_model
+from kvfabric.model.replay import replay_lockstep, replay_model
 from kvfabric.model.trace import TraceRow
-from kvfabric.spec import COORD_LATENCY, COORD_MIN_EPOCH, COORD_Q_BITS, FabricParams
+from kvfabric.spec import COORD_LATENCY, COORD_MIN_EPOCH, FabricParams
+
+from support.backlog import backlogged
 
 E = COORD_MIN_EPOCH  # every test runs the shortest epoch: fewest cycles per epoch
-Q = 1 << COORD_Q_BITS
 RATE_MAX = (1 << 16) - 1
 
 
@@ -74,56 +74,65 @@ def test_off_is_bit_for_bit(seed):
 
 # ---- (b) the arithmetic of §13.5 and the sums of §13.7 -----------------------------------
 
-def _rule(rate, peak_rate, enable, floor, demand):
-    """Spec §13.5 written again on exact rationals: (rate, peak) per channel."""
-    C, D = len(demand), sum(demand)
-    if not enable or D == 0:
-        return [(rate, peak_rate)] * C
-    fr = math.floor(Fraction(floor * rate, 256))
-    fp = math.floor(Fraction(floor * peak_rate, 256))
-    out = []
-    for d in demand:
-        q = math.floor(Fraction(Q * d, D))
-        r = min(max(fr + math.ceil(Fraction(C * (rate - fr) * q, Q)), min(rate, 1)), RATE_MAX)
-        p = min(max(fp + math.floor(Fraction(C * (peak_rate - fp) * q, Q)), r), RATE_MAX)
-        out.append((r, p))
-    return out
-
-
-def test_split_follows_the_rule_and_its_sums(seed):
-    rng = random.Random(seed)
-    for _ in range(3000):
-        C = rng.randrange(1, 17)
-        rate = rng.choice([0, 1, 2, rng.randrange(1, 64), rng.randrange(1, 4096)])
-        peak_rate = rng.choice([rate, rate + rng.randrange(0, 4096)])
-        floor = rng.choice([0, 255, rng.randrange(256)])
-        demand = [rng.choice([0, 0, 1, rng.randrange(1 << 20), (1 << 20) - 1]) for _ in range(C)]
-        enable = rng.random() < 0.9
-        tenant = TenantConfig(rate=rate, capacity=0, peak_rate=min(peak_rate, RATE_MAX), enable=int(enable))
-        want = _rule(rate, tenant.peak_rate, enable, floor, demand)
-        got = split_rates(tenant, demand, floor, RATE_MAX)
-        assert list(got or [(rate, tenant.peak_rate)] * C) == want, (C, rate, peak_rate, floor, demand)
-        if got is None or max(r for r, _ in want) == RATE_MAX or max(p for _, p in want) == RATE_MAX:
+def _check_allocation(params, tenants, demand, floor, got):
+    """Spec §13.5's guarantees of one result, from their definitions: a
+    tenant without demand or disabled keeps its registers (None); otherwise
+    the floor (at least 1 when RATE > 0) on every channel without demand,
+    its whole total placed (sum of rates >= C·RATE_i, at most C - 1 units
+    above), rate 0 exactly when RATE is, and the burst headroom
+    PEAK_RATE - RATE on every channel."""
+    C = params.channels
+    rmax, pmax = (1 << params.rate_bits) - 1, (1 << params.peak_rate_bits) - 1
+    for i, t in enumerate(tenants):
+        mask = [d > 0 for d in demand[i]]
+        if not t.enable or not any(mask):
+            assert got[i] is None
             continue
-        # §13.7: C·RATE − pool·(k − 1)/Q ≤ Σ rate ≤ C·RATE + C; Σ peak ≤ C·PEAK_RATE + C.
-        k = sum(1 for d in demand if d)
-        pool = C * (rate - rate * floor // 256)
-        total = sum(r for r, _ in want)
-        assert C * rate - Fraction(pool * (k - 1), Q) <= total <= C * rate + C
-        assert sum(p for _, p in want) <= C * tenant.peak_rate + C
-        assert all(p >= r for r, p in want)
-        if rate:
-            assert min(r for r, _ in want) >= 1  # a guaranteed tenant keeps a rate everywhere
-    # Even demand gives the registers back exactly.
+        rates = [r for r, _ in got[i]]
+        fr = floor * t.rate // 256
+        least = max(fr, min(t.rate, 1))
+        assert all(rates[c] == min(least, rmax) for c in range(C) if not mask[c]), (i, rates, mask)
+        assert all((r == 0) == (t.rate == 0) for r in rates)
+        # Unless the loads could reach the highest level 2^W - 1 (spec §13.5's
+        # cap, W = 17) or a rate its register's maximum:
+        if sum(C * u.rate for u in tenants) < 1 << 17 and max(rates) < rmax:
+            placed = sum(rates[c] - fr for c in range(C) if mask[c])
+            need = C * (t.rate - fr)
+            # The level's overshoot is below the channels it fills; a channel of
+            # the set left at 0 gets the minimum 1 instead (§13.7).
+            assert need <= placed <= need + max(sum(mask) - 1, 0), (i, rates, need)
+            assert C * t.rate <= sum(rates) <= C * t.rate + C - 1
+        for r, p in got[i]:
+            assert p == min(max(r + t.peak_rate - t.rate, 0), pmax)
+
+
+def test_allocation_keeps_each_total_and_the_rate_zero_rule(seed):
+    rng = random.Random(seed)
+    for _ in range(400):
+        params = FabricParams(tenants=rng.randrange(1, 9), channels=rng.choice([1, 2, 3, 4, 8, 16]))
+        tenants = []
+        for _ in range(params.tenants):
+            rate = rng.choice([0, 1, 2, rng.randrange(1, 64), rng.randrange(1, 4096)])
+            peak = min(rng.choice([rate, rate + rng.randrange(0, 4096)]), RATE_MAX)
+            tenants.append(TenantConfig(rate=rate, capacity=0, peak_rate=peak, enable=int(rng.random() < 0.9)))
+        floor = rng.choice([0, 0, 255, rng.randrange(256)])
+        demand = [[rng.choice([0, 0, 1, rng.randrange(1 << 20)]) for _ in range(params.channels)]
+                  for _ in range(params.tenants)]
+        _check_allocation(params, tenants, demand, floor, allocate(tenants, demand, floor, params))
+    # Even demand gives the registers back exactly (tenants with demand everywhere).
     for C in (1, 2, 4, 8, 16):
-        t = TenantConfig(rate=77, capacity=0, peak_rate=301, enable=1)
-        assert split_rates(t, [5] * C, 100, RATE_MAX) == ((77, 301),) * C
+        params = FabricParams(tenants=3, channels=C)
+        ts = [TenantConfig(rate=77, capacity=0, peak_rate=301, enable=1),
+              TenantConfig(rate=5, capacity=0, peak_rate=5, enable=1), TenantConfig()]
+        got = allocate(ts, [[5] * C, [1] * C, [0] * C], 100, params)
+        assert got == [((77, 301),) * C, ((5, 5),) * C, None]
 
 
 def test_applied_rates_follow_the_accepted_demand(seed):
-    """The fabric's rates after an epoch are §13.5 of the demand this test
-    counts itself: the 32-byte units of the valid requests each channel
-    accepted in the epoch (drops and refusals not counted)."""
+    """The fabric's rates after an epoch are a result of §13.5 for the demand
+    this test counts itself (the channels with a valid request of the tenant
+    accepted in the epoch; drops and refusals not counted): the floor off
+    them, the whole total on them."""
     params = FabricParams(tenants=3, channels=4, queue_depth=2)
     rng = random.Random(seed)
     tenants = [_tenant(params, rng.randrange(1, 200), rng.randrange(200, 900)) for _ in range(2)]
@@ -132,25 +141,31 @@ def test_applied_rates_follow_the_accepted_demand(seed):
     config = FabricConfig(tenants, coord_enable=1, coord_floor=floor)
     fab = FabricModel(params, config)
     demand = [[0] * params.channels for _ in range(params.tenants)]
+    busy = [rng.sample(range(params.channels), rng.randrange(1, params.channels + 1)) for _ in range(3)]
     for t in range(E):
-        reqs = [Request(rng.randrange(params.tenants), rng.choice([1, 32, 33, 100, 4096]), 0)
-                if rng.random() < rng.choice([0.1, 0.9])
-                else None for c in range(params.channels)]
+        reqs = []
+        for c in range(params.channels):
+            users = [i for i in range(3) if c in busy[i]]
+            reqs.append(Request(rng.choice(users), rng.choice([1, 32, 33, 100, 4096]), 0)
+                        if users and rng.random() < rng.choice([0.1, 0.9]) else None)
         for c, r in enumerate(fab.step(reqs, [rng.random() < 0.5] * params.channels)):
             if r.accepted and not r.dropped:
                 demand[reqs[c].tenant][c] += -(-reqs[c].bytes // 32)
     assert any(demand[0]) and any(demand[1])
-    for _ in range(COORD_LATENCY + 1):
+    for _ in range(COORD_LATENCY + params.channels):
         fab.step([None] * params.channels, [True] * params.channels)
-    for i, t in enumerate(tenants):
-        want = _rule(t.rate, t.peak_rate, t.enable, floor, demand[i])
-        assert [(ch.config.tenants[i].rate, ch.config.tenants[i].peak_rate) for ch in fab.channels] == want
+    got = [None if not t.enable or not any(demand[i]) else
+           tuple((ch.config.tenants[i].rate, ch.config.tenants[i].peak_rate) for ch in fab.channels)
+           for i, t in enumerate(tenants)]
+    _check_allocation(params, tenants, demand, floor, got)
+    assert [ch.config.tenants[2] for ch in fab.channels] == [tenants[2]] * params.channels
 
 
 # ---- (c) when a result applies, and when it is discarded ----------------------------------
 
 T_E2 = 2 * E - 1  # the end of the second epoch
-T_A2 = T_E2 + 1 + COORD_LATENCY  # its result holds from here
+T_A2 = T_E2 + 1 + COORD_LATENCY  # its result holds from here on channel 0,
+T_A2_3 = T_A2 + 3  # and from here on channel 3, the one watched (spec §13.5: channel c from t_a + c)
 
 
 def _level_steps(commit_at=None, disable_at=None, recommit_at=None):
@@ -158,7 +173,7 @@ def _level_steps(commit_at=None, disable_at=None, recommit_at=None):
     T_A2: ``level[t+1] - level[t]`` while it is below its capacity (§6.3).
 
     Epoch 1: demand on channel 0 only, so from T_A1 channel 3 refills by 1;
-    epoch 2: demand on channel 3 only, so from T_A2 by C·RATE (§13.5). A
+    epoch 2: demand on channel 3 only, so from T_A2 + 3 by C·RATE (§13.5). A
     4096-byte grant just before T_A2 empties the bucket to watch the refill."""
     params = FabricParams(tenants=2, channels=4, queue_depth=2)
     rate = 64
@@ -166,7 +181,7 @@ def _level_steps(commit_at=None, disable_at=None, recommit_at=None):
     fab = FabricModel(params, FabricConfig([tenant, tenant], coord_enable=1))
     script = {10: (0, 64), E + 50: (3, 64), T_A2 - 100: (3, 4096)}
     steps = {}
-    for t in range(T_A2 + 60):
+    for t in range(T_A2_3 + 60):
         reqs = [None] * params.channels
         if t in script:
             c, nbytes = script[t]
@@ -188,29 +203,31 @@ def _level_steps(commit_at=None, disable_at=None, recommit_at=None):
 def test_result_applies_at_epoch_end_plus_latency():
     params, rate, grant, steps = _level_steps()
     C = params.channels
-    assert all(steps[t] == 1 for t in range(grant + 1, T_A2)), "epoch 1's result: rate 1 off its demand"
-    assert all(steps[t] == C * rate for t in range(T_A2, T_A2 + 40)), "epoch 2's result from T_A2 exactly"
+    assert all(steps[t] == 1 for t in range(grant + 1, T_A2_3)), "epoch 1's result: rate 1 off its demand"
+    assert all(steps[t] == C * rate for t in range(T_A2_3, T_A2_3 + 40)), "epoch 2's result from T_A2 + 3 exactly"
 
 
-@pytest.mark.parametrize("when", [T_E2, T_E2 + COORD_LATENCY])
+@pytest.mark.parametrize("when", [T_E2, T_E2 + COORD_LATENCY, T_A2_3 - 1])
 @pytest.mark.parametrize("how", ["commit", "recommit", "disable"])
 def test_result_discarded_by_commit_and_disable(how, when):
     """A COMMIT of the tenant (even of its own values) or the coordinator
-    turned off, taking effect in t_e .. t_e + COORD_LATENCY (spec §13.5):
-    the even split from the next cycle, and nothing applies at t_a."""
+    turned off, taking effect in t_e .. t_a + c - 1 (spec §13.5, channel c = 3):
+    the even split from the next cycle, and nothing applies at t_a + c."""
     kwargs = {"commit": "commit_at", "recommit": "recommit_at", "disable": "disable_at"}[how]
     params, rate, grant, steps = _level_steps(**{kwargs: when})
     after = max(grant + 1, when + 1)
-    assert all(steps[t] == rate for t in range(after, T_A2 + 40)), [steps[t] for t in range(after, T_A2 + 40)]
+    assert all(steps[t] == rate for t in range(after, T_A2_3 + 40)), [steps[t] for t in range(after, T_A2_3 + 40)]
 
 
 def test_result_kept_by_commit_outside_the_window():
-    """A COMMIT just before t_e leaves the result (computed after it); one at t_a
-    comes after it has applied: the tenant returns to the even split a cycle later."""
+    """A COMMIT just before t_e leaves the result (computed after it); one at
+    t_a + 3 comes after it has applied on channel 3: the tenant returns to the
+    even split a cycle later."""
     params, rate, grant, steps = _level_steps(commit_at=T_E2 - 1)
-    assert all(steps[t] == params.channels * rate for t in range(T_A2, T_A2 + 40))
-    params, rate, grant, steps = _level_steps(commit_at=T_A2)
-    assert steps[T_A2] == params.channels * rate and all(steps[t] == rate for t in range(T_A2 + 1, T_A2 + 40))
+    assert all(steps[t] == params.channels * rate for t in range(T_A2_3, T_A2_3 + 40))
+    params, rate, grant, steps = _level_steps(commit_at=T_A2_3)
+    assert steps[T_A2_3] == params.channels * rate
+    assert all(steps[t] == rate for t in range(T_A2_3 + 1, T_A2_3 + 40))
 
 
 def test_skip_is_exact_with_the_coordinator_on(seed):
@@ -250,33 +267,7 @@ B = 64  # the memory side's bytes per cycle (spec §8)
 
 
 def _backlogged(params, config, channels_of, cycles):
-    """Every tenant keeps its queues full on the channels ``channels_of(t)[i]``
-    says (the request port offered round robin to those with room); returns
-    the bytes transferred per cycle and tenant, and the fabric."""
-    fab = FabricModel(params, config)
-    mem = MemorySide(params.channels, B)
-    turn = [0] * params.channels
-    served = []
-    for t in range(cycles):
-        placement = channels_of(t)
-        reqs = []
-        for c, ch in enumerate(fab.channels):
-            full = ch.queue_full()
-            mine = [i for i in range(params.tenants) if c in placement.get(i, ())]
-            pick = None
-            for k in range(len(mine)):
-                i = mine[(turn[c] + k) % len(mine)]
-                if not full[i]:
-                    pick, turn[c] = i, (turn[c] + k + 1) % len(mine)
-                    break
-            reqs.append(Request(pick, SIZE, t & 0xFFFF) if pick is not None else None)
-        row = [0] * params.tenants
-        for c, r in enumerate(fab.step(reqs, mem.ready(t))):
-            if r.transferred is not None:
-                mem.transfer(c, t, r.transferred.bytes)
-                row[r.transferred.tenant] += r.transferred.bytes
-        served.append(row)
-    return served, fab
+    return backlogged(params, config, channels_of, cycles, size=SIZE, bytes_per_cycle=B)
 
 
 def _per_cycle(served, tenant, start, end):
@@ -456,17 +447,16 @@ def test_register_file_names_the_committed_tenant():
 
 def test_skewed_total_with_a_floor_keeps_the_derived_bound():
     """Spec §13.7's steady state with a floor f: tenant 0's rates on its two
-    channels sum to at least C·RATE − (C − |S|)·floor(f·RATE/256) −
-    pool·(|S| − 1)/Q, and over the window it receives at least what §7's
-    guaranteed-rate bound gives for those rates."""
+    channels sum to at least C·RATE − (C − |S|)·floor(f·RATE/256), and over
+    the window it receives at least what §7's guaranteed-rate bound gives for
+    those rates."""
     floor, S = 32, (0, 1)
     config = FabricConfig(_skew_config(True).tenants, coord_enable=1, coord_floor=floor)
     start = 2 * E + COORD_LATENCY + 1
     served, fab = _backlogged(SKEW_PARAMS, config, lambda t: {0: S, **SPREAD}, start + E)
     C, rates = SKEW_PARAMS.channels, [ch.config.tenants[0].rate for ch in fab.channels]
     fr = floor * RATE // 256
-    pool = C * (RATE - fr)
-    assert sum(rates[c] for c in S) >= C * RATE - (C - len(S)) * fr - Fraction(pool * (len(S) - 1), Q)
+    assert sum(rates[c] for c in S) >= C * RATE - (C - len(S)) * fr
     assert all(rates[c] == fr for c in range(C) if c not in S)  # the floor kept where it has no demand
     w = len(served) - start
     got = sum(row[0] for row in served[start:])
@@ -475,3 +465,45 @@ def test_skewed_total_with_a_floor_keeps_the_derived_bound():
     print(f"floor {floor}/256: tenant 0 rates {rates}, {got} B in {w} cycles, bound {float(bound):.0f} B, "
           f"{float(Fraction(got, w) / GUARANTEE):.3f} of its total")
     assert got >= bound
+
+
+# ---- issue #43: a tenant's channel set in the contract ---------------------------------------
+
+def _skew_doc(channels, coordinator=True, floor=0):
+    """Issue #43's case: 8 channels of 51.2 GB/s at 400 MHz, admission limit
+    0.85 (43.52 GB/s per channel), four tenants of 60 GB/s, one on ``channels``."""
+    t = {"guaranteed_gbps": 60, "burst_gbps": 120, "burst_duration_ms": 0.01, "priority": 0,
+         "latency_slo_us": 10}
+    tenants = [{"id": i, "name": f"t{i}", **t} for i in range(4)]
+    tenants[1]["channels"] = channels
+    return {"fabric": {"clock_mhz": 400, "channels": 8, "channel_gbps": 51.2, "admission_limit": 0.85,
+                       "coordinator": coordinator, "coordinator_floor": floor},
+            "tenant": tenants}
+
+
+def test_contract_admits_channel_sets_only_where_an_allocation_fits():
+    """Spec §12, §13.7: 60 GB/s on channels 0-1 fits (2 x 43.52 GB/s); on
+    channel 0 alone it does not (the set {0} and its excess are named);
+    neither do the four tenants confined to 5 channels, which the per-channel
+    sum of the even split admits; a floor that every tenant keeps on every
+    channel takes room from the set; a set needs the coordinator."""
+    assert compile_contract(_skew_doc([1, 0])).tenants[1].extra["channels"] == (0, 1)
+    with pytest.raises(ContractError, match=r"confined to channels \[0\] \('t1'\) need 60\.000 GB/s, above "
+                                            r"admission_limit 0\.85 x the capacity of those 1 channels "
+                                            r"\(less the floors\) = 43\.520 GB/s by 16\.480 GB/s"):
+        compile_contract(_skew_doc([0]))
+    doc = _skew_doc([0, 1, 2, 3, 4])
+    for t in doc["tenant"]:
+        t["channels"] = [0, 1, 2, 3, 4]
+    with pytest.raises(ContractError, match=r"channels \[0, 1, 2, 3, 4\] \('t0', 't1', 't2', 't3'\) need "
+                                            r"240\.000 GB/s, .* = 217\.600 GB/s by 22\.400 GB/s"):
+        compile_contract(doc)
+    # Floor 1/2: each tenant keeps 3.75 GB/s on every channel (15 GB/s of floors per
+    # channel); tenant 1 places the other 60 - 8 x 3.75 = 30 GB/s on channels 0-1,
+    # which have 2 x (43.52 - 15) = 57.04 GB/s: admitted.
+    compile_contract(_skew_doc([0, 1], floor=0.5))
+    with pytest.raises(ContractError, match=r"channels needs \[fabric\]\.coordinator = true"):
+        compile_contract(_skew_doc([0, 1], coordinator=False))
+    for bad in ([], [8], [0, 0], "0", [0.5]):
+        with pytest.raises(ContractError, match=r"tenant 't1': channels must"):
+            compile_contract(_skew_doc(bad))
