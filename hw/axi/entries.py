@@ -65,8 +65,12 @@ class PieceEntries:
 
         ``ask`` is the pointer to the next entry to offer (advanced here);
         ``pending``: that entry is ready and waiting; ``arriving``: it becomes
-        ready in this cycle (the bypass); ``from_piece``: it is being allocated
-        in this cycle, so its channel, bytes and error flag are ``piece``'s.
+        ready in this cycle (the bypass); ``from_piece``: it is the entry the
+        splitter's piece takes (``ask`` = ``alloc``), so if it is offered at
+        all it is being allocated in this cycle and its channel, bytes and
+        error flag are ``piece``'s. (A pointer comparison, not ``arriving``,
+        selects them: the multiplexer then settles while the offer's validity
+        is still being worked out.)
         A request the arbiter drops (``dropped``) marks its entry erroneous.
         """
         k = ask[:len(ask) - 1]

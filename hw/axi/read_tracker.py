@@ -125,7 +125,7 @@ class ReadTracker(wiring.Component):
             pending.eq(ask != alloc),
             arriving.eq(~pending & split.piece.valid & ~full),
         ]
-        entries.offer(m, ask, pending, arriving, arriving, piece, self.req, self.dropped)
+        entries.offer(m, ask, pending, arriving, ~pending, piece, self.req, self.dropped)
 
         m.d.comb += entries.lookups(self.lookup_entry, self.lookup)
 

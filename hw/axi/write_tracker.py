@@ -138,27 +138,52 @@ class WriteTracker(wiring.Component):
         # The write buffer: entry e's beat b at e * f + b; one comb read port per channel.
         # W beats may go into the entry being allocated in this cycle (``fill`` =
         # ``alloc``): its length and last flag then come from the piece itself.
+        # Whether the W beat's entry is the one being allocated (``fill_new``)
+        # and whether the beat is its entry's last (``fill_end``) are kept in
+        # registers, computed from the next cycle's pointers, so that a W beat's
+        # arrival reaches the request offer (the write bypass) and from there the
+        # channel's request port through a few gates, not through a pointer
+        # comparison and the entry table's length multiplexer (issue #40's timing).
         m.submodules.wbuf = wbuf = Memory(shape=axi.data_width + axi.data_bytes, depth=n_ent * f, init=[])
         wp = wbuf.write_port()
         fi = fill[:ebits]
         allocating = Signal()
-        fill_new = Signal()    # the W beat's entry is the one being allocated
+        fill_new = Signal(init=1, name="wr_fill_new")    # fill == alloc
+        fill_end_old = Signal(name="wr_fill_end_old")    # fill_beat is entry fill's last beat (fill != alloc)
         fill_len = Signal(8)
         fill_last = Signal()
         fill_end = Signal()
         w_take = Signal()
+        low = max(1, fbits)
         m.d.comb += [
             allocating.eq(split.piece.valid & ~full),
-            fill_new.eq(fill == alloc),
             fill_len.eq(Mux(fill_new, piece.len, e_len[fi])),
             fill_last.eq(Mux(fill_new, piece.last, e_last[fi])),
-            fill_end.eq(fill_beat == fill_len[:max(1, fbits)] if fbits else 1),
+            # A new entry has taken no beat yet: its beat 0 is its last if its length is 0.
+            fill_end.eq(Mux(fill_new, piece.len[:low] == 0, fill_end_old) if fbits else 1),
             self.w.ready.eq(~fill_new | allocating),
             w_take.eq(self.w.valid & self.w.ready),
             wp.en.eq(w_take),
             wp.addr.eq(Cat(fill_beat[:fbits], fi) if fbits else fi),
             wp.data.eq(Cat(self.w.payload.data, self.w.payload.strb)),
             self.wlast_mismatch.eq(w_take & (self.w.payload.last != (fill_end & fill_last))),
+        ]
+        next_fill = Signal.like(fill)
+        next_beat = Signal.like(fill_beat)
+        next_alloc = Signal.like(alloc)
+        next_len = Signal(8)
+        m.d.comb += [
+            next_fill.eq(fill + (w_take & fill_end)),
+            next_beat.eq(Mux(w_take, Mux(fill_end, 0, fill_beat + 1), fill_beat)),
+            next_alloc.eq(alloc + allocating),
+            # Entry next_fill's length as it will be: the piece's if the piece takes
+            # that entry now (when next_fill = alloc and nothing is allocated, the
+            # entry stays new and fill_end_old is not used).
+            next_len.eq(Mux(next_fill == alloc, piece.len, e_len[next_fill[:ebits]])),
+        ]
+        m.d.sync += [
+            fill_new.eq(next_fill == next_alloc),
+            fill_end_old.eq(next_beat == next_len[:low] if fbits else 1),
         ]
         with m.If(w_take):
             with m.If(fill_end):
@@ -184,7 +209,7 @@ class WriteTracker(wiring.Component):
             pending.eq(ask != fill),
             arriving.eq(~pending & w_take & fill_end),
         ]
-        entries.offer(m, ask, pending, arriving, arriving & fill_new, piece, self.req, self.dropped)
+        entries.offer(m, ask, pending, arriving, ask == alloc, piece, self.req, self.dropped)
 
         m.d.comb += entries.lookups(self.lookup_entry, self.lookup)
         for c in range(nch):
