@@ -20,9 +20,8 @@ Timing, exactly:
   the bit ``m[i][c]`` of a's epoch. The acceptance is read from the
   channel's ingress register in a + 1 (a register, so the coordinator adds
   no load to the channel's request port); the bits of an epoch are complete
-  from t_e + 2. They live in two banks per channel (``coord_dvalid_<c>``):
-  the ended epoch's bank is read by the walk while the next epoch sets the
-  other.
+  from t_e + 2, when they have been copied (``coord_dwalk_<c>``) for the
+  walk while the next epoch sets the counting ones (``coord_dcount_<c>``).
 * ``coord_floor``, every tenant's RATE and enable of t_e are held
   (``coord_snap_*``): the allocation of every tenant depends on every
   other's total. PEAK_RATE is read live (a COMMIT that changes it discards
@@ -62,7 +61,7 @@ own category.
 
 from dataclasses import dataclass
 
-from amaranth.hdl import Cat, Const, Module, Mux, Signal
+from amaranth.hdl import Cat, Module, Mux, Signal
 from amaranth.lib import enum
 from amaranth.lib.memory import Memory
 
@@ -175,8 +174,7 @@ class Coordinator(FabricComponent):
 
     # --- epochs ---------------------------------------------------------------------------
     def _epoch(self, m):
-        """The epoch counter, the end strobe and its one-cycle-late copy, and
-        the bank the current cycle's acceptances count into."""
+        """The epoch counter, the end strobe and its one-cycle-late copy."""
         ec = Signal(COORD_EPOCH_BITS, name="coord_ec")
         last = Signal(COORD_EPOCH_BITS, name="coord_epoch_last")
         end = Signal(name="coord_epoch_end")
@@ -189,48 +187,35 @@ class Coordinator(FabricComponent):
         with m.Else():
             m.d.sync += ec.eq(ec + 1)
 
-        bank = Signal(name="coord_bank")
         en_d = Signal(name="coord_enable_prev")
         end_d = Signal(name="coord_epoch_end_prev")
-        bank_d = Signal(name="coord_bank_prev")
-        with m.If(end):
-            m.d.sync += bank.eq(~bank)
-        m.d.sync += [en_d.eq(self.enable), end_d.eq(end), bank_d.eq(bank)]
-        return _Epoch(ec=ec, end=end, bank=bank, en_d=en_d, end_d=end_d, bank_d=bank_d)
+        m.d.sync += [en_d.eq(self.enable), end_d.eq(end)]
+        return _Epoch(ec=ec, end=end, en_d=en_d, end_d=end_d)
 
     # --- demand ---------------------------------------------------------------------------
     def _demand(self, m, epoch):
-        """Per channel, two banks of one bit per tenant (``coord_dvalid_<c>``),
-        set by the channel's ingress register; returns the bank the walk reads
-        (``coord_rd_bank``, loaded at the epoch's end) and, per channel, the
-        bit of a tenant index given to :meth:`_Mask.of`."""
+        """Per channel, one bit per tenant for the epoch counting
+        (``coord_dcount_<c>``), set by the channel's ingress register, and the
+        bits of the last ended epoch (``coord_dwalk_<c>``), copied from them
+        in t_e + 1 (with t_e's acceptance, which the ingress register shows
+        then) while they restart; the walk reads the copy."""
         p = self.params
         n = p.tenants
-        tb = max(1, (n - 1).bit_length())
-        depth = 2 << tb
-        rd_bank = Signal(name="coord_rd_bank")
-        with m.If(epoch.end):
-            m.d.sync += rd_bank.eq(epoch.bank)
         bits = []
         for c in range(p.channels):
-            valid = Signal(depth, name=f"coord_dvalid_{c}")
+            count = Signal(n, name=f"coord_dcount_{c}")
+            walk = Signal(n, name=f"coord_dwalk_{c}")
             ev = self.accepted[c]
-            addr = Signal(tb + 1, name=f"coord_waddr_{c}")
-            we = Signal(name=f"coord_dwe_{c}")
-            m.d.comb += [addr.eq(Cat(ev.tenant[:tb], epoch.bank_d)), we.eq(epoch.en_d & ev.valid)]
-            # Clear the bank that starts counting (or all of them while the
-            # coordinator is off), then mark the entry of this cycle's acceptance.
+            nxt = Signal(n, name=f"coord_dnext_{c}")
+            m.d.comb += nxt.eq(count | Cat(epoch.en_d & ev.valid & (ev.tenant == i) for i in range(n)))
             with m.If(~epoch.en_d):
-                m.d.sync += valid.eq(0)
+                m.d.sync += count.eq(0)
             with m.Elif(epoch.end_d):
-                half = Const((1 << (depth // 2)) - 1, depth)
-                m.d.sync += valid.eq(Mux(epoch.bank_d, valid & ~half, valid & half))
-            with m.If(we):
-                for e in range(depth):
-                    with m.If(addr == e):
-                        m.d.sync += valid[e].eq(1)
-            bits.append(valid)
-        return _Mask(bank=rd_bank, bits=bits, tenant_bits=tb)
+                m.d.sync += [walk.eq(nxt), count.eq(0)]
+            with m.Else():
+                m.d.sync += count.eq(nxt)
+            bits.append(walk)
+        return bits
 
     # --- the values of t_e ----------------------------------------------------------------
     def _snapshot(self, m, epoch):
@@ -265,24 +250,22 @@ class Coordinator(FabricComponent):
         hp = Signal(lw, name="coord_level")        # the largest level found whose fill is below the total
         probe = Signal(lw, name="coord_probe")     # one-hot: the level bit being decided
         load = [Signal(lw, name=f"coord_load_{c}") for c in range(nc)]
-        others = [Signal(lw, name=f"coord_others_{c}") for c in range(nc)]
+        others = [Signal(lw, name=f"coord_others_{c}") for c in range(nc)]   # load[c] - x[i][c]
         use = Signal(nc, name="coord_use")         # the tenant's channels (none when its total is 0)
 
-        # The tenant's values of t_e: RATE, enable, and live PEAK_RATE/RATE for the write-out.
+        # The tenant's values of t_e: RATE, enable, and the live PEAK_RATE for
+        # the write-out (equal to t_e's unless a COMMIT discards the result).
         t_rate = Signal(p.rate_bits, name="coord_t_rate")
         t_en = Signal(name="coord_t_enable")
         t_peak_live = Signal(p.peak_rate_bits, name="coord_t_peak")
-        t_rate_live = Signal(p.rate_bits, name="coord_t_rate_live")
         with m.Switch(ti):
             for i in range(n):
                 with m.Case(i):
                     m.d.comb += [t_rate.eq(snap.rate[i]), t_en.eq(snap.enable[i]),
-                                 t_peak_live.eq(self.tenant_cfg[i].peak_rate),
-                                 t_rate_live.eq(self.tenant_cfg[i].rate)]
-        # The tenant's demand bits in the walked bank, per channel.
-        raddr = Cat(ti, mask.bank)
+                                 t_peak_live.eq(self.tenant_cfg[i].peak_rate)]
+        # The tenant's demand bits of the ended epoch, per channel.
         dem = Signal(nc, name="coord_demand_bits")
-        m.d.comb += dem.eq(Cat(_bit(m, mask.bits[c], raddr, f"coord_dbit_{c}") for c in range(nc)))
+        m.d.comb += dem.eq(Cat(_bit(m, mask[c], ti, f"coord_dbit_{c}") for c in range(nc)))
         active = Signal(name="coord_active")
         m.d.comb += active.eq(t_en & dem.any())
 
@@ -303,6 +286,13 @@ class Coordinator(FabricComponent):
             m.d.comb += [rp.addr.eq(ti), wp.addr.eq(ti)]
             x_old.append(rp.data)
             x_wr.append(wp)
+
+        # The other tenants' load on each channel: the tenant's own allocation
+        # taken out (none yet in the first pass).
+        first = Signal(name="coord_first_pass")
+        m.d.comb += first.eq(pass_no == 0)
+        for c in range(nc):
+            m.d.comb += others[c].eq(load[c] - Mux(first, 0, x_old[c]))
 
         # The fill at the level `cand`: sum over the tenant's channels of max(0, cand - o[c]).
         cand = Signal(lw, name="coord_cand")
@@ -334,12 +324,12 @@ class Coordinator(FabricComponent):
         m.d.comb += r1.eq(Mux(r0 > rmax, rmax, Mux(r0 == 0, t_rate != 0, r0)))
         pk = Signal(range(-(1 << p.rate_bits), (1 << p.rate_bits) + (1 << p.peak_rate_bits)),
                     name="coord_peak_sum")
-        m.d.comb += pk.eq(r1 + t_peak_live - t_rate_live)
+        m.d.comb += pk.eq(r1 + t_peak_live - t_rate)
         p1 = Signal(p.peak_rate_bits, name="coord_peak_out")
         m.d.comb += p1.eq(Mux(pk < 0, 0, Mux(pk > pmax, pmax, pk)))
         out_rate = Signal(p.rate_bits, name="coord_out_rate")
         out_peak = Signal(p.peak_rate_bits, name="coord_out_peak")
-        m.d.comb += [out_rate.eq(Mux(active, r1, t_rate_live)), out_peak.eq(Mux(active, p1, t_peak_live))]
+        m.d.comb += [out_rate.eq(Mux(active, r1, t_rate)), out_peak.eq(Mux(active, p1, t_peak_live))]
 
         results = []
         for i in range(n):
@@ -369,7 +359,6 @@ class Coordinator(FabricComponent):
                     m.d.sync += [ld.eq(0) for ld in load]
             with m.Case(_State.LOAD):
                 with m.If(active):
-                    m.d.sync += [others[c].eq(load[c] - Mux(pass_no == 0, 0, x_old[c])) for c in range(nc)]
                     m.d.sync += [use.eq(Mux(need == 0, 0, dem)), hp.eq(0),
                                  probe.eq(1 << (lw - 1)), state.eq(_State.SEARCH)]
                 with m.Else():
@@ -462,26 +451,14 @@ def _tree_sum(values):
 
 @dataclass
 class _Epoch:
-    """The epoch counter and strobes (``end_d``, ``en_d``, ``bank_d``: the
-    previous cycle's ``end``, enable and bank, for the demand bits, which
-    see an acceptance one cycle late)."""
+    """The epoch counter and strobes (``end_d``, ``en_d``: the previous
+    cycle's ``end`` and enable, for the demand bits, which see an acceptance
+    one cycle late)."""
 
     ec: Signal
     end: Signal
-    bank: Signal
     en_d: Signal
     end_d: Signal
-    bank_d: Signal
-
-
-@dataclass
-class _Mask:
-    """The demand bits: the bank the walk reads, each channel's bits
-    (address: tenant, then bank), the tenant part's width."""
-
-    bank: Signal
-    bits: list
-    tenant_bits: int
 
 
 @dataclass

@@ -243,9 +243,9 @@ class FabricParams:
 
 def coord_level_bits(params) -> int:
     """Width W of the allocation's water levels and channel loads (spec
-    §13.5): ``rate_bits + 1``, so a level reaches 2^W - 1 units, twice what
-    one rate register holds (16 KiB per cycle per channel at 16 bits)."""
-    return params.rate_bits + 1
+    §13.5): ``rate_bits``, so a level reaches 2^W - 1 units, what one rate
+    register holds (8 KiB per cycle per channel at 16 bits)."""
+    return params.rate_bits
 
 
 def coord_passes(params) -> int:

@@ -38,7 +38,7 @@ def level(others, total):
             return math.ceil(lam)
 
 
-def rule_result(demand, tenants, floor, passes, top=(1 << 17) - 1):
+def rule_result(demand, tenants, floor, passes, top=(1 << 16) - 1):
     """Spec §13.5 from its text: per tenant (rates, peaks) per channel.
     ``tenants`` = [(rate, peak, enable)]; ``demand[i][c]`` true where tenant i
     was accepted on channel c; ``top`` the highest level, 2^W - 1."""
@@ -195,7 +195,7 @@ def test_schedule_fits():
             assert 1 <= passes <= COORD_MAX_PASSES
             assert walk_cycles(p) == passes * n * (lw + 2) + n * c <= COORD_LATENCY - 2
             assert passes == COORD_MAX_PASSES or (passes + 1) * n * (lw + 2) + n * c > COORD_LATENCY - 2
-            assert lw == 17  # a level reaches twice a rate register (spec §13.2)
+            assert lw == 16  # a level reaches what a rate register holds (spec §13.2)
     assert coord_passes(FabricParams(tenants=8, channels=8)) == 6
 
 

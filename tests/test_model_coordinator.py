@@ -94,8 +94,8 @@ def _check_allocation(params, tenants, demand, floor, got):
         assert all(rates[c] == min(least, rmax) for c in range(C) if not mask[c]), (i, rates, mask)
         assert all((r == 0) == (t.rate == 0) for r in rates)
         # Unless the loads could reach the highest level 2^W - 1 (spec §13.5's
-        # cap, W = 17) or a rate its register's maximum:
-        if sum(C * u.rate for u in tenants) < 1 << 17 and max(rates) < rmax:
+        # cap, W = 16) or a rate its register's maximum:
+        if sum(C * u.rate for u in tenants) < 1 << 16 and max(rates) < rmax:
             placed = sum(rates[c] - fr for c in range(C) if mask[c])
             need = C * (t.rate - fr)
             # The level's overshoot is below the channels it fills; a channel of
