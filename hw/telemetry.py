@@ -10,7 +10,7 @@ Timing, exactly as spec §10 states it:
   the tenant's ``slo_cycles`` active in cycle t.
 - ``queue_hwm[i]`` at t+1 is the maximum of itself and tenant i's occupancy on
   every channel at t.
-- ``dropped[c]`` counts the channel's drop strobe of cycle t from t+1.
+- ``dropped[c]`` counts the channel's drop strobe of cycle t from t+2 (the strobe is registered first).
 - A snapshot in cycle t copies every live counter's value at t into the
   snapshot registers read over AXI, and increments ``EPOCH_COUNT``, both
   visible from t+1. It happens when the epoch counter is at least
@@ -185,8 +185,14 @@ class Telemetry(FabricComponent):
                 live_late[i].eq(live_late[i] + sum_late[i]),
                 live_hwm[i].eq(hwm),
             ]
+        # The drop strobe is registered before it is counted (a drop at t counts
+        # from t+2, spec §10): the strobe is decided late in its cycle (it
+        # depends on the request the channel is offered), and a 32-bit
+        # increment enabled by a late signal was the AXI4 top's longest path.
         for c in range(C):
-            with m.If(self.dropped[c]):
+            strobe = Signal(name=f"tel_drop_strobe_{c}")
+            m.d.sync += strobe.eq(self.dropped[c])
+            with m.If(strobe):
                 m.d.sync += live_drop[c].eq(live_drop[c] + 1)
 
         # Epoch counter and snapshots (spec §10). The epoch rule of cycle t

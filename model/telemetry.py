@@ -39,7 +39,8 @@ class Telemetry:
     """Free-running counters with the spec's pipeline timing and snapshots.
 
     A grant transferred at t is counted from t+2 (``_stage`` holds cycle t's
-    per-tenant sums during t+1); a drop at t from t+1; ``queue_hwm`` at t+1
+    per-tenant sums during t+1); a drop at t from t+2 (``_drops`` holds
+    cycle t's drop strobes during t+1); ``queue_hwm`` at t+1
     covers the occupancies of cycle t. The epoch rule of cycle t uses
     :attr:`epoch_cycles`, the configuration's ``epoch_cycles`` of the
     previous step (spec §10: a write of ``EPOCH_CYCLES`` taking effect in
@@ -54,13 +55,14 @@ class Telemetry:
     snapshot_pending: bool = False
     epoch_cycles: int = 0
     _stage: dict = field(default_factory=dict)
+    _drops: list = field(default_factory=list)
 
     def __post_init__(self):
         self.live = Counters.zero(self.params.tenants, self.params.channels)
         self.snapshot = Counters.zero(self.params.tenants, self.params.channels)
 
     def idle(self) -> bool:
-        return not self._stage and not self.snapshot_pending
+        return not self._stage and not any(self._drops) and not self.snapshot_pending
 
     def step(self, now: int, config, transfers: list[Grant | None], drops: list[bool],
              occupancy_peaks: dict[int, int], snapshot_request: bool = False) -> None:
@@ -103,9 +105,10 @@ class Telemetry:
             s[2] += g.kind == BURST
             s[3] += ((now - g.ts) & ts_mask) > config.tenants[g.tenant].slo_cycles
         self._stage = stage
-        for c, dropped in enumerate(drops):
+        for c, dropped in enumerate(self._drops):
             if dropped:
                 live.dropped[c] = (live.dropped[c] + 1) & cmask
+        self._drops = list(drops)
         for tenant, occ in occupancy_peaks.items():
             t = live.tenants[tenant]
             if occ > t.queue_hwm:
