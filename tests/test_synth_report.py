@@ -429,13 +429,16 @@ def test_family_router_gives_way_to_pnr_arg():
 
 
 def test_coordinator_area_report_judges_the_share():
-    # The committed report's share is its two TRELLIS_COMB counts' ratio, and
-    # its verdict follows the 5 % bound of issue #27 (either side of it).
+    # The committed report's share is the coordinator's TRELLIS_COMB + FF over
+    # the whole fabric's (itself and C channel arbiters, issue #43), and its
+    # verdict follows the 5 % bound (either side of it).
     from kvfabric.scripts import coordinator_area
     rep = json.loads((ROOT / "reports" / "coordinator_area.json").read_text())
     d = rep["designs"]
-    assert rep["share"] == d["coordinator"]["trellis_comb"] / d["channel"]["trellis_comb"]
+    own = d["coordinator"]["trellis_comb"] + d["coordinator"]["trellis_ff"]
+    chan = d["channel"]["trellis_comb"] + d["channel"]["trellis_ff"]
+    assert rep["share"] == own / (own + rep["channels"] * chan)
     assert rep["target_share"] == coordinator_area.TARGET_SHARE == 0.05
-    for comb, verdict in ((600, "met"), (700, "**not met**")):
-        fake = dict(rep, share=comb / 12_000)
-        assert f"(target <= 5%: {verdict})" in coordinator_area.report_md(fake)
+    for share, verdict in ((0.049, "met"), (0.051, "**not met**")):
+        fake = dict(rep, share=share)
+        assert f"(target <= 5%, issue #43: {verdict})" in coordinator_area.report_md(fake)
