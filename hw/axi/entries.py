@@ -19,7 +19,13 @@ from dataclasses import dataclass
 
 from amaranth.hdl import Array, Mux, Signal
 
-__all__ = ["PieceEntries"]
+__all__ = ["PieceEntries", "ring_full"]
+
+
+def ring_full(a, b, bits):
+    """Pointers ``a`` (the one that allocates) and ``b`` (the one that frees),
+    each ``bits + 1`` bits wide, are a whole ring of ``2**bits`` entries apart."""
+    return (a[:bits] == b[:bits]) & (a[bits] != b[bits])
 
 
 @dataclass
@@ -34,6 +40,7 @@ class PieceEntries:
     bytes: Array
     last: Array
     err: Array
+    prefix: str = "entry"
 
     @classmethod
     def create(cls, prefix, n, piece):
@@ -43,7 +50,8 @@ class PieceEntries:
             return Array(Signal(shape, name=f"{prefix}_{name}_{e}") for e in range(n))
         return cls(id=field("id", len(piece.id)), addr=field("addr", len(piece.addr)), len=field("len", 8),
                    size=field("size", 3), channel=field("channel", len(piece.channel)),
-                   bytes=field("bytes", len(piece.bytes)), last=field("last", 1), err=field("err", 1))
+                   bytes=field("bytes", len(piece.bytes)), last=field("last", 1), err=field("err", 1),
+                   prefix=prefix)
 
     def store(self, index, piece):
         """Statements (for ``m.d.sync``) that write ``piece`` into entry ``index``."""
@@ -60,32 +68,58 @@ class PieceEntries:
             stmts += [out.addr.eq(self.addr[entry]), out.len.eq(self.len[entry]), out.size.eq(self.size[entry])]
         return stmts
 
-    def offer(self, m, ask, pending, arriving, from_piece, piece, req, dropped):
+    def offer(self, m, ask, alloc, allocating, pending, arriving, piece, req, dropped):
         """Drive ``req`` (the side's request stream) from the entries in order.
 
         ``ask`` is the pointer to the next entry to offer (advanced here);
-        ``pending``: that entry is ready and waiting; ``arriving``: it becomes
-        ready in this cycle (the bypass); ``from_piece``: it is the entry the
-        splitter's piece takes (``ask`` = ``alloc``), so if it is offered at
-        all it is being allocated in this cycle and its channel, bytes and
-        error flag are ``piece``'s. (A pointer comparison, not ``arriving``,
-        selects them: the multiplexer then settles while the offer's validity
-        is still being worked out.)
+        ``alloc`` the entry the splitter's piece takes, in this cycle if
+        ``allocating``; ``pending``: the entry at ``ask`` is ready and
+        waiting; ``arriving``: it becomes ready in this cycle (the bypass).
         A request the arbiter drops (``dropped``) marks its entry erroneous.
+        Returns the signal that advances ``ask`` in this cycle.
+
+        The offered entry's channel, bytes and error flag come from registers
+        (``ask_*``), loaded with the next cycle's entry at ``ask``, or, when
+        that is the entry being allocated (``ask`` = ``alloc``: if it is
+        offered at all, it is being allocated in that cycle), from the
+        splitter's piece, itself a register. No multiplexer over the entry
+        table lies between a register and the channel's request port, which
+        the offer reaches, and through it the arbiter's ingress, in the same
+        cycle (issue #40's timing).
         """
         k = ask[:len(ask) - 1]
+        at_alloc = Signal(init=1, name=f"{self.prefix}_ask_at_alloc")   # ask = alloc
+        ask_channel = Signal.like(req.payload.channel, name=f"{self.prefix}_ask_channel")
+        ask_bytes = Signal.like(req.payload.bytes, name=f"{self.prefix}_ask_bytes")
+        ask_err = Signal(name=f"{self.prefix}_ask_err")
         offer, err = Signal(), Signal()
         m.d.comb += [
             offer.eq(pending | arriving),
-            err.eq(Mux(from_piece, piece.error, self.err[k])),
+            err.eq(Mux(at_alloc, piece.error, ask_err)),
             req.valid.eq(offer & ~err),
-            req.payload.channel.eq(Mux(from_piece, piece.channel, self.channel[k])),
-            req.payload.bytes.eq(Mux(from_piece, piece.bytes, self.bytes[k])),
+            req.payload.channel.eq(Mux(at_alloc, piece.channel, ask_channel)),
+            req.payload.bytes.eq(Mux(at_alloc, piece.bytes, ask_bytes)),
             req.payload.entry.eq(k),
         ]
-        with m.If(offer & (err | req.ready)):
+        advance = Signal()
+        m.d.comb += advance.eq(offer & (err | req.ready))
+        with m.If(advance):
             m.d.sync += ask.eq(ask + 1)
         # After the store at allocation (statements above this call): a dropped
         # bypassed piece is marked too.
         with m.If(req.valid & req.ready & dropped):
             m.d.sync += self.err[k].eq(1)
+        # The next cycle's entry at ask. When it is the entry being allocated
+        # now, the table does not hold it yet: the piece does. (An entry is
+        # marked erroneous above only as ask leaves it.)
+        next_ask, next_alloc = Signal.like(ask), Signal.like(alloc)
+        nk = next_ask[:len(ask) - 1]
+        new = Signal()
+        m.d.comb += [next_ask.eq(ask + advance), next_alloc.eq(alloc + allocating), new.eq(next_ask == alloc)]
+        m.d.sync += [
+            at_alloc.eq(next_ask == next_alloc),
+            ask_channel.eq(Mux(new, piece.channel, self.channel[nk])),
+            ask_bytes.eq(Mux(new, piece.bytes, self.bytes[nk])),
+            ask_err.eq(Mux(new, piece.error, self.err[nk])),
+        ]
+        return advance

@@ -35,7 +35,7 @@ from amaranth.lib.wiring import In, Out
 from kvfabric.axi import AxiParams, RESP_SLVERR
 from .layouts import descriptor_layout, fill_layout, request_layout
 from .round_robin import round_robin
-from .entries import PieceEntries
+from .entries import PieceEntries, ring_full
 from .splitter import BurstSplitter, address_layout
 
 __all__ = ["ReadTracker", "r_layout"]
@@ -106,8 +106,11 @@ class ReadTracker(wiring.Component):
         beat = Signal(max(1, fbits), name="rd_beat")   # the tenant's beat within the head entry
 
         # Entries: the splitter takes one while not all are in use.
-        full = Signal()
-        m.d.comb += full.eq((alloc[:ebits] == head[:ebits]) & (alloc[ebits] != head[ebits]))
+        # ``full`` (every entry in use) and ``pending`` (an entry waits to be
+        # offered) are registers, computed from the next cycle's pointers: the
+        # offer they decide reaches the channel's request port, and from there
+        # the arbiter's ingress, in the same cycle (issue #40's timing).
+        full = Signal(name="rd_full")
         m.d.comb += split.piece.ready.eq(~full)
         piece = split.piece.payload
         with m.If(split.piece.valid & ~full):
@@ -119,13 +122,11 @@ class ReadTracker(wiring.Component):
         # entry waits, the piece leaving the splitter is offered in the cycle
         # it takes its entry (the bypass), so an idle tenant's read reaches
         # the request port one cycle after its AR handshake, not two.
-        pending = Signal()
+        pending = Signal(name="rd_pending")    # ask != alloc
         arriving = Signal()
-        m.d.comb += [
-            pending.eq(ask != alloc),
-            arriving.eq(~pending & split.piece.valid & ~full),
-        ]
-        entries.offer(m, ask, pending, arriving, ~pending, piece, self.req, self.dropped)
+        m.d.comb += arriving.eq(~pending & split.piece.valid & ~full)
+        asked = entries.offer(m, ask, alloc, split.piece.valid & ~full, pending, arriving, piece,
+                              self.req, self.dropped)
 
         m.d.comb += entries.lookups(self.lookup_entry, self.lookup)
 
@@ -167,6 +168,13 @@ class ReadTracker(wiring.Component):
             self.r.payload.resp.eq(Mux(e_err[h], RESP_SLVERR, rp.data[axi.data_width:])),
             self.r.payload.last.eq(e_last[h] & end),
         ]
+        next_alloc, next_ask, next_head = Signal.like(alloc), Signal.like(ask), Signal.like(head)
+        m.d.comb += [
+            next_alloc.eq(alloc + (split.piece.valid & ~full)),
+            next_ask.eq(ask + asked),
+            next_head.eq(head + (self.r.valid & self.r.ready & end)),
+        ]
+        m.d.sync += [full.eq(ring_full(next_alloc, next_head, ebits)), pending.eq(next_ask != next_alloc)]
         with m.If(self.r.valid & self.r.ready):
             with m.If(end):
                 m.d.sync += [beat.eq(0), head.eq(head + 1)]

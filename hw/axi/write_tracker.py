@@ -38,7 +38,7 @@ from amaranth.lib.wiring import In, Out
 
 from kvfabric.axi import AxiParams, RESP_SLVERR
 from .layouts import beat_layout, descriptor_layout, done_layout, request_layout
-from .entries import PieceEntries
+from .entries import PieceEntries, ring_full
 from .splitter import BurstSplitter, address_layout
 
 __all__ = ["WriteTracker", "w_layout", "b_layout"]
@@ -126,8 +126,10 @@ class WriteTracker(wiring.Component):
         fill_beat = Signal(max(1, fbits), name="wr_fill_beat")
         worst = Signal(2, name="wr_worst")   # worst response of the retired pieces of the current burst
 
-        full = Signal()
-        m.d.comb += full.eq((alloc[:ebits] == retire[:ebits]) & (alloc[ebits] != retire[ebits]))
+        # ``full`` (every entry in use) and ``pending`` (a full entry waits to be
+        # offered) are registers, computed from the next cycle's pointers, as
+        # ``fill_new`` and ``fill_end`` below are (issue #40's timing).
+        full = Signal(name="wr_full")
         m.d.comb += split.piece.ready.eq(~full)
         piece = split.piece.payload
         with m.If(split.piece.valid & ~full):
@@ -203,13 +205,13 @@ class WriteTracker(wiring.Component):
         # this cycle is offered in the same cycle (the bypass), from the piece
         # itself if it is also being allocated now: an idle tenant's single-beat
         # write reaches the request port one cycle after its AW handshake.
-        pending = Signal()
+        pending = Signal(name="wr_pending")    # ask != fill
         arriving = Signal()
-        m.d.comb += [
-            pending.eq(ask != fill),
-            arriving.eq(~pending & w_take & fill_end),
-        ]
-        entries.offer(m, ask, pending, arriving, ask == alloc, piece, self.req, self.dropped)
+        m.d.comb += arriving.eq(~pending & w_take & fill_end)
+        asked = entries.offer(m, ask, alloc, allocating, pending, arriving, piece, self.req, self.dropped)
+        next_ask = Signal.like(ask)
+        m.d.comb += next_ask.eq(ask + asked)
+        m.d.sync += pending.eq(next_ask != next_fill)
 
         m.d.comb += entries.lookups(self.lookup_entry, self.lookup)
         for c in range(nch):
@@ -230,6 +232,13 @@ class WriteTracker(wiring.Component):
             self.b.payload.id.eq(e_id[r]),
             self.b.payload.resp.eq(merged),
         ]
-        with m.If(ready_entry & (~e_last[r] | self.b.ready)):
+        retiring = Signal()
+        next_retire = Signal.like(retire)
+        m.d.comb += [
+            retiring.eq(ready_entry & (~e_last[r] | self.b.ready)),
+            next_retire.eq(retire + retiring),
+        ]
+        with m.If(retiring):
             m.d.sync += [retire.eq(retire + 1), worst.eq(Mux(e_last[r], 0, merged))]
+        m.d.sync += full.eq(ring_full(next_alloc, next_retire, ebits))
         return m
