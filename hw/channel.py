@@ -212,14 +212,14 @@ class ChannelArbiter(wiring.Component):
         queues = self._ingress_and_queues(m)
         grant, load = self._grant_port(m)
         vt_lo, vt_hi = self._virtual_time(m)
-        starve_on_next, deadline_next = self._starvation_deadline(m)
+        starve_on_next = self._starvation_guard(m)
 
         # Selection keys are registers (spec §11): ``key_*`` hold the key,
         # order value and conformance of the current head, computed in the
         # previous cycle for both outcomes of that cycle's selection.
         timing = ChannelTiming(
             vt=self.vt, vt_lo=vt_lo, vt_hi=vt_hi, fcfs=self.fcfs_bypass, fcfs_next=self.fcfs_bypass_next,
-            starve_on_next=starve_on_next, deadline_next=deadline_next)
+            starve_on_next=starve_on_next, now_next=self.now_next, starve_limit_next=self.starve_limit_next)
         fill = self._enabled_now(m)
         tenants = [tenant_candidates(m, p, i, timing, cfg=self.tenant_cfg[i], q=queues[i],
                                       level=self.dyn_level[i], peak=self.dyn_peak[i], tag=self.dyn_tag[i],
@@ -344,19 +344,13 @@ class ChannelArbiter(wiring.Component):
         m.d.comb += [vt_lo.eq(shift_lag(vt, -1)), vt_hi.eq(shift_lag(vt, 1))]
         return vt_lo, vt_hi
 
-    def _starvation_deadline(self, m):
-        """Spec §6.2's ``old_i`` for next cycle's keys: a head is old at t+1
-        when ``ts_le(ts, now - starve_limit)``, one subtraction per channel
-        and one comparison per head."""
-        p = self._params
-        limit_next = self.starve_limit_next
+    def _starvation_guard(self, m):
+        """Spec §6.2's starvation guard for next cycle's keys: on when
+        ``starve_limit != 0``. A head is old at t+1 when ``ts_le(ts, now -
+        starve_limit)``, one three-operand sum per head (keys.next_key)."""
         starve_on_next = Signal(name="starve_on_next")
-        deadline_next = Signal(p.ts_bits, name="starve_deadline_next")
-        m.d.comb += [
-            starve_on_next.eq(limit_next != 0),
-            deadline_next.eq(self.now_next - limit_next),
-        ]
-        return starve_on_next, deadline_next
+        m.d.comb += starve_on_next.eq(self.starve_limit_next != 0)
+        return starve_on_next
 
     def _selection(self, m, tenants):
         """Spec §6.2 with §6.6's credit gate: the one-hot winner from the
@@ -529,31 +523,43 @@ class ChannelArbiter(wiring.Component):
 
     def _update_vmin(self, m, head_valid):
         """Spec §6.4's ``vmin``: ``tag_min`` over the backlogged tenants' start
-        tags as a balanced tree (N-1 comparators instead of N(N-1)/2; the
-        result is order-independent within the half range). Off the
-        selection loop."""
+        tags. All pairs of tags are compared at once (N(N-1)/2 comparators)
+        and the minimum taken by a one-hot AND-OR multiplexer: tenant i is
+        chosen when it is backlogged and its tag is below every earlier
+        backlogged tag and at most every later one. One comparator and one
+        multiplexer deep instead of a tree of log2(N) comparator-multiplexer
+        levels (issue #42: the tree was the channel's longest path on ASAP7).
+        Within the half range (§6.5) the comparison is a total preorder, so
+        exactly one backlogged tenant is chosen, the same tag as any order of
+        ``tag_min`` gives. Off the selection loop."""
         p = self._params
-        T = p.tag_bits
-        nodes = [(head_valid[i], self.dyn_tag[i]) for i in range(p.tenants)]
-        level_no = 0
-        while len(nodes) > 1:
-            merged = []
-            for k in range(0, len(nodes) - 1, 2):
-                (va, ta), (vb, tb) = nodes[k], nodes[k + 1]
-                take_b = Signal(name=f"vmin_take_b_{level_no}_{k // 2}")
-                # b replaces a when a is absent, or both are present and b < a.
-                m.d.comb += take_b.eq(vb & (~va | mod_lt(tb, ta, T)))
-                vm = Signal(name=f"vmin_valid_{level_no}_{k // 2}")
-                tm = Signal(T, name=f"vmin_tag_{level_no}_{k // 2}")
-                m.d.comb += [vm.eq(va | vb), tm.eq(Mux(take_b, tb, ta))]
-                merged.append((vm, tm))
-            if len(nodes) % 2:
-                merged.append(nodes[-1])
-            nodes = merged
-            level_no += 1
-        any_valid, min_tag = nodes[0]
+        T, n = p.tag_bits, p.tenants
+        tags = self.dyn_tag
+        # lt[a, b]: tag_a < tag_b (tag_lt): one subtraction per pair; the
+        # other order is "not below and not equal", which is tag_lt(b, a)
+        # wherever the two are less than half the range apart (§6.5).
+        lt = {}
+        for i in range(n):
+            for j in range(i + 1, n):
+                i_lt_j = Signal(name=f"vmin_lt_{i}_{j}")
+                j_lt_i = Signal(name=f"vmin_lt_{j}_{i}")
+                m.d.comb += [i_lt_j.eq(mod_lt(tags[i], tags[j], T)),
+                             j_lt_i.eq(~i_lt_j & (tags[i] != tags[j]))]
+                lt[i, j], lt[j, i] = i_lt_j, j_lt_i
+        pick = []
+        for i in range(n):
+            # Earlier tenants must not be at or below tag_i, later ones not below it.
+            terms = [head_valid[i]]
+            terms += [~head_valid[j] | lt[i, j] for j in range(i)]
+            terms += [~head_valid[j] | ~lt[j, i] for j in range(i + 1, n)]
+            sel = Signal(name=f"vmin_pick_{i}")
+            m.d.comb += sel.eq(Cat(*terms).all())
+            pick.append(sel)
+        any_valid = Signal(name="vmin_any")
+        m.d.comb += any_valid.eq(Cat(*head_valid).any())
+        min_tag = or_all(pick[i].replicate(T) & tags[i] for i in range(n))
         m.d.sync += [
-            self.vmin.eq(Mux(any_valid, min_tag, 0)),
+            self.vmin.eq(min_tag),
             self.vmin_valid.eq(any_valid),
         ]
 

@@ -37,7 +37,8 @@ class ChannelTiming:
     fcfs: Signal
     fcfs_next: Signal
     starve_on_next: Signal
-    deadline_next: Signal
+    now_next: Signal
+    starve_limit_next: Signal
 
 
 @dataclass
@@ -79,7 +80,8 @@ def tenant_candidates(m, p, i, timing, *, cfg, q, level, peak, tag, burst_level,
     W = max(T, p.ts_bits)
     vt, vt_lo, vt_hi = timing.vt, timing.vt_lo, timing.vt_hi
     fcfs, fcfs_next = timing.fcfs, timing.fcfs_next
-    starve_on_next, deadline_next = timing.starve_on_next, timing.deadline_next
+    starve_on_next = timing.starve_on_next
+    deadline_next = (timing.now_next, timing.starve_limit_next)
     head = q.r_data
     k_comp = Signal(name=f"key_competes_{i}")
     k_key = Signal(4, name=f"key_class_{i}", init=15)
@@ -100,7 +102,7 @@ def tenant_candidates(m, p, i, timing, *, cfg, q, level, peak, tag, burst_level,
                              burst_level=burst_level, fill=fill)
     cap = cfg.capacity
     clamp = tag_clamp(m, p, i, tag=tag, vt=vt, vt_lo=vt_lo, vt_hi=vt_hi, backlogged=q.r_rdy)
-    below, above, ti, elig_ti = clamp.below, clamp.above, clamp.tag, clamp.eligible
+    ti, elig_ti = clamp.tag, clamp.eligible
 
     # The key of the next cycle's head, for both outcomes of this
     # cycle's selection. Bucket tests use min(a, cap) >= n <=> a >= n
@@ -112,15 +114,8 @@ def tenant_candidates(m, p, i, timing, *, cfg, q, level, peak, tag, burst_level,
     m.d.comb += keep_need.eq(keep_head.bytes << p.frac)
     # Finish tag of the kept head: the clamp's choice made after the
     # additions (V + cost shifted by LAG_WINDOW for the bounds).
-    keep_fin = Signal(T, name=f"keep_finish_{i}")
-    v_cost = Signal(T, name=f"keep_vt_cost_{i}")
-    t_cost = Signal(T, name=f"keep_tag_cost_{i}")
-    m.d.comb += [
-        v_cost.eq(vt + keep_head.cost),
-        t_cost.eq(tag + keep_head.cost),
-        keep_fin.eq(Mux(below, Mux(q.r_rdy, shift_lag(v_cost, -1), v_cost),
-                        Mux(above, shift_lag(v_cost, 1), t_cost))),
-    ]
+    keep_fin = clamped_plus(m, p, f"keep_{i}", clamp, tag=tag, vt=vt, cost=keep_head.cost,
+                            backlogged=q.r_rdy)
     keep = next_key(
         m, p, f"keep_{i}",
         valid=q.r_rdy | q.w_en, head=keep_head,
@@ -149,13 +144,19 @@ def tenant_candidates(m, p, i, timing, *, cfg, q, level, peak, tag, burst_level,
                                _ge(burst_level, pop_need))))
     pop_peak_ok = fill | Mux(fcfs, ge_sum(m, f"pop_peak_ok_i_{i}", [peak, cfg.peak_rate], [pop_need]),
                              ge_sum(m, f"pop_peak_ok_w_{i}", [peak, cfg.peak_rate], [need, pop_need]))
-    pop_tag = Signal(T, name=f"pop_tag_{i}")
+    # The next head's finish tag: its start tag (the finish tag of a
+    # fabric-mode winner, the clamped tag in FCFS mode) plus its cost, the
+    # clamp's choice made after the additions like the kept head's, so no
+    # adder waits for the clamp.
     pop_fin = Signal(T, name=f"pop_finish_{i}")
+    pop_fin_fab = Signal(T, name=f"pop_finish_fab_{i}")
     elig_fin = Signal(name=f"eligible_finish_{i}")
     m.d.comb += elig_fin.eq(~mod_lt(vt, s_fin, T))
+    pop_fin_fcfs = clamped_plus(m, p, f"pop_{i}", clamp, tag=tag, vt=vt, cost=pop_head.cost,
+                                backlogged=q.r_rdy)
     m.d.comb += [
-        pop_tag.eq(Mux(fcfs, ti, s_fin)),
-        pop_fin.eq(pop_tag + pop_head.cost),
+        pop_fin_fab.eq(s_fin + pop_head.cost),
+        pop_fin.eq(Mux(fcfs, pop_fin_fcfs, pop_fin_fab)),
     ]
     won = next_key(
         m, p, f"pop_{i}",
@@ -262,6 +263,25 @@ def tag_clamp(m, p, i, *, tag, vt, vt_lo, vt_hi, backlogged):
     return TagClamp(below=below, above=above, tag=ti, eligible=elig_ti)
 
 
+def clamped_plus(m, p, sfx, clamp, *, tag, vt, cost, backlogged):
+    """``(clamped tag + cost) mod 2^T`` (spec §6.4's clamp, then a head's
+    cost): both sums ``tag + cost`` and ``V + cost`` first, and the clamp's
+    bound chosen after them (``V ∓ LAG_WINDOW + cost`` is ``V + cost``
+    shifted by LAG_WINDOW), so the adders run beside the clamp's comparison
+    instead of behind it. ``clamp`` is the :class:`TagClamp` of ``tag``."""
+    T = p.tag_bits
+    v_cost = Signal(T, name=f"{sfx}_vt_cost")
+    t_cost = Signal(T, name=f"{sfx}_tag_cost")
+    out = Signal(T, name=f"{sfx}_clamped_finish")
+    m.d.comb += [
+        v_cost.eq(vt + cost),
+        t_cost.eq(tag + cost),
+        out.eq(Mux(clamp.below, Mux(backlogged, shift_lag(v_cost, -1), v_cost),
+                   Mux(clamp.above, shift_lag(v_cost, 1), t_cost))),
+    ]
+    return out
+
+
 @dataclass
 class TagClamp:
     """Tenant i's clamped tag (spec §6.4) and which bound acted."""
@@ -287,7 +307,8 @@ def next_key(m, p, sfx, *, valid, head, level_ok, peak_ok, eligible, finish, dea
     ``level_ok``/``peak_ok``: next cycle's committed/peak level covers it;
     ``eligible``: next cycle's start tag is at most this cycle's V (spec §6.2);
     ``finish``: next cycle's start tag plus the head's cost;
-    ``deadline_next``: next cycle's ``now - starve_limit``; ``arrival_next``:
+    ``deadline_next``: next cycle's ``(now, starve_limit)``, whose
+    difference is the starvation deadline; ``arrival_next``:
     next cycle's priority is marked in ``arrival_prio``. Returns the
     register inputs ``(competes, key, order, conform, finish, credit)`` in
     the order of the ``key_*`` registers; ``credit`` is the head's credit
@@ -306,7 +327,12 @@ def next_key(m, p, sfx, *, valid, head, level_ok, peak_ok, eligible, finish, dea
     order = Signal(W, name=f"order_{sfx}")
     m.d.comb += [
         conf.eq(peak_ok & level_ok),
-        old.eq(~mod_lt(deadline_next, head.ts, p.ts_bits)),
+        # old: ts_le(ts, now - starve_limit), the top bit of
+        # (now - starve_limit - ts) mod 2^TS_BITS clear: one carry-save
+        # level and one carry chain from the registers, not a subtraction
+        # and then a comparison (spec §6.2, issue #42).
+        old.eq(~sum_mod(m, f"deadline_minus_ts_{sfx}", [deadline_next[0]],
+                        [deadline_next[1], head.ts], p.ts_bits)[p.ts_bits - 1]),
         urg.eq(conf & starve_on_next & old),
         comp.eq(valid & (fcfs_next | peak_ok)),
         # Class 0 (urgent, or every head in FCFS mode) orders by timestamp,
