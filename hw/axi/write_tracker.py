@@ -152,14 +152,12 @@ class WriteTracker(wiring.Component):
         allocating = Signal()
         fill_new = Signal(init=1, name="wr_fill_new")    # fill == alloc
         fill_end_old = Signal(name="wr_fill_end_old")    # fill_beat is entry fill's last beat (fill != alloc)
-        fill_len = Signal(8)
         fill_last = Signal()
         fill_end = Signal()
         w_take = Signal()
         low = max(1, fbits)
         m.d.comb += [
             allocating.eq(split.piece.valid & ~full),
-            fill_len.eq(Mux(fill_new, piece.len, e_len[fi])),
             fill_last.eq(Mux(fill_new, piece.last, e_last[fi])),
             # A new entry has taken no beat yet: its beat 0 is its last if its length is 0.
             fill_end.eq(Mux(fill_new, piece.len[:low] == 0, fill_end_old) if fbits else 1),
