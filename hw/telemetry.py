@@ -11,6 +11,9 @@ Timing, exactly as spec §10 states it:
 - ``queue_hwm[i]`` at t+1 is the maximum of itself and tenant i's occupancy on
   every channel at t.
 - ``dropped[c]`` counts the channel's drop strobe of cycle t from t+2 (the strobe is registered first).
+- ``axi_unsupported[i]`` and ``axi_wlast_errors[i]`` are not counted here:
+  they are the AXI4 front end's live counters (spec §14.6), inputs, 0 in a
+  fabric without the front end; a snapshot copies them like the others.
 - A snapshot in cycle t copies every live counter's value at t into the
   snapshot registers read over AXI, and increments ``EPOCH_COUNT``, both
   visible from t+1. It happens when the epoch counter is at least
@@ -42,12 +45,14 @@ from kvfabric.regmap import REGMAP
 from kvfabric.spec import check_params
 
 
-__all__ = ["BYTES_BITS", "COUNT_BITS", "telemetry_registers", "grant_event_layout", "Telemetry"]
+__all__ = ["BYTES_BITS", "COUNT_BITS", "AXI_ERROR_BITS", "telemetry_registers", "grant_event_layout", "Telemetry"]
 
 #: Width of the per-tenant byte counters.
 BYTES_BITS = 48
 #: Width of the grant, burst grant, SLO violation, drop and epoch counters.
 COUNT_BITS = 32
+#: Width of the AXI4 front end's per-tenant error counters (``TEL.AXI_ERRORS``).
+AXI_ERROR_BITS = 16
 
 
 def telemetry_registers(params=None):
@@ -109,6 +114,10 @@ class Telemetry(FabricComponent):
         rule of cycle t uses its value of cycle t-1 (spec §10).
     snapshot : ``In(1)``
         Take a snapshot this cycle.
+    axi_unsupported, axi_wlast_errors : ``In(16).array(tenants)``
+        The AXI4 front end's live counters of tenant i (spec §14.6): bursts
+        answered SLVERR as unsupported, W beats with a wrong WLAST. Left
+        undriven (0) in a fabric without the front end.
     r_addr : ``In(16)``
         Register bus read address.
     r_data : ``Out(32)``
@@ -132,6 +141,8 @@ class Telemetry(FabricComponent):
             "dropped":      In(1).array(params.channels),
             "epoch_cycles": In(params.epoch_bits),
             "snapshot":     In(1),
+            "axi_unsupported":  In(AXI_ERROR_BITS).array(params.tenants),
+            "axi_wlast_errors": In(AXI_ERROR_BITS).array(params.tenants),
             "r_addr":       In(ADDR_WIDTH),
             "r_data":       Out(DATA_WIDTH),
         })
@@ -227,11 +238,14 @@ class Telemetry(FabricComponent):
         snap_hwm    = [Signal(range(p.queue_depth + 1), name=f"tel_snap_queue_hwm_{i}")
                        for i in range(N)]
         snap_drop   = [Signal(COUNT_BITS, name=f"tel_snap_dropped_{c}") for c in range(C)]
+        snap_unsup  = [Signal(AXI_ERROR_BITS, name=f"tel_snap_axi_unsupported_{i}") for i in range(N)]
+        snap_wlast  = [Signal(AXI_ERROR_BITS, name=f"tel_snap_axi_wlast_errors_{i}") for i in range(N)]
         with m.If(epoch_end | self.snapshot):
             m.d.sync += epoch_count.eq(epoch_count + 1)
             for snap, live in ((snap_bytes, live_bytes), (snap_grants, live_grants),
                                (snap_burst, live_burst), (snap_late, live_late),
-                               (snap_hwm, live_hwm), (snap_drop, live_drop)):
+                               (snap_hwm, live_hwm), (snap_drop, live_drop),
+                               (snap_unsup, self.axi_unsupported), (snap_wlast, self.axi_wlast_errors)):
                 m.d.sync += [s.eq(v) for s, v in zip(snap, live)]
 
         # Reads: each field of a telemetry register is the value of its name
@@ -239,6 +253,7 @@ class Telemetry(FabricComponent):
         values = {
             "bytes": snap_bytes, "grants": snap_grants, "burst_grants": snap_burst,
             "slo_violations": snap_late, "queue_hwm": snap_hwm, "dropped": snap_drop,
+            "axi_unsupported": snap_unsup, "axi_wlast_errors": snap_wlast,
             "epoch_count": [epoch_count],
         }
         entries = []

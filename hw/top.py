@@ -38,7 +38,7 @@ from .config import ADDR_WIDTH, DATA_WIDTH, FabricComponent, RegisterFile
 from .coordinator import Coordinator
 from .layouts import grant_signature, request_signature
 from kvfabric.spec import CREDIT_CLASS_NAMES, CREDIT_CLASSES, check_params
-from .telemetry import Telemetry
+from .telemetry import AXI_ERROR_BITS, Telemetry
 
 
 __all__ = ["KvFabric"]
@@ -54,6 +54,10 @@ class KvFabric(FabricComponent):
     checks : bool or iterable of str
         Safety properties of every channel (:mod:`kvfabric.hw.checks`) as
         ``Assert`` statements; off for synthesis, on in simulation tests.
+    axi_errors : bool
+        Add the inputs ``axi_unsupported`` and ``axi_wlast_errors``: the AXI4
+        front end's counters, snapshot into ``TEL.AXI_ERRORS`` (spec §14.6).
+        Without them (the bare arbiter) the register reads 0.
 
     Members
     -------
@@ -71,6 +75,11 @@ class KvFabric(FabricComponent):
         Channel c drops an invalid request in this cycle (spec §4).
     queue_full : ``Out(tenants).array(channels)``
         Bit i of ``queue_full[c]``: tenant i's queue on channel c cannot accept (spec §4).
+    axi_unsupported, axi_wlast_errors : ``In(16).array(tenants)``
+        With ``axi_errors`` only: the AXI4 front end's live error counters.
+    tenant_priority : ``Out(2).array(tenants)``
+        Tenant i's active ``priority``, for a memory side that maps a grant
+        to AxQOS (``11 - priority`` for guaranteed grants, spec §6.6).
     s_axil : ``In(AXI4LiteSignature(addr_width=16, data_width=32))``
         Configuration and telemetry (spec §9).
     now : ``Out(ts_bits)``
@@ -81,16 +90,21 @@ class KvFabric(FabricComponent):
     :exc:`TypeError`
         If ``params`` is not a :class:`kvfabric.spec.FabricParams`.
     """
-    def __init__(self, params, *, checks=False):
+    def __init__(self, params, *, checks=False, axi_errors=False):
         check_params(params)
         self._checks = check_names(checks)
+        self._axi_errors = axi_errors
+        front_end = {"axi_unsupported": In(AXI_ERROR_BITS).array(params.tenants),
+                     "axi_wlast_errors": In(AXI_ERROR_BITS).array(params.tenants)} if axi_errors else {}
         super().__init__(params, {
+            **front_end,
             "req":        In(request_signature(params)).array(params.channels),
             "grant":      Out(grant_signature(params)).array(params.channels),
             "credit_return": In(CREDIT_CLASSES).array(params.channels),
             "grant_class": Out(CREDIT_CLASSES).array(params.channels),
             "dropped":    Out(1).array(params.channels),
             "queue_full": Out(params.tenants).array(params.channels),
+            "tenant_priority": Out(params.priority_bits).array(params.tenants),
             "s_axil":     In(AXI4LiteSignature(addr_width=ADDR_WIDTH, data_width=DATA_WIDTH)),
             "now":        Out(params.ts_bits),
         })
@@ -128,7 +142,11 @@ class KvFabric(FabricComponent):
             tel.snapshot.eq(regs.cfg_snapshot),
         ]
         for i in range(p.tenants):
-            m.d.comb += tel.tenant_cfg[i].eq(regs.cfg_tenant[i])
+            m.d.comb += [tel.tenant_cfg[i].eq(regs.cfg_tenant[i]),
+                         self.tenant_priority[i].eq(regs.cfg_tenant[i].priority)]
+            if self._axi_errors:
+                m.d.comb += [tel.axi_unsupported[i].eq(self.axi_unsupported[i]),
+                             tel.axi_wlast_errors[i].eq(self.axi_wlast_errors[i])]
 
         # The per-channel rates (spec §13).
         m.submodules.coord_rates = coord = Coordinator(p)

@@ -15,7 +15,7 @@ from kvfabric.spec import FabricParams, _check_int
 __all__ = [
     "AxiParams", "SubBurst", "split_burst", "split_unsupported", "channel_of", "check_axi_params",
     "BURST_FIXED", "BURST_INCR", "BURST_WRAP", "RESP_OKAY", "RESP_EXOKAY", "RESP_SLVERR", "RESP_DECERR",
-    "CLASS_NONE", "TENANT_USER_BITS", "qos_of_kind",
+    "CLASS_NONE", "TENANT_USER_BITS",
 ]
 
 BURST_FIXED, BURST_INCR, BURST_WRAP = 0, 1, 2
@@ -195,7 +195,3 @@ def split_unsupported(beats: int, axi: AxiParams) -> list[int]:
         raise ValueError(f"AXI burst length must be 1..256 beats, not {beats}")
     return [min(axi.frag_beats, beats - k) for k in range(0, beats, axi.frag_beats)]
 
-
-def qos_of_kind(kind: int) -> int:
-    """``AxQOS`` of a manager burst from its grant's kind (spec §14.5, after §6.6)."""
-    return {0: 11, 1: 4, 2: 0, 3: 15}[kind]

@@ -92,6 +92,10 @@ REGISTER_MAP = {
             {'name': 'QUEUE_HWM', 'offset': 0x0014, 'title': 'Queue high-water mark', 'staged': False, 'commit': False, 'snapshot': True, 'fields': [
                 {'name': 'queue_hwm', 'lsb': 0, 'width': 8, 'sw': 'r', 'hw': 'w', 'reset': 0, 'pulse': False, 'counter': False, 'param': False, 'value_lsb': 0, 'desc': 'highest occupancy on any channel'},
             ]},
+            {'name': 'AXI_ERRORS', 'offset': 0x0018, 'title': 'AXI4 front end errors', 'staged': False, 'commit': False, 'snapshot': True, 'fields': [
+                {'name': 'axi_unsupported', 'lsb': 0, 'width': 16, 'sw': 'r', 'hw': 'w', 'reset': 0, 'pulse': False, 'counter': False, 'param': False, 'value_lsb': 0, 'desc': 'bursts of tenant i answered SLVERR because the AXI4 front end does not carry them (spec 14.6); 0 without the front end'},
+                {'name': 'axi_wlast_errors', 'lsb': 16, 'width': 16, 'sw': 'r', 'hw': 'w', 'reset': 0, 'pulse': False, 'counter': False, 'param': False, 'value_lsb': 0, 'desc': 'W beats of tenant i whose WLAST disagreed with the burst length (spec 14.6); 0 without the front end'},
+            ]},
         ]},
         {'name': 'DROPPED', 'title': 'Dropped requests', 'base': 0x1800, 'stride': 0x0004, 'count': 16, 'per': 'channels', 'registers': [
             {'name': 'DROPPED', 'offset': 0x0000, 'title': 'Dropped requests', 'staged': False, 'commit': False, 'snapshot': True, 'fields': [

@@ -17,7 +17,7 @@ from kvfabric.regmap import REGMAP as _REGMAP
 __all__ = [
     "FabricParams", "check_params", "CREDIT_URGENT", "CREDIT_GUARANTEED", "CREDIT_BURST",
     "GUARANTEED", "BURST", "FCFS", "URGENT", "KIND_NAMES",
-    "CREDIT_CLASSES", "CREDIT_CLASS_NAMES", "CREDIT_BITS", "BULK_PRIO_BITS", "credit_class",
+    "CREDIT_CLASSES", "CREDIT_CLASS_NAMES", "CREDIT_BITS", "BULK_PRIO_BITS", "credit_class", "axqos",
     "TENANT_FIELD_BITS", "STARVE_LIMIT_BITS", "EPOCH_CYCLES_BITS",
     "COORD_LATENCY", "COORD_MIN_EPOCH", "COORD_Q_BITS", "COORD_DEMAND_BITS", "COORD_FLOOR_BITS",
     "COORD_EPOCH_BITS", "COORD_MAX_PASSES", "coord_level_bits", "coord_passes",
@@ -72,6 +72,23 @@ def credit_class(kind, priority=0, bulk_prio=0):
     if k == CREDIT_GUARANTEED and bulk_prio >> priority & 1:
         return CREDIT_BURST
     return k
+
+
+def axqos(kind, priority):
+    """``AxQOS`` of a grant toward an AXI memory side (spec §6.6): 15 urgent,
+    ``11 - priority`` guaranteed, 4 burst, 0 fcfs.
+
+    ``priority`` is the granted tenant's active priority (0 highest .. 3), so
+    a controller that ranks by AxQOS serves a latency-bound tenant's
+    guaranteed reads before a bulk tenant's, and every guaranteed read before
+    any burst read. The AXI4 front end drives its manager ports' AxQOS with it
+    (spec §14.5); the system model's QoS controller ranks by it.
+    """
+    if kind not in KIND_NAMES:
+        raise ValueError(f"grant kind must be one of {sorted(KIND_NAMES)}, not {kind!r}")
+    if not (isinstance(priority, int) and 0 <= priority <= 3):
+        raise ValueError(f"priority must be 0..3, not {priority!r}")
+    return {URGENT: 15, GUARANTEED: 11 - priority, BURST: 4, FCFS: 0}[kind]
 
 
 #: Widths of the per-tenant configuration registers (spec §3, §5, §9): every

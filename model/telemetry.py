@@ -8,6 +8,8 @@ from .channel import BURST, Grant
 
 BYTES_BITS = 48
 COUNTER_BITS = 32
+#: Width of the AXI4 front end's per-tenant error counters (spec §14.6).
+AXI_ERROR_BITS = 16
 
 
 @dataclass
@@ -17,6 +19,10 @@ class TenantCounters:
     burst_grants: int = 0
     slo_violations: int = 0
     queue_hwm: int = 0
+    # The AXI4 front end's live counters (spec §14.6), inputs of the
+    # telemetry: 0 unless :meth:`Telemetry.set_front_end` gives them.
+    axi_unsupported: int = 0
+    axi_wlast_errors: int = 0
 
 
 @dataclass
@@ -60,6 +66,16 @@ class Telemetry:
     def __post_init__(self):
         self.live = Counters.zero(self.params.tenants, self.params.channels)
         self.snapshot = Counters.zero(self.params.tenants, self.params.channels)
+
+    def set_front_end(self, tenant: int, unsupported: int, wlast_errors: int) -> None:
+        """The AXI4 front end's live counters of ``tenant`` in the cycle about to
+        be stepped (spec §14.6): a snapshot in that cycle copies these values."""
+        for name, value in (("unsupported", unsupported), ("wlast_errors", wlast_errors)):
+            if not (isinstance(value, int) and 0 <= value < 1 << AXI_ERROR_BITS):
+                raise ValueError(f"AXI4 front end counter {name} of tenant {tenant} must be "
+                                 f"0..{(1 << AXI_ERROR_BITS) - 1}, not {value!r}")
+        t = self.live.tenants[tenant]
+        t.axi_unsupported, t.axi_wlast_errors = unsupported, wlast_errors
 
     def idle(self) -> bool:
         return not self._stage and not any(self._drops) and not self.snapshot_pending

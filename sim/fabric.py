@@ -44,7 +44,6 @@ __all__ = ["FabricPolicy", "FabricQosPolicy", "FabricCoordinator", "QosKnobs", "
 #: fabric clock is the channel's 51.2 GB/s peak.
 FABRIC_MHZ = 400
 
-_URGENT_KIND = getattr(_spec, "URGENT", 3)
 
 _BURST_RANK = 1 << 40  # rank offset of burst-path accesses in a kind-aware controller
 
@@ -394,14 +393,9 @@ def grant_class(kind, priority=0, bulk_prio=0):
 
 
 def grant_axqos(kind, priority):
-    """AxQOS of a grant (spec §6.6's mapping): urgent 15, guaranteed 11 - priority, burst 4, fcfs 0."""
-    if kind == _URGENT_KIND:
-        return 15
-    if kind == _spec.GUARANTEED:
-        return 11 - priority
-    if kind == _spec.BURST:
-        return 4
-    return 0
+    """AxQOS of a grant (spec §6.6's mapping, :func:`kvfabric.spec.axqos`):
+    urgent 15, guaranteed 11 - priority, burst 4, fcfs 0."""
+    return _spec.axqos(kind, priority)
 
 
 @dataclass(frozen=True)

@@ -5,8 +5,9 @@ rules: once VALID is high it stays high, with the payload unchanged, until
 READY. :class:`ManagerChecker` adds what a manager port of channel c must
 show: INCR bursts that stay inside one interleave unit of channel c (and so
 never cross 4 KiB), sizes the data bus carries, W beats in AW order with WLAST
-on each burst's last beat, and R and B only for IDs in flight, R with RLAST
-after exactly the burst's beats. :class:`TenantChecker` checks a tenant
+on each burst's last beat, AxQOS of spec §6.6's mapping for the grant each
+burst issues (:meth:`ManagerChecker.expect_qos`, in grant order), and R and B
+only for IDs in flight, R with RLAST after exactly the burst's beats. :class:`TenantChecker` checks a tenant
 port's R and B the same way against its own AR and AW. Each records
 violations as text (``errors``) with the cycle, so a test can assert there
 are none and print the first ones.
@@ -51,10 +52,10 @@ class HandshakeChecker:
     """VALID stays high, payload stable, until READY, on every channel of a port."""
 
     CHANNELS = {
-        "aw": ("awid", "awaddr", "awlen", "awsize", "awburst"),
+        "aw": ("awid", "awaddr", "awlen", "awsize", "awburst", "awqos"),
         "w": ("wdata", "wstrb", "wlast"),
         "b": ("bid", "bresp"),
-        "ar": ("arid", "araddr", "arlen", "arsize", "arburst"),
+        "ar": ("arid", "araddr", "arlen", "arsize", "arburst", "arqos"),
         "r": ("rid", "rdata", "rresp", "rlast"),
     }
 
@@ -158,6 +159,28 @@ class ManagerChecker:
         self.w_order = _WriteOrder(name, self.book, errors)
         self.aw_count = self.ar_count = 0
         self.name = name
+        self._qos = {"ar": deque(), "aw": deque()}
+
+    def expect_qos(self, direction, qos, grant):
+        """The channel's next ``direction`` ("ar" or "aw") burst issues ``grant``
+        (text for the message) and must carry AxQOS ``qos``: the issue stage
+        issues each direction's grants in grant order (spec §14.5)."""
+        self._qos[direction].append((qos, grant))
+
+    def unissued(self):
+        """The grants expected (:meth:`expect_qos`) and not yet issued."""
+        return [grant for q in self._qos.values() for _, grant in q]
+
+    def _check_qos(self, cycle, ch, a):
+        expected = self._qos[ch]
+        if not expected:
+            self.errors.append(f"cycle {cycle}: {self.name} {ch.upper()} {a[f'{ch}addr']:#x} issued "
+                               f"with no grant left to issue")
+            return
+        qos, grant = expected.popleft()
+        if a[f"{ch}qos"] != qos:
+            self.errors.append(f"cycle {cycle}: {self.name} {ch.upper()}QOS {a[f'{ch}qos']}, spec §6.6 "
+                               f"gives {qos} for {grant}")
 
     def _placement(self, cycle, ch, a):
         addr, beats, size = a[f"{ch}addr"], a[f"{ch}len"] + 1, a[f"{ch}size"]
@@ -180,11 +203,13 @@ class ManagerChecker:
         if "aw" in fired:
             a = fired["aw"]
             self._placement(cycle, "aw", a)
+            self._check_qos(cycle, "aw", a)
             self.w_order.on_aw(a)
             self.aw_count += 1
         if "ar" in fired:
             a = fired["ar"]
             self._placement(cycle, "ar", a)
+            self._check_qos(cycle, "ar", a)
             self.book.reads[a["arid"]].append(a["arlen"] + 1)
             self.ar_count += 1
         if "w" in fired:

@@ -13,7 +13,7 @@ from dataclasses import replace
 import pytest
 
 from kvfabric.spec import (BURST, CREDIT_BITS, FCFS, GUARANTEED, KIND_NAMES, URGENT, FabricParams,
-                           credit_class)
+                           axqos, credit_class)
 from kvfabric.model.channel import ChannelModel, QueueEntry, Request
 from kvfabric.model.fabric import FabricModel
 from kvfabric.model.registers import FabricConfig, TenantConfig
@@ -40,6 +40,16 @@ def test_kind_names_and_credit_classes():
     assert [credit_class(k, 2, 0b1111) for k in (URGENT, BURST, FCFS)] == [0, 2, None]
     with pytest.raises(ValueError, match="grant kind"):
         credit_class(4)
+
+
+def test_axqos_is_spec_6_6s_mapping():
+    # Spec §6.6's table: urgent 15, guaranteed 11 - priority, burst 4, fcfs 0.
+    assert [axqos(GUARANTEED, p) for p in range(4)] == [11, 10, 9, 8]
+    assert [axqos(k, p) for k in (URGENT, BURST, FCFS) for p in (0, 3)] == [15, 15, 4, 4, 0, 0]
+    with pytest.raises(ValueError, match=r"priority must be 0\.\.3, not 4"):
+        axqos(GUARANTEED, 4)
+    with pytest.raises(ValueError, match="grant kind"):
+        axqos(5, 0)
 
 
 @pytest.mark.parametrize("credits, field", [((256, 0, 0), "credit_urgent"),

@@ -26,7 +26,8 @@ R and B carry it back, so routing a response and returning its credit (spec
 write's B; when both return one of a class in the same cycle the second is
 returned the cycle after (a count per class), which §6.6 allows.
 
-AxQOS is taken from the grant's kind (spec §14.5).
+AxQOS is taken from the grant's kind and, for a guaranteed grant, its
+tenant's active priority (spec §14.5, §6.6's ``11 - priority``).
 """
 
 from amaranth.hdl import Module, Signal, Cat, Mux
@@ -34,8 +35,8 @@ from amaranth.lib import data, stream, wiring
 from amaranth.lib.fifo import SyncFIFOBuffered
 from amaranth.lib.wiring import In, Out
 
-from kvfabric.axi import AxiParams, BURST_INCR, CLASS_NONE, qos_of_kind
-from kvfabric.spec import CREDIT_CLASSES, FabricParams
+from kvfabric.axi import AxiParams, BURST_INCR, CLASS_NONE
+from kvfabric.spec import CREDIT_CLASSES, GUARANTEED, FabricParams, axqos
 from ..layouts import Kind, grant_signature
 from .bus import AXI4Signature
 from .layouts import beat_layout, descriptor_layout, done_layout, fill_layout
@@ -69,6 +70,8 @@ class ChannelIssue(wiring.Component):
         The channel's grant stream; ``id`` is ``{tenant, write, entry}``.
     grant_class : In(3)
         One-hot credit class of the grant in the grant register (none in fcfs mode).
+    tenant_priority : In(2).array(tenants)
+        Each tenant's active priority, for a guaranteed grant's AxQOS.
     lookup_entry : Out(entry)
         The granted entry, for every tenant's ``lookup``.
     read_desc, write_desc : In(descriptor_layout).array(tenants)
@@ -94,6 +97,7 @@ class ChannelIssue(wiring.Component):
         super().__init__({
             "grant": In(grant_signature(fabric)),
             "grant_class": In(CREDIT_CLASSES),
+            "tenant_priority": In(fabric.priority_bits).array(n),
             "lookup_entry": Out(axi.entry_bits),
             "read_desc": In(descriptor_layout(axi)).array(n),
             "write_desc": In(descriptor_layout(axi)).array(n),
@@ -120,18 +124,28 @@ class ChannelIssue(wiring.Component):
         entry = Signal(eb)
         m.d.comb += [is_write.eq(g.id[eb]), entry.eq(g.id[:eb]), self.lookup_entry.eq(entry)]
         desc = Signal(descriptor_layout(axi))
+        priority = Signal(fab.priority_bits)
         with m.Switch(g.tenant):
             for t in range(n):
                 with m.Case(t):
-                    m.d.comb += desc.eq(Mux(is_write, self.write_desc[t], self.read_desc[t]))
+                    m.d.comb += [desc.eq(Mux(is_write, self.write_desc[t], self.read_desc[t])),
+                                 priority.eq(self.tenant_priority[t])]
         cls = Signal(2)
         m.d.comb += cls.eq(Mux(self.grant_class[0], 0, Mux(self.grant_class[1], 1,
                                                           Mux(self.grant_class[2], 2, CLASS_NONE))))
+        # AxQOS by spec §6.6's mapping (kvfabric.spec.axqos): a table of the
+        # kind and, for a guaranteed grant, the granted tenant's priority.
         qos = Signal(4)
         with m.Switch(g.kind):
             for kind in Kind:
                 with m.Case(kind):
-                    m.d.comb += qos.eq(qos_of_kind(kind.value))
+                    if kind.value == GUARANTEED:
+                        with m.Switch(priority):
+                            for prio in range(1 << fab.priority_bits):
+                                with m.Case(prio):
+                                    m.d.comb += qos.eq(axqos(kind.value, prio))
+                    else:
+                        m.d.comb += qos.eq(axqos(kind.value, 0))
         mid = Signal(len(bus.arid))
         m.d.comb += mid.eq(Cat(entry, g.tenant[:tb], cls))
 

@@ -39,6 +39,7 @@ from ..axil import AXI4LiteSignature
 from ..config import ADDR_WIDTH, DATA_WIDTH
 from kvfabric.spec import CREDIT_CLASSES
 from ..layouts import grant_layout, request_layout
+from ..telemetry import AXI_ERROR_BITS
 from ..top import KvFabric
 from .bus import AXI4Signature
 from .clock_crossing import AxiClockCrossing
@@ -51,7 +52,7 @@ from .write_tracker import WriteTracker
 __all__ = ["KvFabricAxi"]
 
 #: Width of the per-tenant counters of unsupported bursts and WLAST errors.
-COUNTER_BITS = 16
+COUNTER_BITS = AXI_ERROR_BITS
 
 
 class KvFabricAxi(wiring.Component):
@@ -135,7 +136,7 @@ class KvFabricAxi(wiring.Component):
             # The memory side's clock and reset, from the ports mem_clk and mem_rst.
             m.domains.mem = mem = ClockDomain("mem")
             m.d.comb += [mem.clk.eq(self.mem_clk), mem.rst.eq(self.mem_rst)]
-        m.submodules.fabric = fabric = KvFabric(p, checks=self._checks)
+        m.submodules.fabric = fabric = KvFabric(p, checks=self._checks, axi_errors=True)
         wiring.connect(m, wiring.flipped(self.s_axil), fabric.s_axil)
         m.d.comb += self.now.eq(fabric.now)
 
@@ -180,7 +181,8 @@ class KvFabricAxi(wiring.Component):
                 unsupported.eq(unsupported + rd.unsupported + wr.unsupported),
                 wlast.eq(wlast + wr.wlast_mismatch),
             ]
-            m.d.comb += [self.unsupported[t].eq(unsupported), self.wlast_errors[t].eq(wlast)]
+            m.d.comb += [self.unsupported[t].eq(unsupported), self.wlast_errors[t].eq(wlast),
+                         fabric.axi_unsupported[t].eq(unsupported), fabric.axi_wlast_errors[t].eq(wlast)]
 
         sides = [side for t in range(n) for side in (reads[t], writes[t])]
         ready_terms = [[] for _ in sides]
@@ -214,6 +216,7 @@ class KvFabricAxi(wiring.Component):
                 queue_full.eq(fabric.queue_full[c]), mux.queue_full.eq(queue_full),
                 mux.dropped.eq(fabric.dropped[c]),
                 issue.grant_class.eq(fabric.grant_class[c]),
+                *(issue.tenant_priority[t].eq(fabric.tenant_priority[t]) for t in range(n)),
                 credit_return.eq(issue.credit_return), fabric.credit_return[c].eq(credit_return),
             ]
             if axi.mem_clock:

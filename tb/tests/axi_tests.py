@@ -29,6 +29,7 @@ from cocotb.triggers import ClockCycles, FallingEdge, ReadOnly, SimTimeoutError,
 from cocotbext.axi import AxiBus, AxiBurstType, AxiLiteBus, AxiLiteMaster, AxiMaster, AxiRam, AxiResp
 
 from kvfabric.model.registers import FabricConfig, TenantConfig
+from kvfabric.spec import KIND_NAMES, axqos
 from kvfabric.tb import axil as regs
 from kvfabric.tb.axi_checks import ManagerChecker, TenantChecker, watch
 from kvfabric.tb.axi_design import axi_job_from_json
@@ -207,18 +208,45 @@ class AxiTB:
 
     async def _lockstep(self):
         """The golden model beside the arbiter, from cycle 0 (the falling edge that released reset)."""
+        sb = self.scoreboard
+        n = self.params.tenants
+        # The front end's error counters are inputs of the arbiter's telemetry
+        # (spec §14.6): the model's snapshot copies them from the DUT's ports.
+        counters = [(getattr(self.dut, f"unsupported__{t}"),
+                     getattr(self.dut, f"wlast_errors__{t}")) for t in range(n)]
         while not self._stop:
             await ReadOnly()
-            self.scoreboard.step(self.monitor.sample())
+            for t, (unsupported, wlast) in enumerate(counters):
+                sb.model.telemetry.set_front_end(t, int(unsupported.value), int(wlast.value))
+            # AxQOS (spec §6.6) uses the granted tenant's priority active in
+            # the grant's transfer cycle: the model's configuration before its step.
+            priority = [tc.priority for tc in sb.model.config.tenants]
+            logged = len(sb.grant_log)
+            sb.step(self.monitor.sample())
+            for cycle, c, tenant, nbytes, gid, kind in sb.grant_log[logged:]:
+                direction = "aw" if gid >> self.axi.entry_bits & 1 else "ar"
+                self.managers[c].expect_qos(direction, axqos(kind, priority[tenant]),
+                                            f"the grant of cycle {cycle} (tenant {tenant}, "
+                                            f"{KIND_NAMES[kind]}, priority {priority[tenant]})")
             await FallingEdge(self.dut.clk)
 
     async def program(self, tenants=None):
-        """Enable the tenants with equal weights and a small guarantee each."""
+        """Enable the tenants with equal weights and a small guarantee each, at
+        priorities 0, 1, 2, 3, 0, ... (so that AxQOS's ``11 - priority`` is seen)."""
         n = self.params.tenants
         if tenants is None:
-            tenants = [TenantConfig(rate=16, capacity=1 << 16, peak_rate=0xFFFF, inv_weight=256, enable=1)
-                       for _ in range(n)]
+            tenants = [TenantConfig(rate=16, capacity=1 << 16, peak_rate=0xFFFF, inv_weight=256, enable=1,
+                                    priority=t % 4)
+                       for t in range(n)]
         await regs.program(self.axil, FabricConfig(tenants))
+
+    async def axi_errors(self, tenant):
+        """``TEL[tenant].AXI_ERRORS`` after a snapshot taken now (spec §14.6):
+        (unsupported bursts, WLAST errors), read over the register port."""
+        await regs.take_snapshot(self.axil, fcfs_bypass=0)
+        await ClockCycles(self.dut.clk, 2)
+        word = await self.axil.read_dword(regs.tel_reg(tenant, "AXI_ERRORS"))
+        return word & 0xFFFF, word >> 16
 
     async def finish(self):
         await ClockCycles(self.dut.clk, 20)
@@ -232,6 +260,10 @@ class AxiTB:
             self.errors.append(f"arbiter: {left} accepted requests never granted")
         self.dut._log.info("arbiter lockstep: %d requests accepted, %d granted, %d dropped, %d comparisons "
                            "with the golden model", sb.accepted, sb.granted, sb.dropped, sb.compared)
+        for ck in self.managers:
+            left = ck.unissued()
+            if left:
+                self.errors.append(f"{ck.name}: {len(left)} grants never issued, the first {left[0]}")
         for ck in (*self.managers, *self.tenants):
             left_r = {i: list(q) for i, q in ck.book.reads.items() if q}
             left_w = {i: k for i, k in ck.book.writes.items() if k}
@@ -343,6 +375,8 @@ async def unsupported_bursts(dut):
     await ClockCycles(dut.clk, 2)
     counted = int(dut.unsupported__0.value)
     assert counted == 3, f"unsupported__0 counted {counted} bursts, 3 were sent"
+    unsupported, wlast = await tb.axi_errors(0)
+    assert (unsupported, wlast) == (3, 0), f"TEL[0].AXI_ERRORS reads {unsupported} unsupported, {wlast} WLAST errors"
     await tb.finish()
 
 
@@ -400,6 +434,9 @@ async def wrong_wlast(dut):
     await ClockCycles(dut.clk, 2)
     counted = int(dut.wlast_errors__0.value)
     assert counted == len(flip), f"wlast_errors__0 counted {counted} beats, {len(flip)} were sent"
+    unsupported, wlast = await tb.axi_errors(0)
+    assert (unsupported, wlast) == (0, len(flip)), \
+        f"TEL[0].AXI_ERRORS reads {unsupported} unsupported, {wlast} WLAST errors ({len(flip)} sent)"
     # The tenant port's checker flags the same beats (it checks the TB as well):
     # exactly those, then nothing else may be wrong.
     wlast = [e for e in tb.errors if "s_axi[0] WLAST" in e]
