@@ -9,7 +9,12 @@ cycles records which channels each tenant was accepted on and, from
 tenant's total over those channels: water-filling, each tenant in turn
 spreading its total over its channels so that their loads (the sums of the
 allocation) are as level as the other tenants' allocations allow, repeated
-for ``coord_passes`` passes (spec §13.5).
+for ``coord_passes`` passes (spec §13.5). A channel where the tenant was
+accepted but never left its queue full (a light pair: a decode) keeps the
+tenant's even split, and only its backlogged pairs are levelled: a light
+tenant's requests never lose their guarantee to a neighbour's load, and a
+tenant's guarantee goes where its requests wait, not where they are
+already served.
 
 Timing, exactly:
 
@@ -17,11 +22,13 @@ Timing, exactly:
   t_e when ``coord_ec >= E - 1`` (E = max(``coord_epoch_cycles``,
   COORD_MIN_EPOCH)), and ``coord_ec`` is 0 again in t_e + 1.
 * Demand: a valid request accepted on channel c in an enabled cycle a sets
-  the bit ``m[i][c]`` of a's epoch. The acceptance is read from the
-  channel's ingress register in a + 1 (a register, so the coordinator adds
-  no load to the channel's request port); the bits of an epoch are complete
-  from t_e + 2, when they have been copied (``coord_dwalk_<c>``) for the
-  walk while the next epoch sets the counting ones (``coord_dcount_<c>``).
+  the bit ``m[i][c]`` of a's epoch, and the backlog bit ``b[i][c]`` if the
+  channel's ``queue_full`` bit i is 1 in a + 1. The acceptance is read from
+  the channel's ingress register in a + 1 (a register, so the coordinator
+  adds no load to the channel's request port), beside ``queue_full``
+  (from registers too); the bits of an epoch are complete from t_e + 2,
+  when they have been copied (``coord_dwalk_<c>``, ``coord_bwalk_<c>``) for
+  the walk while the next epoch sets the counting ones.
 * ``coord_floor``, every tenant's RATE and enable of t_e are held
   (``coord_snap_*``): the allocation of every tenant depends on every
   other's total. PEAK_RATE is read live (a COMMIT that changes it discards
@@ -30,8 +37,10 @@ Timing, exactly:
   active tenant (enabled, with demand) taking a load cycle (the other
   tenants' loads on every channel, ``o[c] = load[c] - x[i][c]``), one cycle
   per bit of its water level (a binary search of the smallest level h whose
-  fill ``sum over its channels of max(0, h - o[c])`` reaches its total, all
-  channels in parallel) and a write cycle (``x[i][c]`` into the per-channel
+  fill reaches its total: over its channels, ``max(lo[c], h - o[c])`` on
+  the levelled ones (its backlogged channels, or all of them if none is)
+  and ``lo[c]`` on the others, lo[c] = RATE - fr on a light channel and 0
+  on a backlogged one; all channels in parallel) and a write cycle (``x[i][c]`` into the per-channel
   allocation RAM ``coord_alloc_<c>``, the loads updated); then a write-out of
   every pair's rate and peak rate, one per cycle, into the per-tenant result
   RAM ``coord_result_<i>`` (its entry c: channel c's rate and peak rate).
@@ -132,6 +141,10 @@ class Coordinator(FabricComponent):
     accepted : ``In(acceptance_layout(params)).array(channels)``
         Each channel's ingress register: a valid request accepted in the
         previous cycle, its tenant and bytes.
+    queue_full : ``In(tenants).array(channels)``
+        Each channel's ``queue_full`` (spec §2, from registers): read with
+        ``accepted``, it says whether an acceptance left its tenant's queue
+        full (the pair is backlogged, spec §13.4).
     rate, peak_rate : ``Out(16).array(channels, tenants)``
         ``rate[c][i]``: tenant i's refill rate on channel c, a register.
 
@@ -159,6 +172,7 @@ class Coordinator(FabricComponent):
             "commit":         In(n),
             "commit_next":    In(n),
             "accepted":       In(acceptance_layout(params)).array(c),
+            "queue_full":     In(n).array(c),
             "rate":           Out(params.rate_bits).array(c, n),
             "peak_rate":      Out(params.peak_rate_bits).array(c, n),
         })
@@ -166,9 +180,9 @@ class Coordinator(FabricComponent):
     def elaborate(self, platform):
         m = Module()
         epoch = self._epoch(m)
-        mask = self._demand(m, epoch)
+        mask, backlog = self._demand(m, epoch)
         snap = self._snapshot(m, epoch)
-        results = self._walk(m, epoch, mask, snap)
+        results = self._walk(m, epoch, mask, backlog, snap)
         self._outputs(m, epoch, results)
         return m
 
@@ -198,24 +212,29 @@ class Coordinator(FabricComponent):
         (``coord_dcount_<c>``), set by the channel's ingress register, and the
         bits of the last ended epoch (``coord_dwalk_<c>``), copied from them
         in t_e + 1 (with t_e's acceptance, which the ingress register shows
-        then) while they restart; the walk reads the copy."""
+        then) while they restart; the walk reads the copy. The backlog bits
+        (``coord_bcount_<c>``, ``coord_bwalk_<c>``) likewise, set by an
+        acceptance whose tenant's ``queue_full`` is 1 beside it in a + 1:
+        the request took the queue's last free slot and none left."""
         p = self.params
         n = p.tenants
-        bits = []
+        bits, backlog = [], []
         for c in range(p.channels):
-            count = Signal(n, name=f"coord_dcount_{c}")
-            walk = Signal(n, name=f"coord_dwalk_{c}")
             ev = self.accepted[c]
-            nxt = Signal(n, name=f"coord_dnext_{c}")
-            m.d.comb += nxt.eq(count | Cat(epoch.en_d & ev.valid & (ev.tenant == i) for i in range(n)))
-            with m.If(~epoch.en_d):
-                m.d.sync += count.eq(0)
-            with m.Elif(epoch.end_d):
-                m.d.sync += [walk.eq(nxt), count.eq(0)]
-            with m.Else():
-                m.d.sync += count.eq(nxt)
-            bits.append(walk)
-        return bits
+            hit = Cat(epoch.en_d & ev.valid & (ev.tenant == i) for i in range(n))
+            for kind, new, out in (("d", hit, bits), ("b", hit & self.queue_full[c], backlog)):
+                count = Signal(n, name=f"coord_{kind}count_{c}")
+                walk = Signal(n, name=f"coord_{kind}walk_{c}")
+                nxt = Signal(n, name=f"coord_{kind}next_{c}")
+                m.d.comb += nxt.eq(count | new)
+                with m.If(~epoch.en_d):
+                    m.d.sync += count.eq(0)
+                with m.Elif(epoch.end_d):
+                    m.d.sync += [walk.eq(nxt), count.eq(0)]
+                with m.Else():
+                    m.d.sync += count.eq(nxt)
+                out.append(walk)
+        return bits, backlog
 
     # --- the values of t_e ----------------------------------------------------------------
     def _snapshot(self, m, epoch):
@@ -231,13 +250,16 @@ class Coordinator(FabricComponent):
         return _Snapshot(floor=floor, rate=rate, enable=en)
 
     # --- the walk -------------------------------------------------------------------------
-    def _walk(self, m, epoch, mask, snap):
+    def _walk(self, m, epoch, mask, backlog, snap):
         """The allocation's passes and the write-out; returns, per tenant, the
         read port of its result RAM."""
         p = self.params
         n, nc = p.tenants, p.channels
         lw = coord_level_bits(p)
-        xw = lw                                     # x[i][c] <= the level < 2^W
+        xw = lw                                     # x[i][c] <= max(RATE, the level) < 2^W
+        # A channel's load: the sum of N allocations of W bits (a floor lifts
+        # one above the level).
+        ldw = (n * ((1 << lw) - 1)).bit_length()
         nw = ((nc << p.rate_bits) - 1).bit_length()  # a tenant's total C·(RATE - fr)
         passes = coord_passes(p)
         rmax = (1 << p.rate_bits) - 1
@@ -249,9 +271,11 @@ class Coordinator(FabricComponent):
         ci = Signal(range(max(nc, 2)), name="coord_channel")
         hp = Signal(lw, name="coord_level")        # the largest level found whose fill is below the total
         probe = Signal(lw, name="coord_probe")     # one-hot: the level bit being decided
-        load = [Signal(lw, name=f"coord_load_{c}") for c in range(nc)]
-        others = [Signal(lw, name=f"coord_others_{c}") for c in range(nc)]   # load[c] - x[i][c]
+        load = [Signal(ldw, name=f"coord_load_{c}") for c in range(nc)]
+        others = [Signal(ldw, name=f"coord_others_{c}") for c in range(nc)]   # load[c] - x[i][c]
         use = Signal(nc, name="coord_use")         # the tenant's channels (none when its total is 0)
+        light = Signal(nc, name="coord_light")     # those where it is not backlogged: x >= RATE - fr
+        lev = Signal(nc, name="coord_levelled")    # its backlogged ones, or all if none is
 
         # The tenant's values of t_e: RATE, enable, and the live PEAK_RATE for
         # the write-out (equal to t_e's unless a COMMIT discards the result).
@@ -266,14 +290,18 @@ class Coordinator(FabricComponent):
         # The tenant's demand bits of the ended epoch, per channel.
         dem = Signal(nc, name="coord_demand_bits")
         m.d.comb += dem.eq(Cat(_bit(m, mask[c], ti, f"coord_dbit_{c}") for c in range(nc)))
+        bkl = Signal(nc, name="coord_backlog_bits")
+        m.d.comb += bkl.eq(Cat(_bit(m, backlog[c], ti, f"coord_bbit_{c}") for c in range(nc)))
         active = Signal(name="coord_active")
         m.d.comb += active.eq(t_en & dem.any())
 
         # fr = floor(f * RATE / 256) and the total to place g = C * (RATE - fr).
         fr = Signal(p.rate_bits, name="coord_floor_rate")
         m.d.comb += fr.eq((snap.floor * t_rate) >> COORD_FLOOR_BITS)
+        unit = Signal(p.rate_bits, name="coord_even")   # RATE - fr, a light pair's lower bound
+        m.d.comb += unit.eq(t_rate - fr)
         need = Signal(nw, name="coord_need")
-        m.d.comb += need.eq((t_rate - fr) * nc)
+        m.d.comb += need.eq(unit * nc)
 
         # The allocation RAMs: x[i][c] in channel c's, at address i.
         x_old = []
@@ -294,17 +322,25 @@ class Coordinator(FabricComponent):
         for c in range(nc):
             m.d.comb += others[c].eq(load[c] - Mux(first, 0, x_old[c]))
 
-        # The fill at the level `cand`: sum over the tenant's channels of max(0, cand - o[c]).
+        # The fill at the level `cand`: sum over the tenant's channels of
+        # max(lo[c], cand - o[c]) on a levelled channel, lo[c] on the others,
+        # lo[c] = RATE - fr on a light channel, else 0.
         cand = Signal(lw, name="coord_cand")
         # In the write cycle the level h: one above the largest level whose fill
-        # is below the total, or the highest level if even that one's is.
+        # is below the total, or the highest level if even that one's is. The
+        # search starts from hp = 0, as if the fill at 0 were below the total:
+        # it is not only when the tenant is light on all C channels (their
+        # lower bounds sum to C·(RATE - fr), the total), and then each x is
+        # RATE - fr >= 1 at the levels 0 and 1 alike.
         m.d.comb += cand.eq(Mux(state == _State.WRITE, Mux(hp.all(), hp, hp + 1), hp | probe))
         pos = []
         for c in range(nc):
-            diff = Signal(lw + 1, name=f"coord_diff_{c}")
+            diff = Signal(ldw + 1, name=f"coord_diff_{c}")
+            above = Signal(lw, name=f"coord_above_{c}")   # max(0, cand - o[c]) < 2^W
             pc = Signal(lw, name=f"coord_fill_{c}")
             m.d.comb += [diff.eq(cand - others[c]),
-                         pc.eq(Mux(use[c] & ~diff[lw], diff[:lw], 0))]
+                         above.eq(Mux(diff[ldw], 0, diff[:lw])),
+                         pc.eq(Mux(use[c], Mux(light[c] & (~lev[c] | (above < unit)), unit, above), 0))]
             pos.append(pc)
         fill = Signal(lw + nc.bit_length(), name="coord_fill")
         m.d.comb += fill.eq(_tree_sum(pos))
@@ -359,7 +395,8 @@ class Coordinator(FabricComponent):
                     m.d.sync += [ld.eq(0) for ld in load]
             with m.Case(_State.LOAD):
                 with m.If(active):
-                    m.d.sync += [use.eq(Mux(need == 0, 0, dem)), hp.eq(0),
+                    m.d.sync += [use.eq(Mux(need == 0, 0, dem)), light.eq(dem & ~bkl),
+                                 lev.eq(Mux((dem & bkl).any(), dem & bkl, dem)), hp.eq(0),
                                  probe.eq(1 << (lw - 1)), state.eq(_State.SEARCH)]
                 with m.Else():
                     next_tenant()
@@ -372,7 +409,7 @@ class Coordinator(FabricComponent):
             with m.Case(_State.WRITE):
                 for c in range(nc):
                     m.d.comb += [x_wr[c].data.eq(pos[c]), x_wr[c].en.eq(1)]
-                    m.d.sync += load[c].eq(Mux(pos[c] != 0, cand, others[c]))
+                    m.d.sync += load[c].eq(others[c] + pos[c])
                 next_tenant()
             with m.Case(_State.OUT):
                 with m.If(ci != nc - 1):

@@ -197,6 +197,7 @@ class KvFabric(FabricComponent):
                 tel.grants[c].kind.eq(ch.grant.payload.kind),
                 tel.grants[c].ts.eq(ch.grant_ts),
                 coord.accepted[c].eq(ch.accepted),
+                coord.queue_full[c].eq(ch.queue_full),
             ]
             for i in range(p.tenants):
                 cfg = regs.cfg_tenant[i]

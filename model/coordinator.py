@@ -2,9 +2,10 @@
 
 Each channel arbitrates alone (spec §4-§6); the coordinator only decides, once
 an epoch, which rate and peak rate each channel refills a tenant's buckets
-with. It counts the demand every channel accepts, ends epochs, computes a
-result from them (:func:`allocate`, the rule: an allocation of every tenant's
-total over the channels it uses, by water-filling) and holds it for
+with. It counts the demand every channel accepts and which of those pairs
+are backlogged, ends epochs, computes a result from them (:func:`allocate`,
+the rule: an allocation of every tenant's total over the channels it uses,
+by water-filling above the even split a light pair keeps) and holds it for
 ``COORD_LATENCY`` cycles before it applies, channel c's rates ``c`` cycles
 later still (the RTL loads one channel's registers per cycle), so the model
 and the RTL load the same values at the same edges.
@@ -30,14 +31,23 @@ __all__ = ["Coordinator", "allocate", "water_level"]
 _DEMAND_MAX = (1 << COORD_DEMAND_BITS) - 1
 
 
-def water_level(others: list[int], mask: list[bool], total: int, top: int) -> int:
+def water_level(others: list[int], mask: list[bool], total: int, top: int,
+                floors: list[int] | None = None, level: list[bool] | None = None) -> int:
     """The smallest integer level h in 0..top with
-    ``sum(max(0, h - others[c]) for c in mask) >= total``, or ``top`` if
-    none (spec §13.5)."""
-    lo, hi = 0, min(min(o for o, m in zip(others, mask) if m) + total, top)
+    ``sum(max(floors[c], h - others[c]) if level[c] else floors[c] for c in mask) >= total``,
+    or ``top`` if none (spec §13.5; ``floors`` None: all 0, ``level`` None:
+    ``mask``; ``level`` is within ``mask`` and not empty). The fill grows
+    with h, so a binary search finds it."""
+    floors = floors or [0] * len(others)
+    level = mask if level is None else level
+
+    def fill(h):
+        return sum(max(f, h - o) if v else f for o, f, m, v in zip(others, floors, mask, level) if m)
+
+    lo, hi = 0, min(min(o for o, v in zip(others, level) if v) + total, top)
     while lo < hi:
         h = (lo + hi) // 2
-        if sum(max(0, h - o) for o, m in zip(others, mask) if m) >= total:
+        if fill(h) >= total:
             hi = h
         else:
             lo = h + 1
@@ -45,12 +55,18 @@ def water_level(others: list[int], mask: list[bool], total: int, top: int) -> in
 
 
 def allocate(tenants: list[TenantConfig], demand: list[list[int]], floor: int, params,
-             passes: int | None = None) -> list[tuple[tuple[int, int], ...] | None]:
+             passes: int | None = None,
+             backlog: list[list[bool]] | None = None) -> list[tuple[tuple[int, int], ...] | None]:
     """Every tenant's ``(rate[i][c], peak[i][c])`` per channel c from the
-    epoch's demand matrix ``demand[i][c]`` and ``coord_floor`` (UQ0.8), spec
-    §13.5, or None for the even split (a disabled tenant, or no demand at
-    all). ``passes``: the water-filling's passes (default
-    :func:`kvfabric.spec.coord_passes`)."""
+    epoch's demand matrix ``demand[i][c]``, its backlog bits
+    ``backlog[i][c]`` (None: every pair with demand is backlogged) and
+    ``coord_floor`` (UQ0.8), spec §13.5, or None for the even split (a
+    disabled tenant, or no demand at all). ``passes``: the water-filling's
+    passes (default :func:`kvfabric.spec.coord_passes`). A pair with demand
+    that is not backlogged (light) keeps the tenant's even split there,
+    ``RATE - fr`` (its lower bound ``lo[i][c]``), and the rest of the total
+    is levelled over the tenant's backlogged pairs (over all its pairs,
+    above the lower bounds, when none is backlogged)."""
     C = params.channels
     rmax = (1 << params.rate_bits) - 1
     pmax = (1 << params.peak_rate_bits) - 1
@@ -59,6 +75,15 @@ def allocate(tenants: list[TenantConfig], demand: list[list[int]], floor: int, p
     active = [t.enable and any(d > 0 for d in row) for t, row in zip(tenants, demand)]
     fr = [floor * t.rate >> 8 for t in tenants]
     need = [C * (t.rate - f) for t, f in zip(tenants, fr)]
+    lows = [[t.rate - f if d > 0 and not (backlog is None or backlog[i][c]) else 0
+             for c, d in enumerate(row)]
+            for i, (t, f, row) in enumerate(zip(tenants, fr, demand))]
+    # The pairs levelled: the backlogged ones, or every pair when none is.
+    levelled = []
+    for i, row in enumerate(demand):
+        mask = [d > 0 for d in row]
+        heavy = [m and (backlog is None or backlog[i][c]) for c, m in enumerate(mask)]
+        levelled.append(heavy if any(heavy) else mask)
     x = [[0] * C for _ in tenants]
     load = [0] * C
     for _ in range(passes):
@@ -66,10 +91,14 @@ def allocate(tenants: list[TenantConfig], demand: list[list[int]], floor: int, p
             if not active[i]:
                 continue
             mask = [d > 0 for d in row]
+            lo, lev = lows[i], levelled[i]
             others = [load[c] - x[i][c] for c in range(C)]
-            h = water_level(others, mask, need[i], top) if need[i] else 0
+            h = water_level(others, mask, need[i], top, lo, lev) if need[i] else 0
             for c in range(C):
-                x[i][c] = max(0, h - others[c]) if mask[c] and need[i] else 0
+                if not (mask[c] and need[i]):
+                    x[i][c] = 0
+                else:
+                    x[i][c] = max(lo[c], h - others[c]) if lev[c] else lo[c]
                 load[c] = others[c] + x[i][c]
     out = []
     for i, t in enumerate(tenants):
@@ -101,6 +130,8 @@ class Coordinator:
     def __init__(self, params):
         self.params = params
         self.demand = [[0] * params.channels for _ in range(params.tenants)]
+        #: ``backlog[i][c]``: an acceptance of i on c this epoch left its queue full (spec §13.4).
+        self.backlog = [[False] * params.channels for _ in range(params.tenants)]
         #: ``ec`` during the next cycle stepped (0 while the coordinator is off).
         self.epoch_counter = 0
         self.pending: list | None = None
@@ -131,13 +162,18 @@ class Coordinator:
         else:
             self.pending = None
 
-    def count(self, channel: int, tenant: int, nbytes: int) -> None:
+    def count(self, channel: int, tenant: int, nbytes: int, full: bool) -> None:
         """A valid request of ``tenant`` with ``nbytes`` bytes accepted on
-        ``channel`` in this cycle (spec §13.4): its 32-byte units, saturating."""
+        ``channel`` in this cycle (spec §13.4): its 32-byte units, saturating;
+        ``full``: the tenant's queue on the channel is full in the next cycle
+        (``queue_full``, spec §2, with the accepted request in it), which
+        marks the pair backlogged."""
         p = self.params
         row = self.demand[tenant]
         x = row[channel] + ((nbytes + (1 << p.tag_shift) - 1) >> p.tag_shift)
         row[channel] = x if x < _DEMAND_MAX else _DEMAND_MAX
+        if full:
+            self.backlog[tenant][channel] = True
 
     def end_cycle(self, cycle: int, config: FabricConfig) -> None:
         """After the acceptances of ``cycle`` (with the coordinator on in it):
@@ -152,10 +188,13 @@ class Coordinator:
         """The epoch ends in ``cycle``: its result, from this cycle's
         ``config``, applies from ``cycle + 1 + COORD_LATENCY`` (spec §13.5)."""
         self.epoch_counter = 0
-        result = allocate(config.tenants, self.demand, config.coord_floor, self.params)
+        result = allocate(config.tenants, self.demand, config.coord_floor, self.params,
+                          backlog=self.backlog)
         self.pending = [cycle + 1 + COORD_LATENCY, dict(enumerate(result)), 0]
         for row in self.demand:
             row[:] = [0] * len(row)
+        for row in self.backlog:
+            row[:] = [False] * len(row)
 
     def cycles_to_event(self, cycle: int, config: FabricConfig) -> int:
         """Cycles from ``cycle`` before the next one that must be stepped (an
@@ -185,6 +224,8 @@ class Coordinator:
             self.splits = [None] * len(self.splits)
             for row in self.demand:
                 row[:] = [0] * len(row)
+            for row in self.backlog:
+                row[:] = [False] * len(row)
         changed = set(committed)
         changed.update(i for i, (a, b) in enumerate(zip(old.tenants, new.tenants)) if a != b)
         for i in changed:

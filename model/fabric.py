@@ -88,7 +88,8 @@ class FabricModel:
         if self.config.coord_enable:
             for c, r in enumerate(results):
                 if r.accepted and not r.dropped:
-                    coord.count(c, reqs[c].tenant, reqs[c].bytes)
+                    tenant = reqs[c].tenant
+                    coord.count(c, tenant, reqs[c].bytes, self.channels[c].queue_full()[tenant])
             coord.end_cycle(self.cycle, self.config)
         self.telemetry.step(now, self.config, [r.transferred for r in results],
                             [r.dropped for r in results], peaks, snapshot_request)

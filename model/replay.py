@@ -455,7 +455,7 @@ class _ChannelReplay:
                 else:
                     in_flight.add(row)
                     if coord is not None:
-                        coord.count(channel, row.tenant, row.bytes)
+                        coord.count(channel, row.tenant, row.bytes, ch.queue_full()[row.tenant])
                 last_progress = cycle
             g = res.transferred
             if g is not None:

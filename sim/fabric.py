@@ -208,7 +208,8 @@ class FabricPolicy(Policy):
             system.take(offer)
             self.in_fabric[request.id] = offer
             if self.coordinator is not None:
-                self.coordinator.count(self.coord_channel, fabric_cycle, request.tenant, request.bytes)
+                self.coordinator.count(self.coord_channel, fabric_cycle, request.tenant, request.bytes,
+                                       model.queue_full()[request.tenant])
         selected = model.grant
         if selected is not None and selected is not held:
             self.in_fabric[selected.id].granted = now
@@ -342,6 +343,8 @@ class FabricCoordinator:
         self.epoch = config.coord_epoch
         self.latency = _spec.COORD_LATENCY
         self.results = []
+        #: Per result k = 1, 2, ...: its epoch's backlog bits per tenant per channel (spec §13.4).
+        self.backlogs = []
         self._splits = [[None] * self.params.tenants]   # result k's splits; 0: the registers
         self._open = {}                                  # epoch -> Coordinator counting its demand
         for c, p in enumerate(self.policies):
@@ -349,15 +352,16 @@ class FabricCoordinator:
             p.coord_channel = c
             p.next_apply = self.epoch + self.latency + c  # channel c's rates load c cycles after t_a
 
-    def count(self, channel, fabric_cycle, tenant, nbytes):
-        """A valid request accepted on ``channel`` in ``fabric_cycle`` (spec §13.4)."""
+    def count(self, channel, fabric_cycle, tenant, nbytes, full):
+        """A valid request accepted on ``channel`` in ``fabric_cycle`` (spec
+        §13.4); ``full``: it left the tenant's queue there full."""
         e = fabric_cycle // self.epoch
         assert e >= len(self._splits) - 1, (f"demand of epoch {e} on channel {channel} after its result "
                                             f"was computed")
         acc = self._open.get(e)
         if acc is None:
             acc = self._open[e] = Coordinator(self.params)
-        acc.count(channel, tenant, nbytes)
+        acc.count(channel, tenant, nbytes, full)
 
     def channel_config(self, policy, k):
         """The configuration ``policy``'s channel c uses from ``t_a(k) + c`` on."""
@@ -375,6 +379,7 @@ class FabricCoordinator:
                     p.catch_up(end + 1)
             acc = self._open.pop(j - 1, None) or Coordinator(self.params)
             demand = [row[:] for row in acc.demand]
+            self.backlogs.append([row[:] for row in acc.backlog])
             acc.end_epoch(end, self.config)
             t_a = acc.pending[0]
             while acc.pending is not None:  # every channel's rates (each at t_a + c)

@@ -322,7 +322,7 @@ def _run_coordinated(params, glob, per_channel, seed, end):
         for c, run in enumerate(runs):
             req, res = run.step(t, now, seed)
             if cfg.coord_enable and res.accepted and not res.dropped:
-                coord.count(c, req.tenant, req.bytes)
+                coord.count(c, req.tenant, req.bytes, run.ch.queue_full()[req.tenant])
         if cfg.coord_enable:
             coord.end_cycle(t, cfg)
     grants = [g for run in runs for g in run.grants]

@@ -38,23 +38,37 @@ def level(others, total):
             return math.ceil(lam)
 
 
-def rule_result(demand, tenants, floor, passes, top=(1 << 16) - 1):
+def rule_result(demand, tenants, floor, passes, top=(1 << 16) - 1, backlog=None):
     """Spec §13.5 from its text: per tenant (rates, peaks) per channel.
     ``tenants`` = [(rate, peak, enable)]; ``demand[i][c]`` true where tenant i
-    was accepted on channel c; ``top`` the highest level, 2^W - 1."""
+    was accepted on channel c, ``backlog[i][c]`` where one of those
+    acceptances left its queue full (None: wherever it was accepted);
+    ``top`` the highest level, 2^W - 1. A light pair keeps lo =
+    ``RATE - fr``; the levelled pairs are the backlogged ones, or all if
+    none is. The fill, ``sum lo`` over the light pairs plus
+    ``max(0, h - (o + lo))`` over the levelled ones, is ``sum lo`` plus the
+    plain fill over the loads ``o + lo``, so the level is the plain one of
+    the rest over those (0 when the lower bounds alone reach the total)."""
     n, nc = len(tenants), len(demand[0])
+    backlog = demand if backlog is None else backlog
     active = [tenants[i][2] and any(demand[i]) for i in range(n)]
     fr = [math.floor(Fraction(floor * t[0], 256)) for t in tenants]
     need = [nc * (t[0] - f) for t, f in zip(tenants, fr)]
+    lows = [[t[0] - f if demand[i][c] and not backlog[i][c] else 0 for c in range(nc)]
+            for i, (t, f) in enumerate(zip(tenants, fr))]
     x = [[0] * nc for _ in range(n)]
     for _ in range(passes):
         for i in range(n):
             if not active[i]:
                 continue
             chans = [c for c in range(nc) if demand[i][c]]
+            lev = [c for c in chans if backlog[i][c]] or chans
+            lo = lows[i]
             others = {c: sum(x[j][c] for j in range(n) if j != i) for c in range(nc)}
-            h = min(level([others[c] for c in chans], need[i]), top) if need[i] else 0
-            x[i] = [max(0, h - others[c]) if c in chans and need[i] else 0 for c in range(nc)]
+            rest = need[i] - sum(lo)
+            h = (min(level([others[c] + lo[c] for c in lev], rest), top) if rest > 0 else 0) if need[i] else 0
+            x[i] = [(max(lo[c], h - others[c]) if c in lev else lo[c]) if c in chans and need[i] else 0
+                    for c in range(nc)]
     out = []
     for i, (rate, peak, en) in enumerate(tenants):
         if not active[i]:
@@ -74,6 +88,7 @@ class Reference:
         self.enable = 0
         self.ec = 0
         self.demand = [[False] * c for _ in range(n)]
+        self.backlog = [[False] * c for _ in range(n)]
         self.pending = None  # [t_a, rates[i][c], peaks[i][c], keep[i]]
         self.rate = [[0] * n for _ in range(c)]
         self.peak = [[0] * n for _ in range(c)]
@@ -83,22 +98,28 @@ class Reference:
     def step(self, t, *, active, floor, epoch_cycles, accepted, commit, enable_next, active_next):
         """Cycle t: ``active`` = [(rate, peak, enable)] of t, ``accepted`` =
         [(tenant, bytes) or None] per channel, ``commit`` the tenants whose
-        COMMIT takes effect in t; sets the expected registers of t + 1."""
+        COMMIT takes effect in t; sets the expected registers of t + 1.
+        An acceptance is (tenant, bytes, full): full, its tenant's
+        queue_full in the next cycle (the pair is backlogged)."""
         p = self.p
         n, nc = p.tenants, p.channels
         if not self.enable:
             self.ec = 0
             self.demand = [[False] * nc for _ in range(n)]
+            self.backlog = [[False] * nc for _ in range(n)]
             self.pending = None
         else:
             for c, acc in enumerate(accepted):
                 if acc is not None:
                     self.demand[acc[0]][c] = True
+                    self.backlog[acc[0]][c] |= acc[2]
             if self.ec >= max(epoch_cycles, COORD_MIN_EPOCH) - 1:
-                res = rule_result(self.demand, active, floor, coord_passes(p), (1 << coord_level_bits(p)) - 1)
+                res = rule_result(self.demand, active, floor, coord_passes(p), (1 << coord_level_bits(p)) - 1,
+                                  self.backlog)
                 self.pending = [t + 1 + COORD_LATENCY, [r for r, _ in res], [pk for _, pk in res], [True] * n]
                 self.results += 1
                 self.demand = [[False] * nc for _ in range(n)]
+                self.backlog = [[False] * nc for _ in range(n)]
                 self.ec = 0
             else:
                 self.ec += 1
@@ -125,7 +146,8 @@ class Harness(FabricComponent):
     enable register (written by ``en_write``/``en_value``, taking effect in
     this cycle) and every tenant's active configuration (``commit`` copies
     ``staged_*``), and the channels' ingress registers (``acc`` is an
-    acceptance in this cycle). Like the register file, it also tells the
+    acceptance in this cycle) with their ``queue_full`` of the next cycle
+    (``qfull``, registered with it). Like the register file, it also tells the
     coordinator the next cycle's COMMITs and enable write (``commit_next``,
     ``en_write_next``/``en_value_next``), with ``staged_*`` already holding
     what a COMMIT of the next cycle copies."""
@@ -145,6 +167,7 @@ class Harness(FabricComponent):
             "staged_peak":  In(16).array(n),
             "staged_en":    In(1).array(n),
             "acc":          In(acceptance_layout(params)).array(c),
+            "qfull":        In(n).array(c),
             "rate":         Out(16).array(c, n),
             "peak_rate":    Out(16).array(c, n),
             "div_state":    Out(3),
@@ -170,7 +193,7 @@ class Harness(FabricComponent):
             m.d.comb += [coord.rate_after_next[i].eq(Mux(copies, self.staged_rate[i], cfg.rate)),
                          coord.peak_rate_after_next[i].eq(Mux(copies, self.staged_peak[i], cfg.peak_rate))]
         for c in range(p.channels):
-            m.d.sync += coord.accepted[c].eq(self.acc[c])
+            m.d.sync += [coord.accepted[c].eq(self.acc[c]), coord.queue_full[c].eq(self.qfull[c])]
             for i in range(p.tenants):
                 m.d.comb += [self.rate[c][i].eq(coord.rate[c][i]),
                              self.peak_rate[c][i].eq(coord.peak_rate[c][i])]
@@ -201,8 +224,10 @@ def test_schedule_fits():
 
 def _run(params, seed, *, cycles, script, traffic):
     """Simulate ``cycles`` cycles; ``script(t, rng)`` returns the cycle's
-    register actions, ``traffic(t, rng, c)`` an acceptance or None. Every
-    cycle's rate and peak registers are compared with :class:`Reference`."""
+    register actions, ``traffic(t, rng, c)`` an acceptance (tenant, bytes,
+    full) or None. Every cycle's rate and peak registers are compared with
+    :class:`Reference`. The other tenants' ``queue_full`` bits are random:
+    only the accepted tenant's may mark a pair backlogged."""
     rng = seeded(seed, 27)
     dut = Harness(params)
     ref = Reference(params)
@@ -241,9 +266,12 @@ def _run(params, seed, *, cycles, script, traffic):
                 acc = traffic(t, rng, c)
                 accepted.append(acc)
                 ctx.set(dut.acc[c].valid, acc is not None)
+                qfull = rng.getrandbits(n)
                 if acc is not None:
                     ctx.set(dut.acc[c].tenant, acc[0])
                     ctx.set(dut.acc[c].bytes, acc[1])
+                    qfull = qfull & ~(1 << acc[0]) | (int(acc[2]) << acc[0])
+                ctx.set(dut.qfull[c], qfull)
             for c in range(nc):
                 for i in range(n):
                     got = (ctx.get(dut.rate[c][i]), ctx.get(dut.peak_rate[c][i]))
@@ -308,7 +336,10 @@ def test_results_and_timing(params, seed):
                    if i < n - 1 or c == 0 else 0 for i in range(n)]
         if not any(weights):
             return None
-        return rng.choices(range(n), weights)[0], rng.choice([1, 31, 32, 33, 64, 4096])
+        # Backlogged on the pairs with i + c even (an acceptance leaves the
+        # queue full now and then), light on the others.
+        i = rng.choices(range(n), weights)[0]
+        return i, rng.choice([1, 31, 32, 33, 64, 4096]), (i + c) % 2 == 0 and rng.random() < 0.05
 
     stats = _run(params, seed, cycles=first + 1 + 3 * E + COORD_LATENCY + params.channels + 4, script=script,
                  traffic=traffic)
@@ -340,7 +371,7 @@ def test_disable_discards_and_off_follows_rate(seed):
         return acts
 
     def traffic(t, rng, c):
-        return (c, 256) if rng.random() < 0.5 else None
+        return (c, 256, rng.random() < 0.5) if rng.random() < 0.5 else None
 
     stats = _run(params, seed, cycles=off2 + COORD_LATENCY + 20, script=script, traffic=traffic)
     assert stats == {"results": 2, "applied": 0}
@@ -362,8 +393,8 @@ def test_long_epoch(seed):
 
     def traffic(t, rng, c):
         if c == 0:
-            return (0, 4096)
-        return (0, 32) if rng.random() < 0.01 else None
+            return (0, 4096, True)
+        return (0, 32, False) if rng.random() < 0.01 else None
 
     stats = _run(params, seed, cycles=2 + E + COORD_LATENCY + 6, script=script, traffic=traffic)
     assert stats == {"results": 1, "applied": 1}

@@ -74,14 +74,25 @@ def test_off_is_bit_for_bit(seed):
 
 # ---- (b) the arithmetic of §13.5 and the sums of §13.7 -----------------------------------
 
-def _check_allocation(params, tenants, demand, floor, got):
+def _check_allocation(params, tenants, demand, floor, got, backlog=None):
     """Spec §13.5's guarantees of one result, from their definitions: a
     tenant without demand or disabled keeps its registers (None); otherwise
     the floor (at least 1 when RATE > 0) on every channel without demand,
     its whole total placed (sum of rates >= C·RATE_i, at most C - 1 units
-    above), rate 0 exactly when RATE is, and the burst headroom
-    PEAK_RATE - RATE on every channel."""
+    above), rate 0 exactly when RATE is, the burst headroom
+    PEAK_RATE - RATE on every channel, and on a light pair (demand, not
+    backlogged; ``backlog`` None: none is light) RATE exactly when the
+    tenant is backlogged on some channel, at least RATE when it is not."""
     C = params.channels
+    backlog = backlog or [[d > 0 for d in row] for row in demand]
+    for i, t in enumerate(tenants):
+        if got[i] is None or t.rate > (1 << params.rate_bits) - 1:
+            continue
+        light = [c for c in range(C) if demand[i][c] > 0 and not backlog[i][c]]
+        heavy = any(demand[i][c] > 0 and backlog[i][c] for c in range(C))
+        for c in light:
+            r = got[i][c][0]
+            assert r == t.rate if heavy else r >= t.rate, (i, c, r, t.rate, heavy)
     rmax, pmax = (1 << params.rate_bits) - 1, (1 << params.peak_rate_bits) - 1
     for i, t in enumerate(tenants):
         mask = [d > 0 for d in demand[i]]
@@ -118,7 +129,9 @@ def test_allocation_keeps_each_total_and_the_rate_zero_rule(seed):
         floor = rng.choice([0, 0, 255, rng.randrange(256)])
         demand = [[rng.choice([0, 0, 1, rng.randrange(1 << 20)]) for _ in range(params.channels)]
                   for _ in range(params.tenants)]
-        _check_allocation(params, tenants, demand, floor, allocate(tenants, demand, floor, params))
+        backlog = rng.choice([None, [[rng.random() < 0.5 for _ in row] for row in demand]])
+        _check_allocation(params, tenants, demand, floor, allocate(tenants, demand, floor, params, backlog=backlog),
+                          backlog)
     # Even demand gives the registers back exactly (tenants with demand everywhere).
     for C in (1, 2, 4, 8, 16):
         params = FabricParams(tenants=3, channels=C)
@@ -126,6 +139,31 @@ def test_allocation_keeps_each_total_and_the_rate_zero_rule(seed):
               TenantConfig(rate=5, capacity=0, peak_rate=5, enable=1), TenantConfig()]
         got = allocate(ts, [[5] * C, [1] * C, [0] * C], 100, params)
         assert got == [((77, 301),) * C, ((5, 5),) * C, None]
+        # Light everywhere, or light on some channels and backlogged on the others: the same.
+        mixed = [[c % 2 == 0 for c in range(C)], [False] * C, [False] * C]
+        assert allocate(ts, [[5] * C, [1] * C, [0] * C], 100, params, backlog=mixed) == got
+
+
+def test_light_pairs_hold_and_the_rest_goes_where_requests_wait():
+    """Spec §13.5 on one case: tenant 0 is backlogged on channels 0-1 only;
+    tenant 1 is light on channel 0 and backlogged on 1-3, tenant 2 light on
+    all four. Tenant 1 keeps exactly RATE on channel 0 although tenant 0
+    loads it; the rest of its total goes to its backlogged channels, the
+    least loaded first (2-3, not channel 1, which tenant 0 loads); tenant 2
+    keeps its registers; and tenant 0's total is all on 0-1."""
+    params = FabricParams(tenants=3, channels=4)
+    ts = [TenantConfig(rate=100, capacity=0, peak_rate=150, enable=1),
+          TenantConfig(rate=60, capacity=0, peak_rate=60, enable=1),
+          TenantConfig(rate=10, capacity=0, peak_rate=20, enable=1)]
+    demand = [[1, 1, 0, 0], [1, 1, 1, 1], [1, 1, 1, 1]]
+    backlog = [[True, True, False, False], [False, True, True, True], [False] * 4]
+    got = allocate(ts, demand, 0, params, backlog=backlog)
+    r0, r1 = [r for r, _ in got[0]], [r for r, _ in got[1]]
+    assert r0[2:] == [1, 1] and 400 <= sum(r0[:2]) <= 401, r0
+    assert r1[0] == 60 and 180 <= sum(r1[1:]) <= 182 and r1[1] < r1[2] == r1[3], r1
+    assert got[2] == ((10, 20),) * 4
+    # Without the backlog bits (every pair levelled) tenant 1 would leave channel 0.
+    assert [r for r, _ in allocate(ts, demand, 0, params)[1]][0] < 60
 
 
 def test_applied_rates_follow_the_accepted_demand(seed):

@@ -81,7 +81,8 @@ def _files(tmp_path, coord, workload=WORKLOAD):
 
 
 def _logged(system):
-    """Log every stepped fabric cycle's inputs and outputs of every port's arbiter."""
+    """Log every stepped fabric cycle's inputs and outputs of every port's
+    arbiter, and its ``queue_full`` after the cycle (spec §2, §13.4)."""
     logs = []
     for policy in system.policies:
         log = []
@@ -89,7 +90,7 @@ def _logged(system):
 
         def step(now, fabric_now, request, ready, policy=policy, log=log, orig=policy._step):
             result = orig(now, fabric_now, request, ready)
-            log.append((policy.fabric_cycle, request, ready, result))
+            log.append((policy.fabric_cycle, request, ready, result, policy.model.queue_full()))
             return result
         policy._step = step
     return logs
@@ -167,7 +168,7 @@ def test_ports_do_what_the_golden_model_does(on):
     assert config.coord_enable and config.coord_epoch == COORD_MIN_EPOCH
     end = min(p.fabric_cycle for p in system.policies)
     n = len(system.policies)
-    steps = [dict((cycle, (req, ready, res)) for cycle, req, ready, res in log) for log in logs]
+    steps = [dict((cycle, (req, ready, res)) for cycle, req, ready, res, _ in log) for log in logs]
     fab = FabricModel(run.channel.params, config)
     results = []
     for t in range(end):
@@ -206,26 +207,33 @@ def test_ports_do_what_the_golden_model_does(on):
 def test_demand_is_counted_as_a_fabric_model_counts_it(on):
     """Each result's demand: the golden model's ``Coordinator`` fed, cycle by
     cycle, the acceptances the ports logged (valid requests accepted, 32-byte
-    units, spec §13.4) gives the same demand per tenant and channel per epoch,
-    and tenant 0's is on its channels 0 and 1 only."""
+    units, and whether the tenant's queue was full after it, spec §13.4)
+    gives the same demand and backlog bits per tenant and channel per epoch,
+    tenant 0's are on its channels 0 and 1 only, and it is backlogged there
+    (its queue fills: it needs four times its even split on each). Tenant 1
+    is backlogged upstream too but its queues on channels 2-7, where it is
+    alone, keep up with it: those pairs are light (spec §13.4)."""
     run, logs, _ = on
     coord = run.system.policies[0].coordinator
     config = run.system.policies[0].base_config
     by_cycle = {}
     for c, log in enumerate(logs):
-        for cycle, req, _, res in log:
+        for cycle, req, _, res, full in log:
             if res.accepted and not res.dropped:
-                by_cycle.setdefault(cycle, []).append((c, req.tenant, req.bytes))
+                by_cycle.setdefault(cycle, []).append((c, req.tenant, req.bytes, full[req.tenant]))
     model = Coordinator(run.channel.params)
-    demands = []
+    demands, backlogs = [], []
     for t in range(len(coord.results) * COORD_MIN_EPOCH):
-        for c, tenant, nbytes in by_cycle.get(t, ()):
-            model.count(c, tenant, nbytes)
+        for c, tenant, nbytes, full in by_cycle.get(t, ()):
+            model.count(c, tenant, nbytes, full)
         if t % COORD_MIN_EPOCH == COORD_MIN_EPOCH - 1:
             demands.append([row[:] for row in model.demand])
+            backlogs.append([row[:] for row in model.backlog])
         model.end_cycle(t, config)
     assert [d for _, d, _ in coord.results] == demands
+    assert coord.backlogs == backlogs
     assert all(sum(d[0][2:]) == 0 and d[0][0] > 0 and d[0][1] > 0 for d in demands)
+    assert all(b[0] == [x > 0 for x in d[0]] for d, b in zip(demands, backlogs))
 
 
 def test_the_command_runs_and_names_the_coordinator(tmp_path, capsys):

@@ -619,7 +619,9 @@ async def coordinator_skew(dut):
     a COMMIT of tenant 1 inside the first result's window (its result is
     discarded), then the coordinator turned off and on again. Every cycle the
     coordinator's rate and peak rate of every tenant on every channel, the
-    buckets and the grants are compared with the model."""
+    buckets and the grants are compared with the model; the epochs had both
+    backlogged pairs (an acceptance left the queue full) and light ones
+    (spec §13.4), so both kinds of the allocation's terms were exercised."""
     p = _params()
     seed = seed_from_env()
     rng = random.Random(seed)
@@ -640,10 +642,15 @@ async def coordinator_skew(dut):
         reqs.append((t0 + 3 * k + rng.randrange(3), channel, tenant, rng.choice([64, 256, 512])))
     tb.add(sorted(reqs, key=lambda r: r[0]))
     split = [False]
+    kinds = set()
 
     def watch(tb_):
         chans = tb_.scoreboard.model.channels
         split[0] |= any(chans[c].config.tenants[0].rate != cfg.tenants[0].rate for c in range(p.channels))
+        coord = tb_.scoreboard.model.coordinator
+        if coord.epoch_counter == COORD_MIN_EPOCH - 1:   # the epoch's bits, before they restart
+            kinds.update(("backlogged" if b else "light") for drow, brow in zip(coord.demand, coord.backlog)
+                         for d, b in zip(drow, brow) if d)
     tb.on_cycle = watch
     # Into the first result's window (the first epoch ends COORD_MIN_EPOCH
     # cycles after the COORD write, which program() makes first).
@@ -656,3 +663,4 @@ async def coordinator_skew(dut):
     await tb.run_task(tb.axil.write_dword(regs.COORD, 1 | 64 << 8))
     await tb.end_checks()
     assert split[0], f"tenant 0's rate was never split unevenly (seed {seed})"
+    assert kinds == {"backlogged", "light"}, f"pairs seen: {kinds} (seed {seed})"
