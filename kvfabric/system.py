@@ -92,6 +92,7 @@ class SystemRun:
     channel_doc: dict       # the simulated contract (simulated_contract: as written, or rescaled)
     channel: object         # ... compiled
     rescaled: bool = False  # whether channel_doc rescales the contract's GB/s
+    residency: list = None  # kvfabric.sim.workload.residency: each tenant's KV per tier under its quotas
 
 
 def build_system(contract_path, workload_path, policy_name, *, seed=None, cycles=None, idle_prefills=False):
@@ -105,7 +106,7 @@ def build_system(contract_path, workload_path, policy_name, *, seed=None, cycles
     from kvfabric.sim.hbm3 import CHANNEL_GBPS, ns_to_cycles
     from kvfabric.sim.system import CxlLink, System
     from kvfabric.sim.workload import (TenantSpec, build_tenants, channel_map, load_workload, needs_cxl,
-                                       simulated_contract)
+                                       residency, simulated_contract)
 
     try:
         with open(contract_path, "rb") as f:
@@ -131,7 +132,12 @@ def build_system(contract_path, workload_path, policy_name, *, seed=None, cycles
         workload.cycles = cycles
     if idle_prefills:
         workload.tenants = [t if t.kind != "prefill" else TenantSpec(t.id, "idle") for t in workload.tenants]
-    tenants = build_tenants(workload)
+    # The contract's hbm_quota_mb / cxl_quota_mb bound each tenant's KV in each tier (spec §12).
+    quotas = {t.id: {k: t.extra[k] for k in ("hbm_quota_mb", "cxl_quota_mb") if k in t.extra}
+              for t in compiled.tenants}
+    placed = residency(workload, quotas, source=f"{contract_path} and {workload_path}")
+    hbm_blocks = {r["id"]: r["hbm_blocks"] for r in placed if r["hbm_blocks"] is not None}
+    tenants = build_tenants(workload, hbm_blocks)
     # One front end per channel: each holds its channel's arbiter or queue state.
     policies = [make_policy(policy_name, channel_doc, workload) for _ in range(n)]
     if policy_name.startswith("fabric") and channel.config.coord_enable:
@@ -141,13 +147,13 @@ def build_system(contract_path, workload_path, policy_name, *, seed=None, cycles
 
         FabricCoordinator(policies, channel.config)
     cxl = None
-    if needs_cxl(workload):
+    if needs_cxl(workload, hbm_blocks):
         # 320 ns behind a link of 25 GB/s per channel (setup B's scaled figures).
         links = [CxlLink(latency=ns_to_cycles(320), cycles_per_access=ns_to_cycles(Fraction(32, 25)))
                  for _ in range(n)]
         cxl = links[0] if n == 1 else links
     system = System(tenants, policies[0] if n == 1 else policies, cxl=cxl, channel_map=channel_map(workload))
-    return SystemRun(system, workload, doc, compiled, channel_doc, channel, rescaled)
+    return SystemRun(system, workload, doc, compiled, channel_doc, channel, rescaled, placed)
 
 
 def run_system(contract_path, workload_path, policy_name):
@@ -195,6 +201,16 @@ def run_system(contract_path, workload_path, policy_name):
     if n > 1:
         result["channel_utilisation"] = [round(float(Fraction(sum(st.bytes), workload.cycles * 32)), 4)
                                          for st in all_stats]
+    if any(r["hbm_quota_mb"] is not None or r["cxl_quota_mb"] is not None for r in run.residency):
+        # Only with quotas (the JSON of before otherwise): each tenant's bound
+        # per tier and, measured, the share of its reads that went over CXL.
+        result["residency"] = []
+        for r, t in zip(run.residency, tenants):
+            row = {k: r[k] for k in ("id", "kind", "hbm_quota_mb", "cxl_quota_mb", "footprint_bytes",
+                                     "hbm_bytes", "cxl_bytes")}
+            issued = getattr(t, "transactions", None)
+            row["cxl_read_share"] = (round(t.cxl_transactions / issued, 4) if issued else None)
+            result["residency"].append(row)
     return result
 
 
@@ -329,11 +345,23 @@ def cmd_system(args) -> int:
         columns.append(("per_channel", "GB/s per channel", "s"))
         rows = [dict(r, per_channel=" ".join(f"{g:.1f}" for g in r["channel_gbps"])) for r in rows]
     print(format_table(rows, columns))
+    if "residency" in result:
+        print("residency under the contract's quotas (spec §12; bytes of KV a tenant reads, per tier, "
+              "and the share of its reads measured over CXL):")
+        print(format_table(
+            [dict(r, hbm=_quota(r["hbm_quota_mb"]), cxl=_quota(r["cxl_quota_mb"])) for r in result["residency"]],
+            [("id", "id", "d"), ("kind", "kind", "s"), ("hbm", "hbm_quota_mb", "s"), ("cxl", "cxl_quota_mb", "s"),
+             ("footprint_bytes", "KV B", "d"), ("hbm_bytes", "in HBM B (max)", "d"), ("cxl_bytes", "in CXL B (max)", "d"),
+             ("cxl_read_share", "reads over CXL", ".3f")]))
     if args.json:
         with open(args.json, "w") as f:
             json.dump(result, f, indent=2)
         print(f"JSON written to {args.json}")
     return 0
+
+
+def _quota(mb):
+    return "-" if mb is None else f"{mb:g}"
 
 
 def add_parser(sub) -> None:

@@ -109,6 +109,13 @@ class DecodeTenant(Tenant):
         Contiguous bytes per KV chunk (a multiple of 128).
     cxl_fraction : float
         Share of KV chunks spilled to CXL memory (served by ``system.cxl``).
+    hbm_blocks : int or None
+        The tenant's HBM residency bound in blocks (its ``hbm_quota_mb``,
+        :func:`kvfabric.sim.workload.residency`): blocks ``hbm_blocks`` and
+        above of every step live in CXL memory, so no more than
+        ``hbm_blocks * block_bytes`` of its KV is ever read from HBM; the
+        blocks below it spill at ``cxl_fraction`` as without a quota. None:
+        no bound.
     jitter : float
         Think time is drawn uniformly from ``think * (1 ± jitter)`` so that
         streams do not lock into one phase.
@@ -117,7 +124,7 @@ class DecodeTenant(Tenant):
     kind = "decode"
 
     def __init__(self, tenant_id, *, step_bytes, think, block_bytes=256, cxl_fraction=0,
-                 jitter=0.25, seed=0, window=None, **kw):
+                 hbm_blocks=None, jitter=0.25, seed=0, window=None, **kw):
         if block_bytes % _TXN_BYTES or step_bytes <= 0 or step_bytes % block_bytes:
             raise ValueError(f"Step of {step_bytes} B must be a positive multiple of the "
                              f"{block_bytes} B block, itself a multiple of {_TXN_BYTES} B")
@@ -127,6 +134,9 @@ class DecodeTenant(Tenant):
         self.think = think
         self.block = block_bytes // _TXN_BYTES
         self.cxl_fraction = cxl_fraction
+        self.hbm_blocks = hbm_blocks
+        #: Transactions issued, and those of them read over CXL.
+        self.transactions = self.cxl_transactions = 0
         self.jitter = jitter
         self.rng = random.Random(seed * 1000 + tenant_id)
         self.steps = []          # (start cycle, latency cycles)
@@ -146,9 +156,11 @@ class DecodeTenant(Tenant):
         self._step_start = now
         self._remaining = self.step_transactions
         span = self.capacity_transactions() // self.block
-        for _ in range(self.step_transactions // self.block):
+        for k in range(self.step_transactions // self.block):
             base = self.rng.randrange(span) * self.block
             to_cxl = bool(self.cxl_fraction) and self.rng.random() < self.cxl_fraction
+            if self.hbm_blocks is not None and k >= self.hbm_blocks:
+                to_cxl = True
             self._pending.extend((base + i, to_cxl) for i in range(self.block))
         self._fill(now)
 
@@ -156,6 +168,8 @@ class DecodeTenant(Tenant):
         while self._pending and self.in_flight < self.window:
             index, to_cxl = self._pending.popleft()
             self._issue(index, False, now, to_cxl=to_cxl)
+            self.transactions += 1
+            self.cxl_transactions += to_cxl
 
     def complete(self, txn, now):
         self.in_flight -= 1

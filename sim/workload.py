@@ -58,10 +58,12 @@ from kvfabric.model.compat import tomllib
 from .mapping import DEFAULT_INTERLEAVE_BYTES, TRANSACTION_BYTES, ChannelMap
 
 __all__ = ["WorkloadError", "Workload", "TenantSpec", "load_workload", "parse_workload", "channel_map",
-           "simulated_contract"]
+           "simulated_contract", "residency", "MB"]
 
 _TXN = 128
 _MAX = 1 << 40
+#: Bytes of the contract's ``hbm_quota_mb`` and ``cxl_quota_mb`` (MiB, as memory is sized).
+MB = 1 << 20
 
 
 class WorkloadError(ValueError):
@@ -343,16 +345,88 @@ def _check_shapes(kind, f, label):
                                 f"{_TXN} x chunks = {unit}")
 
 
-def build_tenants(workload):
-    """Tenant objects of the system model, ids in contract order (0..n-1)."""
+def residency(workload, quotas, source="the contract"):
+    """Where each tenant's KV lives under the contract's quotas (spec §12:
+    ``hbm_quota_mb`` and ``cxl_quota_mb`` bound a tenant's residency in each
+    tier), one dict per workload tenant, or a :class:`WorkloadError` naming
+    the tenant, the quota and the figures when a quota cannot be met.
+
+    ``quotas`` maps a tenant id to ``{"hbm_quota_mb": .., "cxl_quota_mb": ..}``
+    (either optional; the contract's ``extra``). The system model's KV:
+
+    * a decode reads all of its KV, ``step_bytes``, every step, in blocks of
+      ``block_bytes``. Under an HBM quota of Q bytes its first
+      ``floor(Q / block_bytes)`` blocks live in HBM and the rest in CXL
+      memory (``hbm_blocks``); so it never reads more than Q from HBM. Its
+      CXL residency is the rest, or all of it while ``cxl_fraction`` spills
+      blocks at random (any block may then be in CXL), and must fit the CXL
+      quota;
+    * a prefill reads ``job_bytes`` per job from HBM only (the model has no
+      CXL path for prefills), which must fit its HBM quota;
+    * an idle tenant holds nothing.
+    """
+    out = []
+    for spec in workload.tenants:
+        q = quotas.get(spec.id, {})
+        hbm = q.get("hbm_quota_mb")
+        cxl = q.get("cxl_quota_mb")
+        f = spec.fields
+        row = {"id": spec.id, "kind": spec.kind,
+               "hbm_quota_mb": None if hbm is None else float(hbm),
+               "cxl_quota_mb": None if cxl is None else float(cxl),
+               "footprint_bytes": 0, "hbm_bytes": 0, "cxl_bytes": 0, "hbm_blocks": None}
+        where = f"{source}: tenant {spec.id}"
+        if spec.kind == "decode":
+            step, block = f["step_bytes"], f["block_bytes"]
+            row["footprint_bytes"] = step
+            hbm_bytes = step
+            if hbm is not None:
+                blocks = min(step // block, int(Fraction(str(hbm)) * MB // block))
+                row["hbm_blocks"] = blocks
+                hbm_bytes = blocks * block
+            cxl_bytes = step if float(f["cxl_fraction"]) else step - hbm_bytes
+            row["hbm_bytes"], row["cxl_bytes"] = hbm_bytes, cxl_bytes
+            if cxl is not None and cxl_bytes > Fraction(str(cxl)) * MB:
+                why = ("its workload's cxl_fraction may spill any of its blocks"
+                       if float(f["cxl_fraction"]) else
+                       f"hbm_quota_mb = {float(hbm):g} holds {hbm_bytes} B of them" if hbm is not None else
+                       "it has no HBM quota, yet its blocks are read over CXL")
+                raise WorkloadError(
+                    f"{where}: cxl_quota_mb = {float(cxl):g} ({int(Fraction(str(cxl)) * MB)} B) cannot hold its CXL "
+                    f"residency: the decode reads {step} B of KV every step and {why}, so up to {cxl_bytes} B "
+                    f"live in CXL memory; raise cxl_quota_mb to at least {_mb(cxl_bytes)} or hbm_quota_mb")
+        elif spec.kind == "prefill":
+            job = f["job_bytes"]
+            row["footprint_bytes"] = row["hbm_bytes"] = job
+            if hbm is not None and job > Fraction(str(hbm)) * MB:
+                raise WorkloadError(
+                    f"{where}: hbm_quota_mb = {float(hbm):g} ({int(Fraction(str(hbm)) * MB)} B) cannot hold the prefill's "
+                    f"job of {job} B: the system model reads a prefill's KV from HBM only; raise hbm_quota_mb "
+                    f"to at least {_mb(job)} or make job_bytes at most {int(Fraction(str(hbm)) * MB)}")
+        out.append(row)
+    return out
+
+
+def _mb(nbytes):
+    """``nbytes`` in MiB, rounded up to the micro-MiB, for an error's advice."""
+    return f"{-(-nbytes * 10**6 // MB) / 10**6:g}"
+
+
+def build_tenants(workload, hbm_blocks=None):
+    """Tenant objects of the system model, ids in contract order (0..n-1).
+
+    ``hbm_blocks`` maps a decode's id to its HBM residency bound in blocks
+    (:func:`residency`); absent, unbounded."""
     from .tenants import DecodeTenant, GreedyTenant, PrefillTenant
 
+    hbm_blocks = hbm_blocks or {}
     out = []
     for index, spec in enumerate(workload.tenants):
         f = spec.fields
         if spec.kind == "decode":
             out.append(DecodeTenant(index, step_bytes=f["step_bytes"], think=f["think_cycles"],
                                     block_bytes=f["block_bytes"], cxl_fraction=float(f["cxl_fraction"]),
+                                    hbm_blocks=hbm_blocks.get(spec.id),
                                     seed=workload.seed, name=f"decode{spec.id}"))
         elif spec.kind == "prefill":
             out.append(PrefillTenant(index, job_bytes=f["job_bytes"], period=f["period_cycles"],
@@ -366,8 +440,14 @@ def build_tenants(workload):
     return out
 
 
-def needs_cxl(workload):
-    return any(t.kind == "decode" and t.fields["cxl_fraction"] for t in workload.tenants)
+def needs_cxl(workload, hbm_blocks=None):
+    """Whether a decode reads over CXL: by ``cxl_fraction``, or because its HBM
+    quota (``hbm_blocks``, :func:`residency`) holds fewer blocks than its step."""
+    hbm_blocks = hbm_blocks or {}
+    return any(t.kind == "decode" and (t.fields["cxl_fraction"] or
+                                       (t.id in hbm_blocks and
+                                        hbm_blocks[t.id] < t.fields["step_bytes"] // t.fields["block_bytes"]))
+               for t in workload.tenants)
 
 
 def one_channel_contract(doc, channel_gbps, clock_mhz):
