@@ -87,10 +87,11 @@ __all__ = ["Coordinator", "walk_cycles"]
 def walk_cycles(params):
     """Cycles of the walk when every tenant is active (the most it takes):
     ``coord_passes`` passes of ``N * (coord_level_bits + 2)`` cycles, then
-    the write-out of ``N * C`` pairs. It starts in t_e + 2 and must end
-    before the edge into t_a's predecessor, whose cycle reads the results."""
+    the write-out of ``N * C`` pairs and its pipeline stage's cycle. It
+    starts in t_e + 2 and must end before the edge into t_a's predecessor,
+    whose cycle reads the results."""
     n, c = params.tenants, params.channels
-    return coord_passes(params) * n * (coord_level_bits(params) + 2) + n * c
+    return coord_passes(params) * n * (coord_level_bits(params) + 2) + n * c + 1
 
 
 def _bit(m, vector, index, name):
@@ -296,8 +297,18 @@ class Coordinator(FabricComponent):
         m.d.comb += active.eq(t_en & dem.any())
 
         # fr = floor(f * RATE / 256) and the total to place g = C * (RATE - fr).
+        # The product is a register (coord_floor_rate): it holds fr of the
+        # previous cycle's tenant, which is this cycle's in SEARCH and WRITE
+        # (the tenant is the one LOAD saw) and the write-out's pipeline stage
+        # below (the pair registered in the previous cycle). So the multiply
+        # is the only logic between coord_tenant and a register, and neither
+        # the search nor the write-out waits for it (it was the top's longest
+        # path on ECP5 and ASAP7). LOAD needs only whether the total is 0:
+        # with f < 1 (UQ0.8), fr < RATE unless RATE = 0.
+        fr_next = Signal(p.rate_bits, name="coord_floor_rate_next")
+        m.d.comb += fr_next.eq((snap.floor * t_rate) >> COORD_FLOOR_BITS)
         fr = Signal(p.rate_bits, name="coord_floor_rate")
-        m.d.comb += fr.eq((snap.floor * t_rate) >> COORD_FLOOR_BITS)
+        m.d.sync += fr.eq(fr_next)
         unit = Signal(p.rate_bits, name="coord_even")   # RATE - fr, a light pair's lower bound
         m.d.comb += unit.eq(t_rate - fr)
         need = Signal(nw, name="coord_need")
@@ -349,23 +360,37 @@ class Coordinator(FabricComponent):
 
         # The write-out: rate = min(max(fr + x, min(RATE, 1)), max),
         # peak = min(max(rate + PEAK_RATE - RATE, 0), max); the registers when inactive.
+        # One pipeline stage: the OUT cycle of pair (i, c) registers x[i][c],
+        # RATE_i, PEAK_RATE_i and whether i is active (coord_wo_*); the next
+        # cycle computes the pair's rates from them and fr (then i's) and
+        # writes them into i's result RAM. So the last pair is written one
+        # cycle after the walk's OUT cycles (walk_cycles counts it).
         x_sel = Signal(xw, name="coord_x_sel")
         with m.Switch(ci):
             for c in range(nc):
                 with m.Case(c):
                     m.d.comb += x_sel.eq(x_old[c])
+        wo_valid = Signal(name="coord_wo_valid")
+        wo_tenant = Signal.like(ti, name="coord_wo_tenant")
+        wo_channel = Signal.like(ci, name="coord_wo_channel")
+        wo_x = Signal(xw, name="coord_wo_x")
+        wo_rate = Signal(p.rate_bits, name="coord_wo_rate")
+        wo_peak = Signal(p.peak_rate_bits, name="coord_wo_peak")
+        wo_active = Signal(name="coord_wo_active")
+        m.d.sync += [wo_valid.eq(state == _State.OUT), wo_tenant.eq(ti), wo_channel.eq(ci), wo_x.eq(x_sel),
+                     wo_rate.eq(t_rate), wo_peak.eq(t_peak_live), wo_active.eq(active)]
         r0 = Signal(xw + 1, name="coord_rate_sum")
-        m.d.comb += r0.eq(fr + x_sel)
+        m.d.comb += r0.eq(fr + wo_x)
         r1 = Signal(p.rate_bits, name="coord_rate_out")
-        m.d.comb += r1.eq(Mux(r0 > rmax, rmax, Mux(r0 == 0, t_rate != 0, r0)))
+        m.d.comb += r1.eq(Mux(r0 > rmax, rmax, Mux(r0 == 0, wo_rate != 0, r0)))
         pk = Signal(range(-(1 << p.rate_bits), (1 << p.rate_bits) + (1 << p.peak_rate_bits)),
                     name="coord_peak_sum")
-        m.d.comb += pk.eq(r1 + t_peak_live - t_rate)
+        m.d.comb += pk.eq(r1 + wo_peak - wo_rate)
         p1 = Signal(p.peak_rate_bits, name="coord_peak_out")
         m.d.comb += p1.eq(Mux(pk < 0, 0, Mux(pk > pmax, pmax, pk)))
         out_rate = Signal(p.rate_bits, name="coord_out_rate")
         out_peak = Signal(p.peak_rate_bits, name="coord_out_peak")
-        m.d.comb += [out_rate.eq(Mux(active, r1, t_rate)), out_peak.eq(Mux(active, p1, t_peak_live))]
+        m.d.comb += [out_rate.eq(Mux(wo_active, r1, wo_rate)), out_peak.eq(Mux(wo_active, p1, wo_peak))]
 
         results = []
         for i in range(n):
@@ -373,8 +398,8 @@ class Coordinator(FabricComponent):
             m.submodules[f"coord_result_{i}"] = mem
             wp = mem.write_port()
             rp = mem.read_port(domain="comb")
-            m.d.comb += [wp.addr.eq(ci), wp.data.eq(Cat(out_rate, out_peak)),
-                         wp.en.eq((state == _State.OUT) & (ti == i))]
+            m.d.comb += [wp.addr.eq(wo_channel), wp.data.eq(Cat(out_rate, out_peak)),
+                         wp.en.eq(wo_valid & (wo_tenant == i))]
             results.append(rp)
 
         last_tenant = ti == n - 1
@@ -395,7 +420,7 @@ class Coordinator(FabricComponent):
                     m.d.sync += [ld.eq(0) for ld in load]
             with m.Case(_State.LOAD):
                 with m.If(active):
-                    m.d.sync += [use.eq(Mux(need == 0, 0, dem)), light.eq(dem & ~bkl),
+                    m.d.sync += [use.eq(Mux(t_rate == 0, 0, dem)), light.eq(dem & ~bkl),
                                  lev.eq(Mux((dem & bkl).any(), dem & bkl, dem)), hp.eq(0),
                                  probe.eq(1 << (lw - 1)), state.eq(_State.SEARCH)]
                 with m.Else():

@@ -270,10 +270,11 @@ def coord_passes(params) -> int:
     to COORD_MAX_PASSES, whose walk fits the coordinator's latency. A pass
     takes ``N * (W + 2)`` cycles (per tenant: a load cycle, one cycle per
     bit of its water level, a write cycle), the write-out of the rates
-    ``N * C``; the walk starts 2 cycles after the epoch's end and must end
-    before the cycle that reads the first channel's results."""
+    ``N * C`` and one cycle more (its pipeline stage); the walk starts 2
+    cycles after the epoch's end and must end before the cycle that reads
+    the first channel's results."""
     per_pass = params.tenants * (coord_level_bits(params) + 2)
-    room = COORD_LATENCY - 2 - params.tenants * params.channels
+    room = COORD_LATENCY - 3 - params.tenants * params.channels
     return max(1, min(COORD_MAX_PASSES, room // per_pass))
 
 

@@ -216,8 +216,9 @@ def test_schedule_fits():
             p = FabricParams(tenants=n, channels=c)
             passes, lw = coord_passes(p), coord_level_bits(p)
             assert 1 <= passes <= COORD_MAX_PASSES
-            assert walk_cycles(p) == passes * n * (lw + 2) + n * c <= COORD_LATENCY - 2
-            assert passes == COORD_MAX_PASSES or (passes + 1) * n * (lw + 2) + n * c > COORD_LATENCY - 2
+            # Spec §13.6: passes, the N x C write-out and its pipeline stage's cycle.
+            assert walk_cycles(p) == passes * n * (lw + 2) + n * c + 1 <= COORD_LATENCY - 2
+            assert passes == COORD_MAX_PASSES or (passes + 1) * n * (lw + 2) + n * c + 1 > COORD_LATENCY - 2
             assert lw == 16  # a level reaches what a rate register holds (spec §13.2)
     assert coord_passes(FabricParams(tenants=8, channels=8)) == 6
 
