@@ -72,8 +72,8 @@ REGRESS_AXI_OPS ?= 150
 regress: setup
 	$(WITH_TOOLS) $(PY) -m kvfabric.scripts.regress --seeds $(REGRESS_SEEDS) --seed $(REGRESS_SEED) \
 	    --sim $(REGRESS_SIM) --cycles $(REGRESS_CYCLES) --jobs $(JOBS)
-	KVFABRIC_AXI_OPS=$(REGRESS_AXI_OPS) KVFABRIC_SEED=$(REGRESS_SEED) $(WITH_TOOLS) $(PY) -m pytest -n $(JOBS) \
-	    tests/test_cosim_axi.py -k random_traffic
+	KVFABRIC_AXI_OPS=$(REGRESS_AXI_OPS) KVFABRIC_SEED=$(REGRESS_SEED) KVFABRIC_VERILATOR_OPT=-O1 \
+	    $(WITH_TOOLS) $(PY) -m pytest -n $(JOBS) tests/test_cosim_axi.py -k random_traffic
 
 # Three placement seeds: one channel's Fmax moves with the seed (reports/synth.md
 # gives each seed's); designs that do not fit stop after one packing.

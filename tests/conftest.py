@@ -1,5 +1,8 @@
-"""Shared pytest configuration: reproducible seeds and the soak option."""
+"""Shared pytest configuration: reproducible seeds, the soak option, and
+what keeps the suite short on two cores (Verilator's build level and the
+order tests start in)."""
 
+import fnmatch
 import os
 import zlib
 
@@ -13,19 +16,58 @@ def pytest_addoption(parser):
 
 def pytest_configure(config):
     config.addinivalue_line("markers", "soak: long random co-simulation, run by `make soak`")
+    # The suite's co-simulations run a few thousand cycles each, and building
+    # the simulators is most of their time: build Verilator's per-cycle code at
+    # -O0 (the default 8 x 8 fabric builds in 145 instead of 275 s). The soak
+    # runs millions of cycles and keeps the faster code. A level set by the
+    # caller is kept (tb/runner.py, verilator_opt).
+    if not config.getoption("--run-soak"):
+        os.environ.setdefault("KVFABRIC_VERILATOR_OPT", "-O0")
+
+
+#: Node ids (fnmatch patterns) of the tests that take a minute or more from a
+#: fresh clone, longest first: they start first, alternating between the two
+#: workers, so that the suite does not end with one worker on a long test and
+#: the other idle. From `pytest -n 2 --durations=80 tests` on an idle two-core
+#: machine at 7bb6a64 (seconds, each including any simulator build it waited
+#: for). Only the order depends on this list; a missing name costs time, never
+#: a test.
+LONG_FIRST = [
+    "tests/test_cosim.py::test_cosim[[]verilator-no_guarantee_heavy_light[]]",   # 427: the 8 x 8 Verilator build
+    "tests/test_cosim_extremes.py::test_cosim_extremes[[]verilator-deep_queues[]]",  # 191: 2 x 16, 64 deep
+    "tests/test_state_budget.py::test_default_fabric",                        # 154: Yosys on the 8 x 8
+    "tests/test_hw_fabric.py::test_fabric_vs_model[[]2x16[]]",                 # 128
+    "tests/test_formal.py::test_property_is_proved[[]bucket_caps[]]",          # 109
+    "tests/test_cosim_axi.py::test_axi_shared_port[[]verilator[]]",            # 96
+    "tests/test_trace_cosim.py::test_differential_engines",                   # 93
+    "tests/test_verilog.py::test_lint_clean[[]default[]]",                     # 77
+    "tests/test_cosim_axil.py::test_axil_stress[[]verilator-none[]]",          # 77
+    "tests/test_cosim_axi.py::test_axi_memory_clock[[]verilator-faster_memory[]]",  # 72
+    "tests/test_hw_channel.py::test_channel_matches_model[[]*",               # 20-62 each
+    "tests/test_oracles_rtl.py::test_rtl_fairness_against_gps[[]verilator[]]",  # 62
+    "tests/test_cosim.py::test_cosim_full_fabric[[]icarus[]]",                 # 59
+]
+
+
+def _start_rank(nodeid: str) -> int:
+    for rank, pattern in enumerate(LONG_FIRST):
+        if fnmatch.fnmatchcase(nodeid, pattern):
+            return rank
+    return len(LONG_FIRST)
 
 
 def pytest_collection_modifyitems(config, items):
     # Soak tests are deselected (not skipped) unless asked for, so a normal run
     # never reports them as passed or skipped.
-    if config.getoption("--run-soak"):
-        return
-    keep, drop = [], []
-    for item in items:
-        (drop if item.get_closest_marker("soak") else keep).append(item)
-    if drop:
-        config.hook.pytest_deselected(items=drop)
-        items[:] = keep
+    if not config.getoption("--run-soak"):
+        keep, drop = [], []
+        for item in items:
+            (drop if item.get_closest_marker("soak") else keep).append(item)
+        if drop:
+            config.hook.pytest_deselected(items=drop)
+            items[:] = keep
+    # Long tests first (a stable sort: everything else keeps its order).
+    items.sort(key=lambda item: _start_rank(item.nodeid))
 
 
 def node_seed(nodeid: str) -> int:
