@@ -41,7 +41,8 @@ Timing, exactly:
   the levelled ones (its backlogged channels, or all of them if none is)
   and ``lo[c]`` on the others, lo[c] = RATE - fr on a light channel and 0
   on a backlogged one; all channels in parallel) and a write cycle (``x[i][c]`` into the per-channel
-  allocation RAM ``coord_alloc_<c>``, the loads updated); then a write-out of
+  allocation RAM ``coord_alloc_<c>``, the loads updated); an inactive
+  tenant takes two cycles (LOAD, SKIP); then a write-out of
   every pair's rate and peak rate, one per cycle, into the per-tenant result
   RAM ``coord_result_<i>`` (its entry c: channel c's rate and peak rate).
 * Channel c's registers load their tenants' results at the edge into
@@ -60,7 +61,7 @@ Timing, exactly:
   with a clock enable and no multiplexer, and no staging copy of the
   registers is needed: the results wait in LUT RAM.
 
-Area: the walk's datapath (C subtractors and an adder tree) is shared by
+Area: the walk's datapath (C subtractors and a carry-save sum) is shared by
 every tenant; what grows with N x C is the rate registers, the demand bits
 and the two RAMs.
 
@@ -70,7 +71,7 @@ own category.
 
 from dataclasses import dataclass
 
-from amaranth.hdl import Cat, Module, Mux, Signal
+from amaranth.hdl import Cat, Const, Module, Mux, Signal, Value
 from amaranth.lib import enum
 from amaranth.lib.memory import Memory
 
@@ -107,13 +108,16 @@ def _bit(m, vector, index, name):
 
 class _State(enum.Enum, shape=3):
     """The walk's step: a tenant's load cycle (LOAD), the search of its
-    water level (SEARCH) and its write cycle (WRITE); then the write-out of
-    the results (OUT)."""
+    water level (SEARCH) and its write cycle (WRITE), or an inactive
+    tenant's second cycle (SKIP: a visit lasts two cycles at least, the
+    time the next tenant's RATE - fr takes); then the write-out of the
+    results (OUT)."""
     IDLE = 0
     LOAD = 1
     SEARCH = 2
     WRITE = 3
     OUT = 4
+    SKIP = 5
 
 
 class Coordinator(FabricComponent):
@@ -239,21 +243,32 @@ class Coordinator(FabricComponent):
 
     # --- the values of t_e ----------------------------------------------------------------
     def _snapshot(self, m, epoch):
-        """``coord_floor`` and every tenant's RATE and enable of t_e, held for the walk."""
+        """``256 - coord_floor`` and every tenant's RATE and enable of t_e,
+        held for the walk. The walk needs the floor only as the part of a
+        tenant's RATE it levels, RATE - fr = ceil((256 - f) * RATE / 256),
+        so the snapshot holds 256 - f (9 bits) and that part is one product
+        with no subtraction behind it."""
         p = self.params
-        floor = Signal(COORD_FLOOR_BITS, name="coord_snap_floor")
+        cofloor = Signal(COORD_FLOOR_BITS + 1, name="coord_snap_cofloor")
         rate = [Signal(p.rate_bits, name=f"coord_snap_rate_{i}") for i in range(p.tenants)]
         en = Signal(p.tenants, name="coord_snap_enable")
         with m.If(epoch.end):
-            m.d.sync += floor.eq(self.floor)
+            m.d.sync += cofloor.eq((1 << COORD_FLOOR_BITS) - self.floor)
             m.d.sync += [rate[i].eq(self.tenant_cfg[i].rate) for i in range(p.tenants)]
             m.d.sync += en.eq(Cat(self.tenant_cfg[i].enable for i in range(p.tenants)))
-        return _Snapshot(floor=floor, rate=rate, enable=en)
+        return _Snapshot(cofloor=cofloor, rate=rate, enable=en)
 
     # --- the walk -------------------------------------------------------------------------
     def _walk(self, m, epoch, mask, backlog, snap):
         """The allocation's passes and the write-out; returns, per tenant, the
-        read port of its result RAM."""
+        read port of its result RAM.
+
+        Every path of the walk starts and ends in registers of its own and
+        holds one multiply or at most two carry chains (issue #42's ASAP7
+        ruler): the search
+        runs on per-tenant values that the tenant's first cycle (LOAD) or
+        the cycle before it registered, not on ``coord_tenant``'s
+        multiplexers and the allocation RAM's read."""
         p = self.params
         n, nc = p.tenants, p.channels
         lw = coord_level_bits(p)
@@ -262,6 +277,7 @@ class Coordinator(FabricComponent):
         # one above the level).
         ldw = (n * ((1 << lw) - 1)).bit_length()
         nw = ((nc << p.rate_bits) - 1).bit_length()  # a tenant's total C·(RATE - fr)
+        fw = (nc * ((1 << lw) - 1)).bit_length()     # the levelled part of a fill
         passes = coord_passes(p)
         rmax = (1 << p.rate_bits) - 1
         pmax = (1 << p.peak_rate_bits) - 1
@@ -271,12 +287,15 @@ class Coordinator(FabricComponent):
         ti = Signal(range(max(n, 2)), name="coord_tenant")
         ci = Signal(range(max(nc, 2)), name="coord_channel")
         hp = Signal(lw, name="coord_level")        # the largest level found whose fill is below the total
+        hi = Signal(lw, name="coord_level_up")     # the least probed level whose fill reaches it (or 2^W - 1)
         probe = Signal(lw, name="coord_probe")     # one-hot: the level bit being decided
+        # Channel c's load, the sum of its allocations; from a LOAD to its
+        # tenant's WRITE the other tenants' load plus the tenant's lower bound
+        # there, b[c] = load[c] - x[i][c] + lo[c].
         load = [Signal(ldw, name=f"coord_load_{c}") for c in range(nc)]
-        others = [Signal(ldw, name=f"coord_others_{c}") for c in range(nc)]   # load[c] - x[i][c]
-        use = Signal(nc, name="coord_use")         # the tenant's channels (none when its total is 0)
         light = Signal(nc, name="coord_light")     # those where it is not backlogged: x >= RATE - fr
-        lev = Signal(nc, name="coord_levelled")    # its backlogged ones, or all if none is
+        lev = Signal(nc, name="coord_levelled")    # the channels it levels (backlogged, or all if none is)
+        rest = Signal(nw, name="coord_rest")       # the total less the lower bounds, C·(RATE - fr) - sum lo
 
         # The tenant's values of t_e: RATE, enable, and the live PEAK_RATE for
         # the write-out (equal to t_e's unless a COMMIT discards the result).
@@ -296,25 +315,39 @@ class Coordinator(FabricComponent):
         active = Signal(name="coord_active")
         m.d.comb += active.eq(t_en & dem.any())
 
-        # fr = floor(f * RATE / 256) and the total to place g = C * (RATE - fr).
-        # The product is a register (coord_floor_rate): it holds fr of the
-        # previous cycle's tenant, which is this cycle's in SEARCH and WRITE
-        # (the tenant is the one LOAD saw) and the write-out's pipeline stage
-        # below (the pair registered in the previous cycle). So the multiply
-        # is the only logic between coord_tenant and a register, and neither
-        # the search nor the write-out waits for it (it was the top's longest
-        # path on ECP5 and ASAP7). LOAD needs only whether the total is 0:
-        # with f < 1 (UQ0.8), fr < RATE unless RATE = 0.
-        fr_next = Signal(p.rate_bits, name="coord_floor_rate_next")
-        m.d.comb += fr_next.eq((snap.floor * t_rate) >> COORD_FLOOR_BITS)
+        # unit = RATE - fr (fr = floor(f * RATE / 256)), a light pair's lower
+        # bound, and the total to place C * unit. LOAD already needs unit, so
+        # it is computed one tenant ahead: `coord_next_rate` holds the RATE of
+        # the tenant after coord_tenant (of tenant 0 from t_e + 1, when the
+        # snapshot is not loaded yet: the register file's), and `coord_even`
+        # takes its product at the edge at which coord_tenant advances (`adv`).
+        # A tenant's visit lasts two cycles at least (an inactive one's LOAD
+        # and SKIP), so the next RATE is registered when the product uses it.
+        # The product is thus the only logic between two registers, and
+        # coord_tenant's multiplexer is not in front of it (the multiply was
+        # the top's longest path on ECP5 and, behind that multiplexer, too
+        # long for issue #42's ASAP7 ruler).
+        nxt_rate = Signal(p.rate_bits, name="coord_next_rate")
+        with m.If(epoch.end):
+            m.d.sync += nxt_rate.eq(self.tenant_cfg[0].rate)
+        with m.Else():
+            with m.Switch(ti):
+                for i in range(n):
+                    with m.Case(i):
+                        m.d.sync += nxt_rate.eq(snap.rate[(i + 1) % n])
+        unit = Signal(p.rate_bits, name="coord_even")
+        adv = Signal(name="coord_advance")
+        with m.If(adv):
+            m.d.sync += unit.eq((snap.cofloor * nxt_rate + ((1 << COORD_FLOOR_BITS) - 1)) >> COORD_FLOOR_BITS)
+        # fr itself, for the last pass's write (below): a register loaded in
+        # every cycle, the tenant's from its second cycle on.
         fr = Signal(p.rate_bits, name="coord_floor_rate")
-        m.d.sync += fr.eq(fr_next)
-        unit = Signal(p.rate_bits, name="coord_even")   # RATE - fr, a light pair's lower bound
-        m.d.comb += unit.eq(t_rate - fr)
-        need = Signal(nw, name="coord_need")
-        m.d.comb += need.eq(unit * nc)
+        m.d.sync += fr.eq(t_rate - unit)
 
-        # The allocation RAMs: x[i][c] in channel c's, at address i.
+        # The allocation RAMs: x[i][c] in channel c's, at address i. In the
+        # last pass, which reads x[i][c] no more, a tenant's write holds its
+        # rate before the write-out's lower clamp instead,
+        # min(fr + x[i][c], 2^16 - 1), so that the write-out adds nothing.
         x_old = []
         x_wr = []
         for c in range(nc):
@@ -326,45 +359,84 @@ class Coordinator(FabricComponent):
             x_old.append(rp.data)
             x_wr.append(wp)
 
-        # The other tenants' load on each channel: the tenant's own allocation
-        # taken out (none yet in the first pass).
+        # LOAD: b[c] = load[c] - x[i][c] + lo[c] (the tenant's own allocation
+        # taken out, none yet in the first pass; lo[c] = unit on a light
+        # channel, else 0) into the load register itself, as one carry-save
+        # sum, and the rest of the total, C·unit - sum lo = unit times the
+        # channels that are not light.
         first = Signal(name="coord_first_pass")
         m.d.comb += first.eq(pass_no == 0)
+        lite_now = Signal(nc, name="coord_light_next")
+        m.d.comb += lite_now.eq(dem & ~bkl)
+        base_next = []
         for c in range(nc):
-            m.d.comb += others[c].eq(load[c] - Mux(first, 0, x_old[c]))
+            xm = Signal(xw, name=f"coord_own_{c}")
+            m.d.comb += xm.eq(Mux(first, 0, x_old[c]))
+            b = Signal(ldw, name=f"coord_base_next_{c}")
+            m.d.comb += b.eq(_carry_save_sum([load[c], ~Cat(xm, Const(0, ldw - xw)), 1,
+                                              Mux(lite_now[c], unit, 0)], ldw))
+            base_next.append(b)
+        rest_next = Signal(nw, name="coord_rest_next")
+        m.d.comb += rest_next.eq(_carry_save_sum([Mux(lite_now[c], 0, unit) for c in range(nc)], nw))
 
-        # The fill at the level `cand`: sum over the tenant's channels of
-        # max(lo[c], cand - o[c]) on a levelled channel, lo[c] on the others,
-        # lo[c] = RATE - fr on a light channel, else 0.
+        # The fill at the level `cand` (SEARCH: hp with the probed bit; WRITE:
+        # the level h, the least one whose fill reaches the total). On a
+        # levelled channel x = max(lo, cand - o) = lo + max(0, cand - b), on
+        # the others lo (or 0, the tenant's total being 0); so the fill
+        # reaches the total exactly when sum over the levelled channels of
+        # max(0, cand - b) reaches `rest`: one subtraction per channel and a
+        # carry-save sum whose sign decides (no comparison with the lower
+        # bound, no multiplexer of the tenant in between).
+        #
+        # h: the search starts from hp = 0, as if the fill at 0 were below the
+        # total (it is not only when the tenant is light on all C channels,
+        # and then each x is RATE - fr >= 1 at the levels 0 and 1 alike), and
+        # sets the bits of the largest level whose fill is below it; h is one
+        # above it, or the highest level if it is that one. `coord_level_up`
+        # holds it without an incrementer: it starts at 2^W - 1 and takes
+        # every probed level whose fill reaches the total (each one below the
+        # previous such); hp + 1 is the one probed at hp's lowest 0 bit.
         cand = Signal(lw, name="coord_cand")
-        # In the write cycle the level h: one above the largest level whose fill
-        # is below the total, or the highest level if even that one's is. The
-        # search starts from hp = 0, as if the fill at 0 were below the total:
-        # it is not only when the tenant is light on all C channels (their
-        # lower bounds sum to C·(RATE - fr), the total), and then each x is
-        # RATE - fr >= 1 at the levels 0 and 1 alike.
-        m.d.comb += cand.eq(Mux(state == _State.WRITE, Mux(hp.all(), hp, hp + 1), hp | probe))
-        pos = []
+        m.d.comb += cand.eq(Mux(state == _State.WRITE, hi, hp | probe))
+        above = []
+        reach = []
         for c in range(nc):
             diff = Signal(ldw + 1, name=f"coord_diff_{c}")
-            above = Signal(lw, name=f"coord_above_{c}")   # max(0, cand - o[c]) < 2^W
-            pc = Signal(lw, name=f"coord_fill_{c}")
-            m.d.comb += [diff.eq(cand - others[c]),
-                         above.eq(Mux(diff[ldw], 0, diff[:lw])),
-                         pc.eq(Mux(use[c], Mux(light[c] & (~lev[c] | (above < unit)), unit, above), 0))]
-            pos.append(pc)
-        fill = Signal(lw + nc.bit_length(), name="coord_fill")
-        m.d.comb += fill.eq(_tree_sum(pos))
+            up = Signal(name=f"coord_up_{c}")      # cand >= b[c] on a levelled channel
+            ab = Signal(lw, name=f"coord_above_{c}")  # max(0, cand - b[c]) there, else 0 (< 2^W)
+            m.d.comb += [diff.eq(cand - load[c]),
+                         up.eq(lev[c] & ~diff[ldw]),
+                         ab.eq(Mux(up, diff[:lw], 0))]
+            above.append(ab)
+            reach.append(up)
+        sw = max(fw, nw) + 2
+        short = Signal(sw, name="coord_short")     # sum above - rest, negative: the fill is below the total
+        m.d.comb += short.eq(_carry_save_sum([*above, ~Cat(rest, Const(0, sw - nw)), 1], sw))
         below = Signal(name="coord_below")
-        m.d.comb += below.eq(fill < need)
+        m.d.comb += below.eq(short[-1])
+
+        # WRITE: x = lo + max(0, h - b) (the last pass: its rate fr + x, i.e.
+        # RATE + max(0, h - b) on a light channel, fr + max(0, h - b) on the
+        # others, saturated), and the load b + max(0, h - b) = max(b, h) on a
+        # levelled channel, b on the others.
+        last_pass = pass_no == passes - 1
+        x_new = []
+        for c in range(nc):
+            lo_part = Signal(p.rate_bits, name=f"coord_low_{c}")
+            m.d.comb += lo_part.eq(Mux(last_pass, Mux(light[c], t_rate, fr), Mux(light[c], unit, 0)))
+            xs = Signal(xw + 1, name=f"coord_x_sum_{c}")
+            xn = Signal(xw, name=f"coord_x_new_{c}")
+            m.d.comb += [xs.eq(lo_part + above[c]), xn.eq(Mux(xs[xw], rmax, xs[:xw]))]
+            x_new.append(xn)
 
         # The write-out: rate = min(max(fr + x, min(RATE, 1)), max),
-        # peak = min(max(rate + PEAK_RATE - RATE, 0), max); the registers when inactive.
-        # One pipeline stage: the OUT cycle of pair (i, c) registers x[i][c],
-        # RATE_i, PEAK_RATE_i and whether i is active (coord_wo_*); the next
-        # cycle computes the pair's rates from them and fr (then i's) and
-        # writes them into i's result RAM. So the last pair is written one
-        # cycle after the walk's OUT cycles (walk_cycles counts it).
+        # peak = min(max(rate + PEAK_RATE - RATE, 0), max); RATE and PEAK_RATE
+        # when inactive. One pipeline stage: the OUT cycle of pair (i, c)
+        # registers the rate (from the allocation RAM, which holds
+        # min(fr + x, max) after the last pass) and PEAK_RATE - RATE
+        # (coord_wo_*); the next cycle adds them, clamps the peak and writes
+        # both into i's result RAM. So the last pair is written one cycle
+        # after the walk's OUT cycles (walk_cycles counts it).
         x_sel = Signal(xw, name="coord_x_sel")
         with m.Switch(ci):
             for c in range(nc):
@@ -373,24 +445,16 @@ class Coordinator(FabricComponent):
         wo_valid = Signal(name="coord_wo_valid")
         wo_tenant = Signal.like(ti, name="coord_wo_tenant")
         wo_channel = Signal.like(ci, name="coord_wo_channel")
-        wo_x = Signal(xw, name="coord_wo_x")
         wo_rate = Signal(p.rate_bits, name="coord_wo_rate")
-        wo_peak = Signal(p.peak_rate_bits, name="coord_wo_peak")
-        wo_active = Signal(name="coord_wo_active")
-        m.d.sync += [wo_valid.eq(state == _State.OUT), wo_tenant.eq(ti), wo_channel.eq(ci), wo_x.eq(x_sel),
-                     wo_rate.eq(t_rate), wo_peak.eq(t_peak_live), wo_active.eq(active)]
-        r0 = Signal(xw + 1, name="coord_rate_sum")
-        m.d.comb += r0.eq(fr + wo_x)
-        r1 = Signal(p.rate_bits, name="coord_rate_out")
-        m.d.comb += r1.eq(Mux(r0 > rmax, rmax, Mux(r0 == 0, wo_rate != 0, r0)))
+        wo_gap = Signal(range(-(1 << p.rate_bits), 1 << p.peak_rate_bits), name="coord_wo_gap")
+        m.d.sync += [wo_valid.eq(state == _State.OUT), wo_tenant.eq(ti), wo_channel.eq(ci),
+                     wo_rate.eq(Mux(active, Mux(x_sel == 0, t_rate != 0, x_sel), t_rate)),
+                     wo_gap.eq(t_peak_live - t_rate)]
         pk = Signal(range(-(1 << p.rate_bits), (1 << p.rate_bits) + (1 << p.peak_rate_bits)),
                     name="coord_peak_sum")
-        m.d.comb += pk.eq(r1 + wo_peak - wo_rate)
-        p1 = Signal(p.peak_rate_bits, name="coord_peak_out")
-        m.d.comb += p1.eq(Mux(pk < 0, 0, Mux(pk > pmax, pmax, pk)))
-        out_rate = Signal(p.rate_bits, name="coord_out_rate")
+        m.d.comb += pk.eq(wo_rate + wo_gap)
         out_peak = Signal(p.peak_rate_bits, name="coord_out_peak")
-        m.d.comb += [out_rate.eq(Mux(wo_active, r1, wo_rate)), out_peak.eq(Mux(wo_active, p1, wo_peak))]
+        m.d.comb += out_peak.eq(Mux(pk < 0, 0, Mux(pk > pmax, pmax, pk)))
 
         results = []
         for i in range(n):
@@ -398,14 +462,14 @@ class Coordinator(FabricComponent):
             m.submodules[f"coord_result_{i}"] = mem
             wp = mem.write_port()
             rp = mem.read_port(domain="comb")
-            m.d.comb += [wp.addr.eq(wo_channel), wp.data.eq(Cat(out_rate, out_peak)),
+            m.d.comb += [wp.addr.eq(wo_channel), wp.data.eq(Cat(wo_rate, out_peak)),
                          wp.en.eq(wo_valid & (wo_tenant == i))]
             results.append(rp)
 
         last_tenant = ti == n - 1
-        last_pass = pass_no == passes - 1
 
         def next_tenant():
+            m.d.comb += adv.eq(1)
             with m.If(~last_tenant):
                 m.d.sync += [ti.eq(ti + 1), state.eq(_State.LOAD)]
             with m.Elif(~last_pass):
@@ -416,25 +480,33 @@ class Coordinator(FabricComponent):
         with m.Switch(state):
             with m.Case(_State.IDLE):
                 with m.If(epoch.end_d & self.enable):
+                    m.d.comb += adv.eq(1)
                     m.d.sync += [state.eq(_State.LOAD), ti.eq(0), pass_no.eq(0)]
                     m.d.sync += [ld.eq(0) for ld in load]
             with m.Case(_State.LOAD):
                 with m.If(active):
-                    m.d.sync += [use.eq(Mux(t_rate == 0, 0, dem)), light.eq(dem & ~bkl),
-                                 lev.eq(Mux((dem & bkl).any(), dem & bkl, dem)), hp.eq(0),
-                                 probe.eq(1 << (lw - 1)), state.eq(_State.SEARCH)]
+                    m.d.sync += [ld.eq(b) for ld, b in zip(load, base_next)]
+                    # No channel is levelled when the total is 0 (RATE = 0).
+                    use_next = Mux(t_rate == 0, 0, dem)
+                    m.d.sync += [light.eq(lite_now), rest.eq(rest_next),
+                                 lev.eq(use_next & Mux((dem & bkl).any(), dem & bkl, dem)), hp.eq(0),
+                                 hi.eq((1 << lw) - 1), probe.eq(1 << (lw - 1)), state.eq(_State.SEARCH)]
                 with m.Else():
-                    next_tenant()
+                    m.d.sync += state.eq(_State.SKIP)
+            with m.Case(_State.SKIP):
+                next_tenant()
             with m.Case(_State.SEARCH):
                 with m.If(below):
                     m.d.sync += hp.eq(cand)
+                with m.Else():
+                    m.d.sync += hi.eq(cand)
                 m.d.sync += probe.eq(probe >> 1)
                 with m.If(probe[0]):
                     m.d.sync += state.eq(_State.WRITE)
             with m.Case(_State.WRITE):
                 for c in range(nc):
-                    m.d.comb += [x_wr[c].data.eq(pos[c]), x_wr[c].en.eq(1)]
-                    m.d.sync += load[c].eq(others[c] + pos[c])
+                    m.d.comb += [x_wr[c].data.eq(x_new[c]), x_wr[c].en.eq(1)]
+                    m.d.sync += load[c].eq(Mux(reach[c], cand, load[c]))
                 next_tenant()
             with m.Case(_State.OUT):
                 with m.If(ci != nc - 1):
@@ -502,13 +574,19 @@ class Coordinator(FabricComponent):
                     m.d.sync += [rate.eq(bus_rate), peak.eq(bus_peak)]
 
 
-def _tree_sum(values):
-    """The sum of ``values`` as a balanced tree of adders."""
-    values = list(values)
-    while len(values) > 1:
-        values = [values[k] + values[k + 1] if k + 1 < len(values) else values[k]
-                  for k in range(0, len(values), 2)]
-    return values[0]
+def _carry_save_sum(values, width):
+    """The sum of ``values`` modulo 2^width: full adders (3:2 carry-save
+    compressors) down to two rows, then one adder. A chain of adders, or
+    an adder tree, puts a carry chain per level on the path; this one
+    chain in all (synthesis maps an adder's chain, not a sum of several)."""
+    rows = [Value.cast(v).as_unsigned() for v in values]
+    rows = [Cat(r, Const(0, width))[:width] if len(r) < width else r[:width] for r in rows]
+    while len(rows) > 2:
+        a, b, c = rows[:3]
+        rows = rows[3:] + [(a ^ b ^ c)[:width], Cat(Const(0, 1), (a & b) | (a & c) | (b & c))[:width]]
+    if len(rows) == 1:
+        return rows[0]
+    return (rows[0] + rows[1])[:width]
 
 
 @dataclass
@@ -525,8 +603,8 @@ class _Epoch:
 
 @dataclass
 class _Snapshot:
-    """``coord_floor``, RATE and enable of t_e."""
+    """256 - ``coord_floor``, RATE and enable of t_e."""
 
-    floor: Signal
+    cofloor: Signal
     rate: list
     enable: Signal
