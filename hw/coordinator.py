@@ -400,6 +400,7 @@ class Coordinator(FabricComponent):
         m.d.comb += cand.eq(Mux(state == _State.WRITE, hi, hp | probe))
         above = []
         reach = []
+        diffs = []
         for c in range(nc):
             diff = Signal(ldw + 1, name=f"coord_diff_{c}")
             up = Signal(name=f"coord_up_{c}")      # cand >= b[c] on a levelled channel
@@ -409,6 +410,7 @@ class Coordinator(FabricComponent):
                          ab.eq(Mux(up, diff[:lw], 0))]
             above.append(ab)
             reach.append(up)
+            diffs.append(diff)
         sw = max(fw, nw) + 2
         short = Signal(sw, name="coord_short")     # sum above - rest, negative: the fill is below the total
         m.d.comb += short.eq(_carry_save_sum([*above, ~Cat(rest, Const(0, sw - nw)), 1], sw))
@@ -424,9 +426,12 @@ class Coordinator(FabricComponent):
         for c in range(nc):
             lo_part = Signal(p.rate_bits, name=f"coord_low_{c}")
             m.d.comb += lo_part.eq(Mux(last_pass, Mux(light[c], t_rate, fr), Mux(light[c], unit, 0)))
+            # The sum takes h - b as it is and the choice follows it, so the
+            # adder does not wait for the subtraction's sign.
             xs = Signal(xw + 1, name=f"coord_x_sum_{c}")
             xn = Signal(xw, name=f"coord_x_new_{c}")
-            m.d.comb += [xs.eq(lo_part + above[c]), xn.eq(Mux(xs[xw], rmax, xs[:xw]))]
+            m.d.comb += [xs.eq(lo_part + diffs[c][:lw]),
+                         xn.eq(Mux(reach[c], Mux(xs[xw], rmax, xs[:xw]), lo_part))]
             x_new.append(xn)
 
         # The write-out: rate = min(max(fr + x, min(RATE, 1)), max),
