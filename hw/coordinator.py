@@ -71,13 +71,14 @@ own category.
 
 from dataclasses import dataclass
 
-from amaranth.hdl import Cat, Const, Module, Mux, Signal, Value
+from amaranth.hdl import Cat, Module, Mux, Signal
 from amaranth.lib import enum
 from amaranth.lib.memory import Memory
 
 from amaranth.lib.wiring import In, Out
 
 from .config import FabricComponent
+from .keys import sum_mod
 from .layouts import acceptance_layout, tenant_config_layout
 from kvfabric.spec import (COORD_EPOCH_BITS, COORD_FLOOR_BITS, COORD_LATENCY, COORD_MIN_EPOCH,
                            check_params, coord_level_bits, coord_passes)
@@ -372,12 +373,8 @@ class Coordinator(FabricComponent):
         for c in range(nc):
             xm = Signal(xw, name=f"coord_own_{c}")
             m.d.comb += xm.eq(Mux(first, 0, x_old[c]))
-            b = Signal(ldw, name=f"coord_base_next_{c}")
-            m.d.comb += b.eq(_carry_save_sum([load[c], ~Cat(xm, Const(0, ldw - xw)), 1,
-                                              Mux(lite_now[c], unit, 0)], ldw))
-            base_next.append(b)
-        rest_next = Signal(nw, name="coord_rest_next")
-        m.d.comb += rest_next.eq(_carry_save_sum([Mux(lite_now[c], 0, unit) for c in range(nc)], nw))
+            base_next.append(sum_mod(m, f"coord_base_next_{c}", [load[c], Mux(lite_now[c], unit, 0)], [xm], ldw))
+        rest_next = sum_mod(m, "coord_rest_next", [Mux(lite_now[c], 0, unit) for c in range(nc)], [], nw)
 
         # The fill at the level `cand` (SEARCH: hp with the probed bit; WRITE:
         # the level h, the least one whose fill reaches the total). On a
@@ -411,9 +408,8 @@ class Coordinator(FabricComponent):
             above.append(ab)
             reach.append(up)
             diffs.append(diff)
-        sw = max(fw, nw) + 2
-        short = Signal(sw, name="coord_short")     # sum above - rest, negative: the fill is below the total
-        m.d.comb += short.eq(_carry_save_sum([*above, ~Cat(rest, Const(0, sw - nw)), 1], sw))
+        # sum above - rest, negative: the fill is below the total
+        short = sum_mod(m, "coord_short", above, [rest], max(fw, nw) + 2)
         below = Signal(name="coord_below")
         m.d.comb += below.eq(short[-1])
 
@@ -577,21 +573,6 @@ class Coordinator(FabricComponent):
                 m.d.comb += [self.rate[c][i].eq(rate), self.peak_rate[c][i].eq(peak)]
                 with m.If(preload | (here[c] & keep[i])):
                     m.d.sync += [rate.eq(bus_rate), peak.eq(bus_peak)]
-
-
-def _carry_save_sum(values, width):
-    """The sum of ``values`` modulo 2^width: full adders (3:2 carry-save
-    compressors) down to two rows, then one adder. A chain of adders, or
-    an adder tree, puts a carry chain per level on the path; this one
-    chain in all (synthesis maps an adder's chain, not a sum of several)."""
-    rows = [Value.cast(v).as_unsigned() for v in values]
-    rows = [Cat(r, Const(0, width))[:width] if len(r) < width else r[:width] for r in rows]
-    while len(rows) > 2:
-        a, b, c = rows[:3]
-        rows = rows[3:] + [(a ^ b ^ c)[:width], Cat(Const(0, 1), (a & b) | (a & c) | (b & c))[:width]]
-    if len(rows) == 1:
-        return rows[0]
-    return (rows[0] + rows[1])[:width]
 
 
 @dataclass
