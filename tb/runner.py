@@ -162,11 +162,11 @@ VERILATOR_OPT_ENV = "KVFABRIC_VERILATOR_OPT"
 _VERILATOR_OPTS = ("-O0", "-O1", "-O2")
 
 
-def verilator_opt() -> str:
+def verilator_opt(default: str | None = "-O1") -> str | None:
     """The C++ optimisation level of the per-cycle code of Verilator builds:
-    ``KVFABRIC_VERILATOR_OPT`` (one of -O0, -O1, -O2), -O1 when unset."""
-    value = os.environ.get(VERILATOR_OPT_ENV, "").strip() or "-O1"
-    if value not in _VERILATOR_OPTS:
+    ``KVFABRIC_VERILATOR_OPT`` (one of -O0, -O1, -O2), ``default`` when unset."""
+    value = os.environ.get(VERILATOR_OPT_ENV, "").strip() or default
+    if value is not None and value not in _VERILATOR_OPTS:
         raise ValueError(f"{VERILATOR_OPT_ENV}={value!r}: must be one of {', '.join(_VERILATOR_OPTS)}")
     return value
 

@@ -73,8 +73,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from .design import params_key, toplevel_of, verilog_for
-from .runner import (BUILD_ROOT, SIMS, VERILATOR_OPT_ENV, _icarus_source, _locked, _VERILATOR_ARGS,
-                     setup_toolchain, verilator_opt)
+from .runner import (BUILD_ROOT, SIMS, _icarus_source, _locked, _VERILATOR_ARGS, setup_toolchain,
+                     verilator_opt)
 from .trace_format import NQ_TAGS, REQ_FILE_MAGIC, REQ_RECORD_BYTES, index_file, trace_file
 
 __all__ = ["testbench_verilog", "TraceBuild", "build_trace_tb", "run_trace_tb", "SimRun"]
@@ -473,7 +473,7 @@ _VERILATOR_TB_ARGS = [
 def _verilator_tb_args() -> list[str]:
     """:data:`_VERILATOR_TB_ARGS` with the per-cycle optimisation: -O2 unless
     ``KVFABRIC_VERILATOR_OPT`` is set (then that level for both)."""
-    opt = verilator_opt() if os.environ.get(VERILATOR_OPT_ENV, "").strip() else None
+    opt = verilator_opt(default=None)
     fast, glob = (opt, opt) if opt else ("-O2", "-O1")
     return [*_VERILATOR_TB_ARGS, "-MAKEFLAGS", f"OPT_FAST={fast}", "-MAKEFLAGS", f"OPT_GLOBAL={glob}"]
 

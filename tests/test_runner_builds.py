@@ -17,9 +17,39 @@ def test_verilator_opt_defaults_to_O1_and_rejects_other_levels(monkeypatch):
         runner.verilator_opt()
 
 
-def test_the_suite_builds_verilator_at_O0():
-    # tests/conftest.py sets it for every run without --run-soak.
+class _Config:
+    """The one option tests/conftest.py's pytest_configure reads, and the marker it adds."""
+
+    def __init__(self, run_soak):
+        self.run_soak = run_soak
+
+    def getoption(self, name):
+        assert name == "--run-soak"
+        return self.run_soak
+
+    def addinivalue_line(self, name, line):
+        pass
+
+
+def test_the_suite_builds_at_O0_the_soak_at_the_default_and_a_callers_level_is_kept(monkeypatch):
+    from conftest import pytest_configure
+    monkeypatch.delenv(runner.VERILATOR_OPT_ENV, raising=False)
+    pytest_configure(_Config(run_soak=False))
     assert runner.verilator_opt() == "-O0"
+    monkeypatch.delenv(runner.VERILATOR_OPT_ENV)
+    pytest_configure(_Config(run_soak=True))
+    assert runner.verilator_opt() == "-O1"
+    monkeypatch.setenv(runner.VERILATOR_OPT_ENV, "-O2")
+    pytest_configure(_Config(run_soak=False))
+    assert runner.verilator_opt() == "-O2"
+
+
+def test_the_trace_testbench_keeps_O2_unless_a_level_is_asked_for(monkeypatch):
+    from kvfabric.tb.trace_tb import _verilator_tb_args
+    monkeypatch.delenv(runner.VERILATOR_OPT_ENV, raising=False)
+    assert {"OPT_FAST=-O2", "OPT_GLOBAL=-O1"} <= set(_verilator_tb_args())
+    monkeypatch.setenv(runner.VERILATOR_OPT_ENV, "-O0")
+    assert {"OPT_FAST=-O0", "OPT_GLOBAL=-O0"} <= set(_verilator_tb_args())
 
 
 def test_a_run_asking_for_waves_on_a_build_without_tracing_is_refused(tmp_path):
