@@ -20,7 +20,7 @@ from pathlib import Path
 from kvfabric.spec import FabricParams
 from kvfabric.model.registers import FabricConfig, TenantConfig
 
-from .runner import BUILD_ROOT, Build, build
+from .runner import BUILD_ROOT, Build, _locked, build
 
 __all__ = [
     "params_key", "verilog_for", "toplevel_of", "build_for",
@@ -57,18 +57,24 @@ def _rtl_hash() -> str:
 def verilog_for(params: FabricParams) -> Path:
     """Write (once per RTL version) and return the generated Verilog of ``params``.
 
-    Generation takes seconds (elaboration and Yosys); the file is reused by
-    every test process as long as the RTL sources are unchanged.
+    Generation takes seconds to a minute (the 8 x 8 default: about 35 s of
+    elaboration and Yosys); the file is reused by every test process as long
+    as the RTL sources are unchanged. A lock per file makes a second process
+    that wants the same parameters wait for the first one's file instead of
+    generating it again beside it.
     """
     out_dir = BUILD_ROOT / "verilog"
     out_dir.mkdir(parents=True, exist_ok=True)
     path = out_dir / f"kvfabric-{params_key(params)}-{_rtl_hash()}.v"
-    if not path.exists():
-        text = _generate(params)
-        # Atomically, so that parallel workers never see a half-written file.
-        tmp = path.with_suffix(f".v.{os.getpid()}.tmp")
-        tmp.write_text(text)
-        os.replace(tmp, path)
+    if path.exists():
+        return path
+    with _locked(path.with_suffix(".lock")):
+        if not path.exists():
+            text = _generate(params)
+            # Atomically, so that a reader never sees a half-written file.
+            tmp = path.with_suffix(f".v.{os.getpid()}.tmp")
+            tmp.write_text(text)
+            os.replace(tmp, path)
     return path
 
 

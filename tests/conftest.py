@@ -40,7 +40,6 @@ LONG_FIRST = [
     "tests/test_formal.py::test_property_is_proved[[]bucket_caps[]]",          # 109
     "tests/test_cosim_axi.py::test_axi_shared_port[[]verilator[]]",            # 96
     "tests/test_trace_cosim.py::test_differential_engines",                   # 93
-    "tests/test_verilog.py::test_lint_clean[[]default[]]",                     # 77
     "tests/test_cosim_axil.py::test_axil_stress[[]verilator-none[]]",          # 77
     "tests/test_cosim_axi.py::test_axi_memory_clock[[]verilator-faster_memory[]]",  # 72
     "tests/test_hw_channel.py::test_channel_matches_model[[]*",               # 20-62 each
