@@ -59,6 +59,10 @@ class Request:
     admitted, issued, done : int
         Cycles of entry into the transaction queue, of the column command,
         and of the end of the data burst.
+    acted : int
+        Cycle of the first row command issued for it (the precharge that
+        closed another row for it, or its activate; -1: none, a row hit):
+        the start of its bank's part of the wait (:meth:`Channel.enable_waits`).
     kind : int
         HIT, MISS or CONFLICT, set when served.
     evicted : int
@@ -72,7 +76,7 @@ class Request:
 
     __slots__ = (
         "tenant", "is_write", "bank", "row", "arrival", "owner", "seq", "rank",
-        "admitted", "issued", "done", "kind", "nbytes", "evicted", "qclass", "axqos",
+        "admitted", "issued", "done", "kind", "nbytes", "evicted", "qclass", "axqos", "acted",
     )
 
     def __init__(self, tenant, is_write, bank, row, arrival, owner=None, nbytes=32):
@@ -92,6 +96,7 @@ class Request:
         self.nbytes = nbytes
         self.qclass = BURST_CLASS
         self.axqos = 0
+        self.acted = -1
 
     def __repr__(self):
         op = "WR" if self.is_write else "RD"
@@ -213,6 +218,8 @@ class Channel:
         # Statistics.
         self.stats = ChannelStats(n_tenants)
         self.log = [] if log_commands else None
+        #: Where queued requests wait (None until :meth:`enable_waits`).
+        self.waits = None
 
     # -- queue -------------------------------------------------------------
     def has_room(self, entries=1, is_write=False, qclass=BURST_CLASS):
@@ -356,6 +363,8 @@ class Channel:
         tm = self.timing
         pc = self.pc_of[b]
         now = self._row_command_edge(now, tm.act_bus_half)
+        if req.acted < 0:
+            req.acted = now
         self.open_row[b] = req.row
         self._invalidate(b)
         self.bypassed[b] = 0
@@ -388,6 +397,8 @@ class Channel:
         pc = self.pc_of[b]
         self.pc_next_pre[pc] = now + tm.tPPD
         if cause is not None:
+            if cause.acted < 0:
+                cause.acted = now
             self._conflict_pending[b] = True
             self._evicted_tenant[b] = self._row_tenant[b]
         if self.log is not None:
@@ -400,6 +411,8 @@ class Channel:
         tm = self.timing
         now = self._row_command_edge(now, tm.ref_bus_half)
         self.next_act[b] = now + tm.tRFCpb
+        if self.waits is not None:
+            self.waits["refresh"][b].append((self._ref_since[b], now + tm.tRFCpb))
         self.refresh_pending[b] = False
         self._invalidate(b)
         pc = self.pc_of[b]
@@ -437,6 +450,8 @@ class Channel:
                 b = self.refresh_policy.pick(self, pc, todo)
                 todo.discard(b)
                 self.refresh_pending[b] = True
+                if self.waits is not None:
+                    self._ref_since[b] = now
                 self._invalidate(b)
                 self.ref_bank[pc] = b
                 self.ref_due[pc] += self.timing.tREFIpb
@@ -495,6 +510,12 @@ class Channel:
             self._refresh_due(now)
         if self.batches_writes:
             for pc, mode in self.drain.update(self, now):
+                if self.waits is not None and mode != self.write_mode[pc]:
+                    if mode:
+                        self._drain_since[pc] = now
+                    else:
+                        self.waits["drain"][pc].append((self._drain_since[pc], now))
+                        self._drain_since[pc] = None
                 self.set_write_mode(pc, mode)
             stuck = self.stuck  # the drain has looked at it: start over
             if True in stuck:
@@ -632,6 +653,26 @@ class Channel:
                 if wake <= now + 1:
                     break
         return max(wake, now + 1)
+
+    def enable_waits(self):
+        """Record the intervals in which a queued request can wait for something
+        other than its turn (the workload family's wait attribution): per bank
+        ``waits["refresh"][b]`` the ``(start, end)`` of each refresh, from its
+        bank's pick (closed to new work) to the end of tRFCpb; per
+        pseudo-channel ``waits["drain"][pc]`` each write-mode span (reads
+        held), an open one as ``(start, None)``.  Bookkeeping only: nothing
+        simulated depends on it."""
+        g = self.geometry
+        self.waits = {"refresh": [[] for _ in range(g.banks)], "drain": [[] for _ in range(g.pseudo_channels)]}
+        self._ref_since = [0] * g.banks
+        self._drain_since = [None] * g.pseudo_channels
+        return self.waits
+
+    def wait_spans(self):
+        """:attr:`waits` with any open write-mode span closed at NEVER."""
+        drain = [spans + ([(s, NEVER)] if s is not None else [])
+                 for spans, s in zip(self.waits["drain"], self._drain_since)]
+        return {"refresh": self.waits["refresh"], "drain": drain}
 
     def _drain_wake(self):
         # A drain policy that holds a due drain back names when it lets go.

@@ -145,6 +145,15 @@ class DecodeTenant(Tenant):
         # queued in the controller until its last column command, DRAM
         # service (column command to end of data).  Sums to the latency.
         self.step_parts = []
+        # Per step, its portions: channel -> cycles from the step's start to
+        # the end of its last HBM transaction on that channel (the step ends
+        # with its slowest portion, or a CXL read); and its last
+        # transaction's last access as (channel, bank, admitted, acted,
+        # issued; acted: the first row command for any of its accesses) for
+        # the wait attribution (None: it went to CXL).
+        self.step_portions = []
+        self.step_last = []
+        self._portion = {}
         self._remaining = 0
         self._step_start = 0
         self._pending = deque()  # (txn index, to_cxl) of the step not yet issued (window)
@@ -174,15 +183,25 @@ class DecodeTenant(Tenant):
     def complete(self, txn, now):
         self.in_flight -= 1
         self._remaining -= 1
+        if not txn.to_cxl:
+            self._portion[txn.channel] = now - self._step_start
         self._fill(now)
         if self._remaining == 0:
             self.steps.append((self._step_start, now - self._step_start))
+            self.step_portions.append(self._portion)
+            self._portion = {}
             if txn.to_cxl:
                 self.step_parts.append((0, 0, 0, now - self._step_start))
+                self.step_last.append(None)
             else:
-                issued = max(a.issued for a in txn.accesses)
+                last = max(txn.accesses, key=lambda a: a.issued)
+                issued = last.issued
                 self.step_parts.append((txn.granted - self._step_start, txn.admitted - txn.granted,
                                         issued - txn.admitted, now - issued))
+                # Its row commands: the first one issued for any of its accesses
+                # (the last column command is often a row hit behind it).
+                acted = min((a.acted for a in txn.accesses if a.acted >= 0), default=-1)
+                self.step_last.append((txn.channel, last.bank, txn.admitted, acted, issued))
             span = self.think * self.jitter
             gap = max(1, round(self.think + self.rng.uniform(-span, span)))
             self.system.schedule(now + gap, self._begin_step)

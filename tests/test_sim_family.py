@@ -12,7 +12,7 @@ import pytest
 
 from kvfabric.model.contract import compile_contract
 from kvfabric.sim.studies import family as fam
-from kvfabric.sim.studies.family_run import CHUNK_CYCLES, covered_chunks
+from kvfabric.sim.studies.family_run import CHUNK_CYCLES, WAIT_PARTS, covered_chunks, wait_split
 from kvfabric.sim.studies.family import (FAMILY_SEED, FIXED, MIN_STEPS, RANGES, distribution, draw, draw_family,
                                          judge, run_spec, tail_split, write_draw)
 from kvfabric.sim.workload import parse_workload, simulated_contract
@@ -28,6 +28,11 @@ def _decode_demand_gbps(t):
     return t["step_bytes"] * (1 - t["cxl_fraction"]) / t["think_cycles"] * 1.6
 
 
+def _channels_of(t, n):
+    """A tenant's channel set as its workload table writes it (absent: all ``n``)."""
+    return t.get("channels", list(range(n)))
+
+
 @pytest.mark.parametrize("seed,k", CHECKED)
 def test_a_draw_is_admissible_and_inside_the_stated_ranges(seed, k):
     d = draw(seed, k)
@@ -39,36 +44,54 @@ def test_a_draw_is_admissible_and_inside_the_stated_ranges(seed, k):
     prefills = [t for t in tenants if t["kind"] == "prefill"]
     decodes = [t for t in tenants if t["kind"] == "decode"]
     assert RANGES["prefills"][0] <= len(prefills) <= RANGES["prefills"][1] and decodes
+    fab = contract["fabric"]
+    n = fab["channels"]
+    # Issue #41: 1, 2, 4 and 8 channels in turn.
+    assert n == (1, 2, 4, 8)[k % 4]
     # Admissible: the contract compiler (admission control included) and the workload checker accept it.
     compile_contract(contract, source=f"draw {k} at seed {seed}")
-    parse_workload(workload, ids, source=f"draw {k} at seed {seed}")
+    parse_workload(workload, ids, source=f"draw {k} at seed {seed}", channels=n)
+    if n > 1:
+        assert workload["mapping"]["interleave_bytes"] in (256, 512, 1024, 2048, 4096)
+        assert fab["coordinator"] is False
+    else:
+        assert "mapping" not in workload
     # The channel kvfabric system simulates, so it runs the contract as written;
     # a clock at which one 128-byte grant per clock covers that channel's 51.2 GB/s.
-    fab = contract["fabric"]
-    assert (fab["channels"], fab["channel_gbps"]) == (1, pytest.approx(51.2))
+    assert fab["channel_gbps"] == pytest.approx(51.2)
     assert fab["clock_mhz"] in RANGES["clock_mhz"] and 128 * fab["clock_mhz"] / 1000 >= 51.2
     simulated, rescaled = simulated_contract(contract, 51.2)
     assert not rescaled and simulated["tenant"] == contract["tenant"]
-    assert simulated["fabric"]["clock_mhz"] == fab["clock_mhz"]
     assert (workload["system"]["read_queue"], workload["system"]["write_queue"]) == (128, 64)
     guarantee = {t["id"]: t["guaranteed_gbps"] for t in contract["tenant"]}
+    load = [0.0] * n   # the decodes' mean demand on each channel, bytes per cycle
     for t in decodes:
-        assert 4096 <= t["step_bytes"] <= 65536 and t["step_bytes"] % t["block_bytes"] == 0
-        assert t["block_bytes"] in (128, 256, 512, 1024, 2048, 4096)
+        chans = _channels_of(t, n)
+        m = len(chans)
+        assert chans == sorted(set(chans)) and 1 <= m <= n
+        assert t["step_bytes"] % t["block_bytes"] == 0 and t["block_bytes"] in (128, 256, 512, 1024, 2048, 4096)
+        assert 4096 * m <= t["step_bytes"] <= 32768 * m or t["step_bytes"] == t["block_bytes"]
         assert t["cxl_fraction"] == 0 or 0.1 <= t["cxl_fraction"] <= 0.5
-        # Guaranteed 1.2-2.0x the mean demand (rounded up to 1 MB/s).
-        assert 1.2 <= guarantee[t["id"]] / _decode_demand_gbps(t) <= 2.0 + 0.001 / _decode_demand_gbps(t)
-        # Long enough for MIN_STEPS periods of think time plus the step at the channel's peak.
-        assert workload["system"]["cycles"] >= MIN_STEPS * (t["think_cycles"] + t["step_bytes"] / 32)
+        # Each channel enforces 1/n of the contract's GB/s; the decode's demand there is 1/m of its own.
+        per_channel_demand = _decode_demand_gbps(t) / m
+        assert 1.2 <= guarantee[t["id"]] / n / per_channel_demand <= 2.0 + 0.001 / per_channel_demand
+        # Long enough for MIN_STEPS periods of think time plus its step (per channel) at a channel's peak.
+        assert workload["system"]["cycles"] >= MIN_STEPS * (t["think_cycles"] + t["step_bytes"] / m / 32)
+        for c in chans:
+            load[c] += t["step_bytes"] * (1 - t["cxl_fraction"]) / m / t["think_cycles"] / 32
+    # The drawn load is the busiest channel's (think times rounded to a cycle, at least 1,000).
+    assert max(load) <= RANGES["decode_load"][1] * 1.001
+    assert max(load) >= RANGES["decode_load"][0] * 0.999 or min(t["think_cycles"] for t in decodes) == 1000
     for t in prefills:
-        assert t["job_bytes"] % (128 * 1024) == 0 and t["job_bytes"] <= RANGES["job_bytes"][1]
-        assert 64 <= t["window"] <= 1024 and t["write_share"] in (0, 2, 4, 8)
+        m = len(_channels_of(t, n))
+        assert t["job_bytes"] % (128 * 1024) == 0 and t["job_bytes"] <= RANGES["job_bytes"][1] * m
+        assert round(64 * m) <= t["window"] <= round(1024 * m) and t["write_share"] in (0, 2, 4, 8)
         backlogged = t["id"] in d["meta"]["backlogged"]
-        if backlogged:   # jobs arrive at least as fast as the whole channel could serve them
-            assert t["period_cycles"] * 32 <= t["job_bytes"]
-        else:            # its mean demand is its guarantee, and two jobs arrive in the run
+        if backlogged:   # jobs arrive at least as fast as its channels together could serve them
+            assert t["period_cycles"] * 32 * m <= t["job_bytes"]
+        else:            # its mean demand is what its m channels guarantee it (m/n of the contract's), two jobs a run
             demand = t["job_bytes"] / t["period_cycles"] * 1.6
-            assert demand == pytest.approx(guarantee[t["id"]], rel=0.01)
+            assert demand == pytest.approx(guarantee[t["id"]] * m / n, rel=0.01)
             assert t["period_cycles"] <= workload["system"]["cycles"] // 2 or t["job_bytes"] == 128 * 1024
             assert t["phase_cycles"] < t["period_cycles"]
 
@@ -83,6 +106,15 @@ def test_the_family_spans_its_ranges():
     assert any(t["cxl_fraction"] for t in decodes) and not all(t["cxl_fraction"] for t in decodes)
     assert {t["block_bytes"] for t in decodes} == set(RANGES["block_bytes"])
     assert {d["contract"]["fabric"]["clock_mhz"] for d in draws} == set(RANGES["clock_mhz"])
+    # Issue #41: every channel count, at least half the draws multi-channel, every interleave,
+    # and tenants on all channels and on some.
+    counts = [d["contract"]["fabric"]["channels"] for d in draws]
+    assert set(counts) == {1, 2, 4, 8} and sum(c > 1 for c in counts) >= len(counts) / 2
+    assert sum(c > 1 for c in counts[:12]) >= 6  # the default family's 12 draws too
+    assert {d["workload"]["mapping"]["interleave_bytes"] for d in draws if "mapping" in d["workload"]} == \
+        {256, 512, 1024, 2048, 4096}
+    multi = [t for d in draws if d["contract"]["fabric"]["channels"] > 1 for t in d["workload"]["tenant"]]
+    assert any("channels" in t for t in multi) and any("channels" not in t for t in multi)
 
 
 def test_a_draw_depends_on_the_seed_and_its_index_only(tmp_path):
@@ -236,7 +268,7 @@ def test_the_runner_builds_what_kvfabric_system_runs(tmp_path):
 
 def test_a_tiny_family_end_to_end_prints_its_seed_and_reproduces(tmp_path, capsys):
     out, build = tmp_path / "reports", tmp_path / "build"
-    assert fam.main(["--draws", "1", "--cycles", "15000", "--jobs", "1", "--seed", "5",
+    assert fam.main(["--draws", "1", "--cycles", "15000", "--jobs", "1", "--seed", "5", "--python", "this",
                      "--out", str(out), "--build", str(build)]) == 0
     seed = int(re.search(r"seed (\d+), 1 draws", capsys.readouterr().out).group(1))
     # The printed seed redraws the written files exactly.
@@ -257,3 +289,64 @@ def test_a_tiny_family_end_to_end_prints_its_seed_and_reproduces(tmp_path, capsy
     assert f"The runs ran under {doc['interpreter']} (" in md and doc["interpreter"].split()[0] in ("PyPy", "CPython")
     assert "family seed **5**" in md and "Short runs" in md and "Held fixed" in md
     assert (out / "family.png").stat().st_size > 0
+
+
+def test_the_restated_prefill_figure_is_against_what_frfcfs_carried_beyond_the_decode_only_decodes():
+    # 1,000-cycle runs. FR-FCFS: prefills 12,500 bytes, decodes 2,000; decode-only: decodes 4,000.
+    # FR-FCFS carried 12,500 + 2,000 - 4,000 = 10,500 bytes beyond the decode-only decodes; the
+    # policy's prefills 9,000 of them.
+    meta = {"draw": 0, "decodes": {1: {}}, "backlogged": [], "prefills": {0: {"backlogged": False}}}
+    lat = list(range(1, 101))
+    base, fr = _fake(lat), _fake(lat, prefills={0: {"bytes": 12_500, "active": 1000, "jobs": 1}})
+    qos = _fake(lat, prefills={0: {"bytes": 9_000, "active": 1000, "jobs": 1}})
+    base["decodes"][1]["bytes"], fr["decodes"][1]["bytes"] = 4_000, 2_000
+    results = {(0, "decode-only", 1): base, (0, "frfcfs", 1): fr, (0, "fabric-qos", 1): qos}
+    rows = {r["policy"]: r for r in judge(results, [meta], seeds=(1,))}
+    assert rows["fabric-qos"]["prefill_restated"] == pytest.approx(9_000 / 10_500)
+    assert rows["fabric-qos"]["prefill_ratio"] == pytest.approx(9_000 / 12_500)   # the old figure, beside it
+    assert rows["fabric-qos"]["prefill_run_gbps"] == pytest.approx(9 * 1.6)
+    # FR-FCFS against itself: its prefills over its prefills + 2,000 - 4,000 bytes.
+    assert rows["frfcfs"]["prefill_restated"] == pytest.approx(12_500 / 10_500)
+
+
+class _Ch:
+    pc_of = [0, 0, 1, 1]
+
+
+def test_a_steps_controller_wait_is_split_by_refresh_then_drain_then_its_row_commands():
+    # Last access on channel 0, bank 2 (pseudo-channel 1): admitted at 1,000, its first row
+    # command at 1,060, its column command at 1,100 (100 cycles in the controller).
+    # Bank 2 refreshes over 990-1,010 (10 cycles of it inside), pseudo-channel 1 drains writes
+    # over 1,005-1,030 (20 cycles not already refresh) and 1,070-1,080 (inside the row commands:
+    # drain); a refresh of another bank and a drain of the other pseudo-channel do not count.
+    spans = [{"refresh": [[], [], [(990, 1010), (5000, 5100)], [(1020, 1090)]],
+              "drain": [[(1000, 1100)], [(100, 200), (1005, 1030), (1070, 1080)]]}]
+    split = wait_split((5, 3, 100, 10), (0, 2, 1000, 1060, 1100), spans, [_Ch()])
+    # arbiter, admission, queue, bank, write drain, refresh, service
+    assert split == [5, 3, 100 - 10 - 30 - 30, 30, 30, 10, 10]
+    assert list(WAIT_PARTS) == ["arbiter", "admission", "queue", "bank", "write drain", "refresh", "service"]
+    # A row hit (no row command) and a CXL read.
+    assert wait_split((0, 0, 40, 10), (0, 0, 0, -1, 40), spans, [_Ch()]) == [0, 0, 40, 0, 0, 0, 10]
+    assert wait_split((0, 0, 0, 77), None, spans, [_Ch()]) == [0, 0, 0, 0, 0, 0, 77]
+
+
+def test_a_multi_channel_run_reports_what_kvfabric_system_runs_with_its_portions_and_waits(tmp_path):
+    d = draw(FAMILY_SEED, 1)
+    assert d["meta"]["channels"] == 2
+    d["workload"]["system"]["cycles"] = 20_000
+    c, w = write_draw(d, tmp_path)
+    mine = run_spec(dict(draw=1, policy="fabric-qos", seed=1, contract=c, workload=w, cycles=None))[1]
+    theirs = run_system(c, w, "fabric-qos")
+    assert mine["channels"] == 2 and mine["utilisation"] == pytest.approx(theirs["utilisation"], abs=1e-4)
+    by_id = {t["id"]: t for t in theirs["tenants"]}
+    steps = 0
+    for tid, dec in mine["decodes"].items():
+        assert len(dec["lat"]) == by_id[tid]["steps"]
+        assert dec["bytes"] / 20_000 * 1.6 == pytest.approx(by_id[tid]["gbps"], abs=1e-3)
+        chans = set(d["workload"]["tenant"][tid].get("channels", [0, 1]))
+        for lat, waits, portions in zip(dec["lat"], dec["waits"], dec["portions"]):
+            steps += 1
+            assert sum(waits) == lat and min(waits) >= 0          # the parts add up to the step
+            assert {ch for ch, _ in portions} <= chans            # portions only on its channels
+            assert all(0 < p <= lat for _, p in portions)          # the step ends with its slowest portion
+    assert steps > 0

@@ -10,7 +10,20 @@ import time
 
 from ..hbm3 import peak_bytes_per_cycle
 
-__all__ = ["CHUNK_CYCLES", "build_system", "simulate", "merged_spans", "union_length", "covered_chunks"]
+__all__ = ["CHUNK_CYCLES", "WAIT_PARTS", "build_system", "simulate", "merged_spans", "union_length",
+           "covered_chunks", "wait_split"]
+
+#: Where a step's last transaction waited (cycles), in this order: for and in
+#: the arbiter (from the step's start to its grant), for controller room, then
+#: in the controller until its last column command, split by what held it:
+#: its bank's refresh (picked to refresh until tRFCpb ends), its
+#: pseudo-channel's write drain (write mode), its own row commands (its first
+#: precharge or activate to the column command: the bank), and the rest
+#: (queued behind other requests: the controller queue); DRAM service (column
+#: command to the end of data).  A step whose last transaction went to CXL:
+#: all service.  A span held by both refresh and drain counts as refresh,
+#: by either and by its row commands as that one.
+WAIT_PARTS = ("arbiter", "admission", "queue", "bank", "write drain", "refresh", "service")
 
 #: Granularity of the bytes counted in the cycles in which a prefill had a job
 #: (``in_jobs``): the run stops every this many memory cycles to read the
@@ -41,28 +54,42 @@ def simulate(spec):
     system, workload, _ = build_system(spec["contract"], spec["workload"], spec["policy"], spec["seed"],
                                        spec["cycles"])
     horizon = workload.cycles
-    stats = system.channel.stats
-    snapshots = []  # every tenant's bytes at the end of each chunk
+    channels = system.channels
+    for ch in channels:
+        ch.enable_waits()
+    stats = [ch.stats for ch in channels]
+    n_t = len(system.tenants)
+
+    def tenant_bytes():
+        return [sum(st.bytes[t] for st in stats) for t in range(n_t)]
+
+    snapshots = []  # every tenant's bytes at the end of each chunk, over every channel
     for end in range(CHUNK_CYCLES, horizon + CHUNK_CYCLES, CHUNK_CYCLES):
         system.run(min(end, horizon))
-        snapshots.append(list(stats.bytes))
+        snapshots.append(tenant_bytes())
+    total = tenant_bytes()
+    spans = [ch.wait_spans() for ch in channels]
     decodes, prefills = {}, {}
     busy = []  # every prefill's job intervals, for the cycles in which some prefill had a job
     kind = {}  # channel tenant id -> "decode" or "prefill"
     for ts, t in zip(workload.tenants, system.tenants):
         kind[t.tenant_id] = ts.kind
         if ts.kind == "decode":
-            decodes[ts.id] = {"lat": [lat for _, lat in t.steps], "parts": [list(p) for p in t.step_parts],
-                              "bytes": stats.bytes[t.tenant_id]}
+            lat = [lat for _, lat in t.steps]
+            decodes[ts.id] = {"lat": lat, "parts": [list(p) for p in t.step_parts],
+                              "waits": [wait_split(p, last, spans, channels)
+                                        for p, last in zip(t.step_parts, t.step_last)],
+                              "portions": [sorted(p.items()) for p in t.step_portions],
+                              "bytes": total[t.tenant_id]}
         elif ts.kind == "prefill":
-            spans = [(s, e) for _, s, e in t.jobs] + ([(t.job_start, horizon)] if t.running else [])
-            busy += spans
-            prefills[ts.id] = {"bytes": stats.bytes[t.tenant_id], "active": sum(e - s for s, e in spans),
+            jobs = [(s, e) for _, s, e in t.jobs] + ([(t.job_start, horizon)] if t.running else [])
+            busy += jobs
+            prefills[ts.id] = {"bytes": total[t.tenant_id], "active": sum(e - s for s, e in jobs),
                                "jobs": len(t.jobs)}
     # The channel's bytes, decodes' and prefills' apart, in the chunks wholly
     # inside some prefill's job: where the prefills' bandwidth goes.
     in_jobs = {"cycles": 0, "decodes": 0, "prefills": 0}
-    previous = [0] * len(stats.bytes)
+    previous = [0] * n_t
     for covered, now in zip(covered_chunks(busy, CHUNK_CYCLES, horizon), snapshots):
         if covered:
             in_jobs["cycles"] += CHUNK_CYCLES
@@ -70,12 +97,54 @@ def simulate(spec):
                 if kind.get(tid) in ("decode", "prefill"):
                     in_jobs[kind[tid] + "s"] += b - a
         previous = now
-    result = {"cycles": horizon, "decodes": decodes, "prefills": prefills, "prefills_busy": union_length(busy),
+    result = {"cycles": horizon, "channels": len(channels), "decodes": decodes, "prefills": prefills, "prefills_busy": union_length(busy),
               "in_jobs": in_jobs,
               # A float, as before: the channel's peak is a Fraction, and the report is JSON.
-              "utilisation": float(sum(stats.bytes) / (horizon * peak_bytes_per_cycle())),
+              "utilisation": float(sum(total) / (horizon * len(channels) * peak_bytes_per_cycle())),
               "cpu_s": time.process_time() - t0, "wall_s": time.perf_counter() - w0}
     return (spec["draw"], spec["policy"], spec["seed"]), result
+
+
+def wait_split(parts, last, spans, channels):
+    """A step's :data:`WAIT_PARTS` (cycles) from its last transaction's split
+    ``parts`` (arbiter, admission, controller, service: ``DecodeTenant.step_parts``),
+    its last access ``last`` (``DecodeTenant.step_last``: channel, bank,
+    admitted, acted, issued; None: CXL) and the channels' recorded
+    ``spans`` (``Channel.wait_spans``) of refresh and write drain."""
+    arbiter, admission, controller, service = parts
+    if last is None:
+        return [arbiter, admission, controller, 0, 0, 0, service]
+    c, bank, a, acted, issued = last
+    if issued <= a:
+        return [arbiter, admission, controller, 0, 0, 0, service]
+    held = (_clipped(spans[c]["refresh"][bank], a, issued),
+            _clipped(spans[c]["drain"][channels[c].pc_of[bank]], a, issued),
+            [(acted, issued)] if acted >= a else [])
+    cuts = sorted({a, issued, *(x for segs in held for s in segs for x in s)})
+    out = [0, 0, 0]  # refresh, drain, bank
+    for lo, hi in zip(cuts, cuts[1:]):
+        for i, segs in enumerate(held):
+            if any(s <= lo and hi <= e for s, e in segs):
+                out[i] += hi - lo
+                break
+    refresh, drain, bank = out
+    return [arbiter, admission, controller - refresh - drain - bank, bank, drain, refresh, service]
+
+
+def _clipped(segs, a, b):
+    """The ``(start, end)`` spans of ``segs`` (disjoint, in order: a bank's
+    refreshes, a pseudo-channel's write-mode spans) that overlap ``[a, b]``, clipped to it."""
+    from bisect import bisect_left
+
+    i = bisect_left(segs, (b,))
+    out = []
+    while i > 0:
+        i -= 1
+        s, e = segs[i]
+        if e <= a:
+            break
+        out.append((max(s, a), min(e, b)))
+    return out
 
 
 def merged_spans(spans):

@@ -53,11 +53,13 @@ def derive(res):
     return d
 
 
-def tail_split(parts, p99):
-    """Mean split (cycles, one value per :data:`SPLIT_PARTS`) of the steps whose
-    parts add up to at least ``p99``; NaN for no such step."""
+def tail_split(parts, p99, width=None):
+    """Mean split (cycles, one value per part: :data:`SPLIT_PARTS`, or
+    ``width`` parts) of the steps whose parts add up to at least ``p99``;
+    NaN for no such step."""
     tail = [p for p in parts if sum(p) >= p99]
-    return [float(np.mean([p[i] for p in tail])) if tail else float("nan") for i in range(len(SPLIT_PARTS))]
+    width = len(SPLIT_PARTS) if width is None else width
+    return [float(np.mean([p[i] for p in tail])) if tail else float("nan") for i in range(width)]
 
 
 def job_rates(res):
