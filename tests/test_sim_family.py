@@ -248,6 +248,11 @@ def test_the_family_wall_is_predicted_by_list_scheduling_of_its_runs():
     assert fam.predict_wall_s(rates, metas, 1, **kw) == pytest.approx(24.2)
     assert fam.predict_wall_s(rates, metas, 2, **kw) == pytest.approx(12.1)   # {10, 1, 1, 0.1} each
     assert fam.predict_wall_s(rates, metas, 8, **kw) == pytest.approx(10)     # the longest run
+    # Channel-cycles: an 8-channel draw of 1,000 cycles is 8,000, at its own count's rate when measured.
+    rates["with prefills, 8 channels"] = {"runs": 2, "cycles_per_cpu_s": 400}
+    eight = [{"cycles": 1000, "channels": 8}, {"cycles": 1000, "channels": 2}]
+    kw1 = dict(seeds=(1,), policies=("frfcfs",), per="cycles_per_cpu_s")
+    assert fam.predict_wall_s(rates, eight, 1, **kw1) == pytest.approx(8000 / 400 + 2000 / 100)
 
 
 def test_the_runner_builds_what_kvfabric_system_runs(tmp_path):

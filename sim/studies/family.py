@@ -1,4 +1,4 @@
-"""``make family``: issue #26's isolation targets over a drawn family of workloads.
+"""``make family``: issues #26's and #41's isolation targets over a drawn family of workloads.
 
 Usage::
 
@@ -24,7 +24,13 @@ would cap every fabric policy below FR-FCFS by construction).  The system
 model has one DRAM speed grade (HBM3-6400), so a contract for another
 channel rate is rescaled to it, and said so in ``kvfabric system``'s output
 (:func:`kvfabric.sim.workload.simulated_contract`): the family draws
-contracts for that channel rate, one channel each.  The controller's queues
+contracts for that channel rate.  Issue #41: draw ``k`` has
+``(1, 2, 4, 8)[k % 4]`` channels (:func:`channels_of`), a drawn interleave
+(``[mapping]``) and each tenant on every channel or a drawn subset (its
+workload ``channels``); the coordinator is off, so every channel enforces
+``1/n`` of a tenant's contract GB/s and a tenant on ``m`` of ``n`` channels is
+written ``n/m`` times what it needs over its channels (:func:`draw`).  Its
+sizes (step, job, window) are drawn per channel of its set.  The controller's queues
 (128 / 64, the format's defaults), its knobs (the workload's optional
 ``[controller]`` table, left out: the defaults, which are what a user who
 sets nothing gets) and the contract's credit and order terms are held too:
@@ -49,9 +55,16 @@ job that FR-FCFS lets crowd out a backlogged prefill, against the weights,
 does not count in FR-FCFS's favour, as it would in the other figure kept
 beside it (``prefill_each_ratio``): each prefill's bytes over the cycles *it*
 had a job, summed over the prefills, under the policy over under FR-FCFS.
-A backlogged prefill (jobs arrive faster than the whole channel could serve
-them) meets its guarantee when its own bandwidth is at least its contract's
-``guaranteed_gbps``.
+A backlogged prefill (jobs arrive faster than its channels could serve
+them) meets its guarantee when its own bandwidth is at least what its
+channels guarantee it (``meta``: its contract's ``guaranteed_gbps`` times
+``m/n``).  Issue #41's *restated* prefill figure (:func:`restated`): the
+prefills' bytes over the whole run against FR-FCFS's prefill bytes plus its
+decodes' bytes less the decodes' bytes decode-only (same cycles).  Per
+channel, the worst decode's step *portions* (from the step's start to its
+last transaction on that channel) give a p99 and p99.9 each
+(:func:`portion_tails`), and every tail step's slowest portion's wait is
+split by :data:`.family_run.WAIT_PARTS` (:func:`tail_steps`).
 """
 
 from __future__ import annotations
@@ -159,14 +172,14 @@ def channels_of(k):
     return counts[k % len(counts)]
 
 
-def run_length(decodes):
-    """Cycles for :data:`MIN_STEPS` steps of the slowest decode: its think
+def run_length(decodes, steps=MIN_STEPS):
+    """Cycles for ``steps`` (:data:`MIN_STEPS`) steps of the slowest decode: its think
     time plus a step (its bytes per channel of its set) at a third of a
     channel and 1,000 cycles of queueing, with 10 % to spare (rounded up to
     100 k cycles)."""
     period = max(d["think_cycles"] + 3 * d["step_bytes"] / len(d.get("channels") or [0]) / PEAK_BYTES_PER_CYCLE
                  + 1000 for d in decodes)
-    return int(math.ceil(MIN_STEPS * period * 1.1 / 100_000) * 100_000)
+    return int(math.ceil(steps * period * 1.1 / 100_000) * 100_000)
 
 
 def _channel_set(rng, n):
@@ -176,7 +189,7 @@ def _channel_set(rng, n):
     return sorted(rng.sample(range(n), rng.randint(1, n - 1)))
 
 
-def draw(seed, k):
+def draw(seed, k, steps=MIN_STEPS):
     """Draw ``k`` of the family at ``seed``: ``{"contract", "workload", "meta"}``
     (the two documents as ``kvfabric system`` reads them; ``meta`` the drawn
     figures the judgement needs).  Depends on ``(seed, k)`` only.
@@ -218,7 +231,7 @@ def draw(seed, k):
         # Its contract GB/s: each of its channels gets 1/n of it (spec §12).
         d["guaranteed_gbps"] = _ceil3(d["demand_gbps"] * d["headroom"] * n_ch / len(d["channels"]))
         d["gets_gbps"] = d["guaranteed_gbps"] * len(d["channels"]) / n_ch
-    cycles = run_length(decodes)
+    cycles = run_length(decodes, steps)
     # Prefills: what admission leaves them on every channel, shared by drawn weights.
     budget = (FIXED["admission_limit"] * FIXED["channel_gbps"] * 0.995
               - sum(d["guaranteed_gbps"] / n_ch for d in decodes))
@@ -287,8 +300,9 @@ def draw(seed, k):
     return {"contract": contract, "workload": workload, "meta": meta}
 
 
-def draw_family(seed=FAMILY_SEED, draws=DEFAULT_DRAWS):
-    return [draw(seed, k) for k in range(draws)]
+def draw_family(seed=FAMILY_SEED, draws=DEFAULT_DRAWS, steps=MIN_STEPS):
+    """Draws 0..``draws``-1 at ``seed``, each run long enough for ``steps`` steps of its slowest decode."""
+    return [draw(seed, k, steps) for k in range(draws)]
 
 
 # -- files ------------------------------------------------------------------------------
@@ -360,13 +374,13 @@ def run_spec(spec):
 def run_all(specs, jobs, save=None, scheduler=None):
     """Every spec through the sweep layer (:func:`kvfabric.sweep.run_sweep`, as
     ``make experiments``: a LocalCluster of ``jobs`` workers, or the Dask
-    scheduler ``scheduler`` / $KVFABRIC_SCHEDULER), draw by draw and each
-    draw's decode-only runs first, so an interrupted family leaves judgeable
-    runs; ``save(results)`` after every finished run.  A failed run stops the
+    scheduler ``scheduler`` / $KVFABRIC_SCHEDULER), seed by seed, draw by draw
+    and each draw's decode-only runs first, so an interrupted family leaves
+    judgeable runs of every draw at the first seed; ``save(results)`` after every finished run.  A failed run stops the
     report with every failed run and its error."""
     from kvfabric.sweep import run_sweep
 
-    ordered = sorted(specs, key=lambda s: (s["draw"], s["policy"] != "decode-only", -_cost(s)))
+    ordered = sorted(specs, key=lambda s: (s["seed"], s["draw"], s["policy"] != "decode-only", -_cost(s)))
     results = {}
 
     def on_result(r):
@@ -579,8 +593,15 @@ def predict_wall_s(rates, metas, jobs, seeds=RUN_SEEDS, policies=POLICIES, per="
     measurement's machine, or per CPU second, a worker with a core to
     itself) on ``jobs`` workers (:func:`kvfabric.sweep.predicted_wall`: list
     scheduling, so never below the longest run)."""
-    times = [meta["cycles"] * meta.get("channels", 1)
-             / rates["decode-only" if policy == "decode-only" else "with prefills"][per]
+    def rate(policy, n):
+        if policy == "decode-only":
+            return rates["decode-only"][per]
+        # The channel count's own rate when the measurement ran some (a pooled
+        # rate weighs the counts as the measured draws did), else the pooled one.
+        own = rates.get(f"with prefills, {n} channel{'s' if n > 1 else ''}")
+        return own[per] if own and own.get("runs") and not math.isnan(own[per]) else rates["with prefills"][per]
+
+    times = [meta["cycles"] * meta.get("channels", 1) / rate(policy, meta.get("channels", 1))
              for meta in metas for policy in policies for _ in seeds]
     return predicted_wall(times, jobs)
 
@@ -662,7 +683,7 @@ def write_report(results, metas, rows, *, out_dir, meta_run):
                        if (m["draw"], p, s) not in results]}
     with open(out_dir / "family.json", "w") as f:
         json.dump(doc, f, indent=1, default=str)
-    plot = _plot(rows, out_dir / "family.png")
+    plot = _plot(rows, out_dir / "family.png", metas)
     md = out_dir / "family.md"
     md.write_text(_markdown(doc, plot))
     return str(md)
@@ -680,7 +701,11 @@ def _markdown(doc, plot):
       f"(load average {doc['load_before']:.1f} before, {doc['load_after']:.1f} after)."
       + (" **Short runs** (`--quick`/`--cycles`): not long enough for "
          f"{MIN_STEPS} steps per decode, a smoke test of the pipeline, not figures to conclude on."
-         if doc["cycles_override"] else ""))
+         if doc["cycles_override"] else "")
+      + (f" **Shorter runs** (`--steps {doc['steps']}`): each run lasts {doc['steps']} periods of its slowest "
+         f"decode, not {MIN_STEPS}, so a p99 rests on fewer steps (the fewest per decode are in the per-draw "
+         "table); the full family's cost is predicted under Speed."
+         if doc.get("steps", MIN_STEPS) != MIN_STEPS and not doc["cycles_override"] else ""))
     w("")
     if doc.get("runs_done", 0) < doc.get("runs_planned", 0):
         whole = sorted({k for k, _, _ in doc["finished"]} - {k for k, _, _ in doc["missing"]})
@@ -862,8 +887,9 @@ def _markdown(doc, plot):
       f"{len(POLICIES)} policies x {len(RUN_SEEDS)} seeds) predicted at these rates on {doc['jobs']} workers: "
       f"**{doc['predicted_default_wall_s'] / 60:.0f} min** at the wall rates of this run's machine load, "
       f"{doc['predicted_default_wall_s_own_cores'] / 60:.0f} min with a core per worker (the CPU-second "
-      "rates); target 90 min (issue #41). The rates are pooled over channel counts; a default family's "
-      "mix of counts may run at another mean rate.")
+      "rates); target 90 min (issue #41). Each channel count's runs with prefills are predicted at that "
+      "count's measured rate (the pooled one for a count not measured), decode-only runs at the pooled "
+      "decode-only rate.")
     farm = doc.get("predicted_default_wall_s_farm")
     if farm:
         w("* On a cluster through the sweep layer (`--scheduler` or `KVFABRIC_SCHEDULER`), a core per worker, "
@@ -901,7 +927,7 @@ def _markdown(doc, plot):
     return "\n".join(lines)
 
 
-def _plot(rows, path):
+def _plot(rows, path, metas=()):
     import matplotlib
 
     matplotlib.use("Agg")
@@ -912,18 +938,20 @@ def _plot(rows, path):
     for policy, marker in markers.items():
         pts = {}
         for r in rows:
-            if r["policy"] == policy and not math.isnan(r["prefill_ratio"]) and not math.isnan(r["p99_ratio"]):
+            q = r.get("prefill_restated", math.nan)
+            if r["policy"] == policy and not math.isnan(q) and not math.isnan(r["p99_ratio"]):
                 x, y = pts.get(r["draw"], (float("inf"), 0))
-                pts[r["draw"]] = (min(x, r["prefill_ratio"]), max(y, r["p99_ratio"]))
+                pts[r["draw"]] = (min(x, q), max(y, r["p99_ratio"]))
         if pts:
             xs, ys = zip(*pts.values())
             ax.scatter(xs, ys, marker=marker, label=policy, alpha=0.8)
             for k, (x, y) in pts.items():
-                ax.annotate(str(k), (x, y), fontsize=6, xytext=(3, 2), textcoords="offset points")
+                n = next((m.get("channels", 1) for m in metas if m["draw"] == k), 1)
+                ax.annotate(f"{k} ({n}ch)", (x, y), fontsize=6, xytext=(3, 2), textcoords="offset points")
     ax.axhline(P99_TARGET, color="grey", ls=":", lw=1)
     ax.axvline(PREFILL_TARGET, color="grey", ls=":", lw=1)
     ax.set_yscale("log")
-    ax.set_xlabel("prefills' bandwidth / FR-FCFS's (worst seed)")
+    ax.set_xlabel("prefills' GB/s / (FR-FCFS's prefills + decodes - decode-only decodes) (worst seed)")
     ax.set_ylabel("worst decode-step p99 / decode-only (worst seed)")
     ax.set_title("Workload family: one point per draw and policy (dotted: targets)")
     ax.legend(fontsize=8)
@@ -944,6 +972,9 @@ def main(argv=None):
     ap.add_argument("--cycles", type=int, default=None,
                     help=f"cycles per run instead of {MIN_STEPS} steps of the slowest decode (tests)")
     ap.add_argument("--quick", action="store_true", help="short runs (--cycles 60000): a smoke test")
+    ap.add_argument("--steps", type=int, default=MIN_STEPS,
+                    help=f"runs of this many periods of each draw's slowest decode (default {MIN_STEPS}): "
+                         "a shorter family on a busy machine")
     ap.add_argument("--out", default="reports", help="report directory (default reports)")
     ap.add_argument("--build", default="build/family", help="where the drawn files go (default build/family)")
     ap.add_argument("--scheduler", default=None,
@@ -954,8 +985,8 @@ def main(argv=None):
                     help="the interpreter of the runs, a PyPy (default $KVFABRIC_PYPY, else the .pypy that "
                          "make creates, else 'this'); 'this': in the workers' own Python")
     args = ap.parse_args(argv)
-    if args.draws < 1 or args.jobs < 1:
-        ap.error("--draws and --jobs must be at least 1")
+    if args.draws < 1 or args.jobs < 1 or args.steps < 1:
+        ap.error("--draws, --jobs and --steps must be at least 1")
     cycles = args.cycles or (60_000 if args.quick else None)
     raw = Path(args.build) / "results.pickle"
     if args.report_only:
@@ -969,7 +1000,7 @@ def main(argv=None):
         rev = revision()
         load_before = os.getloadavg()[0]
         start = time.time()
-        draws = draw_family(args.seed, args.draws)
+        draws = draw_family(args.seed, args.draws, args.steps)
         paths = [write_draw(d, args.build) for d in draws]
         metas = [d["meta"] for d in draws]
         specs = plan(paths, cycles=cycles, python=python)
@@ -979,7 +1010,7 @@ def main(argv=None):
             meta_run = {**rev, "argv": " ".join(argv), "family_seed": args.seed, "run_seeds": list(RUN_SEEDS),
                         "jobs": args.jobs, "wall_s": time.time() - start, "load_before": load_before,
                         "load_after": os.getloadavg()[0], "cycles_override": cycles,
-                        "runs_planned": len(specs), "interpreter": interpreter}
+                        "runs_planned": len(specs), "interpreter": interpreter, "steps": args.steps}
             with open(raw, "wb") as f:
                 pickle.dump((results, metas, meta_run), f)
             return meta_run
