@@ -14,7 +14,9 @@ accepted but never left its queue full (a light pair: a decode) keeps the
 tenant's even split, and only its backlogged pairs are levelled: a light
 tenant's requests never lose their guarantee to a neighbour's load, and a
 tenant's guarantee goes where its requests wait, not where they are
-already served.
+already served. A backlogged pair keeps half its rate of the previous
+result, at most the even split (damped descent): a guarantee leaves a
+channel halving in each epoch, not at once.
 
 Timing, exactly:
 
@@ -34,13 +36,16 @@ Timing, exactly:
   other's total. PEAK_RATE is read live (a COMMIT that changes it discards
   the tenant's result, so a result that applies saw the value of t_e).
 * From t_e + 2 one walk: ``coord_passes`` passes over the tenants, each
-  active tenant (enabled, with demand) taking a load cycle (the other
-  tenants' loads on every channel, ``o[c] = load[c] - x[i][c]``), one cycle
+  active tenant (enabled, with demand) taking two load cycles (its lower
+  bounds, from its demand and backlog bits and its previous rates in the
+  per-channel RAM ``coord_prev_<c>``, which the last pass writes; then the
+  other tenants' loads on every channel, ``o[c] = load[c] - x[i][c]``), one cycle
   per bit of its water level (a binary search of the smallest level h whose
   fill reaches its total: over its channels, ``max(lo[c], h - o[c])`` on
   the levelled ones (its backlogged channels, or all of them if none is)
-  and ``lo[c]`` on the others, lo[c] = RATE - fr on a light channel and 0
-  on a backlogged one; all channels in parallel) and a write cycle (``x[i][c]`` into the per-channel
+  and ``lo[c]`` on the others, lo[c] = RATE - fr on a light channel,
+  min(p >> 1, RATE - fr) on a backlogged one, p its previous rate there;
+  all channels in parallel) and a write cycle (``x[i][c]`` into the per-channel
   allocation RAM ``coord_alloc_<c>``, the loads updated); an inactive
   tenant takes two cycles (LOAD, SKIP); then a write-out of
   every pair's rate and peak rate, one per cycle, into the per-tenant result
@@ -88,12 +93,12 @@ __all__ = ["Coordinator", "walk_cycles"]
 
 def walk_cycles(params):
     """Cycles of the walk when every tenant is active (the most it takes):
-    ``coord_passes`` passes of ``N * (coord_level_bits + 2)`` cycles, then
+    ``coord_passes`` passes of ``N * (coord_level_bits + 3)`` cycles, then
     the write-out of ``N * C`` pairs and its pipeline stage's cycle. It
     starts in t_e + 2 and must end before the edge into t_a's predecessor,
     whose cycle reads the results."""
     n, c = params.tenants, params.channels
-    return coord_passes(params) * n * (coord_level_bits(params) + 2) + n * c + 1
+    return coord_passes(params) * n * (coord_level_bits(params) + 3) + n * c + 1
 
 
 def _bit(m, vector, index, name):
@@ -108,17 +113,18 @@ def _bit(m, vector, index, name):
 
 
 class _State(enum.Enum, shape=3):
-    """The walk's step: a tenant's load cycle (LOAD), the search of its
-    water level (SEARCH) and its write cycle (WRITE), or an inactive
-    tenant's second cycle (SKIP: a visit lasts two cycles at least, the
-    time the next tenant's RATE - fr takes); then the write-out of the
-    results (OUT)."""
+    """The walk's step: a tenant's two load cycles (LOAD: its lower bounds;
+    BASE: the loads without it), the search of its water level (SEARCH)
+    and its write cycle (WRITE), or an inactive tenant's second cycle
+    (SKIP: a visit lasts two cycles at least, the time the next tenant's
+    RATE - fr takes); then the write-out of the results (OUT)."""
     IDLE = 0
     LOAD = 1
     SEARCH = 2
     WRITE = 3
     OUT = 4
     SKIP = 5
+    BASE = 6
 
 
 class Coordinator(FabricComponent):
@@ -294,7 +300,13 @@ class Coordinator(FabricComponent):
         # tenant's WRITE the other tenants' load plus the tenant's lower bound
         # there, b[c] = load[c] - x[i][c] + lo[c].
         load = [Signal(ldw, name=f"coord_load_{c}") for c in range(nc)]
-        light = Signal(nc, name="coord_light")     # those where it is not backlogged: x >= RATE - fr
+        # Per channel, from LOAD to WRITE: the tenant's lower bound lo[c]
+        # (RATE - fr on a light pair, the damped floor on a backlogged one),
+        # RATE - fr - lo[c] (what the total places above it there), and from
+        # BASE the value WRITE starts from (lo[c], fr + lo[c] in the last pass).
+        low = [Signal(p.rate_bits, name=f"coord_lo_{c}") for c in range(nc)]
+        gap = [Signal(p.rate_bits, name=f"coord_gap_{c}") for c in range(nc)]
+        low_w = [Signal(p.rate_bits, name=f"coord_lo_write_{c}") for c in range(nc)]
         lev = Signal(nc, name="coord_levelled")    # the channels it levels (backlogged, or all if none is)
         rest = Signal(nw, name="coord_rest")       # the total less the lower bounds, C·(RATE - fr) - sum lo
 
@@ -349,32 +361,58 @@ class Coordinator(FabricComponent):
         # last pass, which reads x[i][c] no more, a tenant's write holds its
         # rate before the write-out's lower clamp instead,
         # min(fr + x[i][c], 2^16 - 1), so that the write-out adds nothing.
+        # The previous-rate RAMs (damped descent, spec §13.5): the same
+        # value, written by the last pass only (0 for an inactive tenant), so
+        # that the next walk reads p[i][c], the previous epoch's rate, in
+        # every pass: a tenant's LOAD reads its entry before its last WRITE
+        # overwrites it. `coord_prev_valid`: they hold a finished walk's
+        # rates since the coordinator was last turned on.
         x_old = []
         x_wr = []
+        p_old = []
+        p_wr = []
         for c in range(nc):
-            mem = Memory(shape=xw, depth=n, init=[])
-            m.submodules[f"coord_alloc_{c}"] = mem
-            rp = mem.read_port(domain="comb")
-            wp = mem.write_port()
-            m.d.comb += [rp.addr.eq(ti), wp.addr.eq(ti)]
-            x_old.append(rp.data)
-            x_wr.append(wp)
+            for name, olds, wrs in (("alloc", x_old, x_wr), ("prev", p_old, p_wr)):
+                mem = Memory(shape=xw, depth=n, init=[])
+                m.submodules[f"coord_{name}_{c}"] = mem
+                rp = mem.read_port(domain="comb")
+                wp = mem.write_port()
+                m.d.comb += [rp.addr.eq(ti), wp.addr.eq(ti)]
+                olds.append(rp.data)
+                wrs.append(wp)
+        prev_valid = Signal(name="coord_prev_valid")
 
-        # LOAD: b[c] = load[c] - x[i][c] + lo[c] (the tenant's own allocation
-        # taken out, none yet in the first pass; lo[c] = unit on a light
-        # channel, else 0) into the load register itself, as one carry-save
-        # sum, and the rest of the total, C·unit - sum lo = unit times the
-        # channels that are not light.
+        # LOAD: the lower bounds, lo[c] = unit on a light channel,
+        # min(p[i][c] >> 1, unit) on a backlogged one (0 without a previous
+        # walk), 0 outside the set, and unit - lo[c], from one subtraction
+        # per channel. BASE: b[c] = load[c] - x[i][c] + lo[c] (the tenant's
+        # own allocation taken out, none yet in the first pass) into the load
+        # register itself, as one carry-save sum, and the rest of the total,
+        # C·unit - sum lo = sum (unit - lo[c]).
         first = Signal(name="coord_first_pass")
         m.d.comb += first.eq(pass_no == 0)
         lite_now = Signal(nc, name="coord_light_next")
         m.d.comb += lite_now.eq(dem & ~bkl)
+        lo_next, gap_next = [], []
+        for c in range(nc):
+            half = Signal(xw - 1, name=f"coord_half_{c}")
+            under = Signal(xw, name=f"coord_under_{c}")   # unit - half, when not negative
+            neg = Signal(name=f"coord_over_{c}")          # half > unit: the floor is unit
+            damp = Signal(name=f"coord_damped_{c}")
+            m.d.comb += [half.eq(p_old[c][1:]), Cat(under, neg).eq(unit - half),
+                         damp.eq(prev_valid & dem[c] & bkl[c])]
+            lo_c = Signal(p.rate_bits, name=f"coord_lo_next_{c}")
+            gap_c = Signal(p.rate_bits, name=f"coord_gap_next_{c}")
+            m.d.comb += [lo_c.eq(Mux(lite_now[c], unit, Mux(damp, Mux(neg, unit, half), 0))),
+                         gap_c.eq(Mux(lite_now[c], 0, Mux(damp, Mux(neg, 0, under), unit)))]
+            lo_next.append(lo_c)
+            gap_next.append(gap_c)
         base_next = []
         for c in range(nc):
             xm = Signal(xw, name=f"coord_own_{c}")
             m.d.comb += xm.eq(Mux(first, 0, x_old[c]))
-            base_next.append(sum_mod(m, f"coord_base_next_{c}", [load[c], Mux(lite_now[c], unit, 0)], [xm], ldw))
-        rest_next = sum_mod(m, "coord_rest_next", [Mux(lite_now[c], 0, unit) for c in range(nc)], [], nw)
+            base_next.append(sum_mod(m, f"coord_base_next_{c}", [load[c], low[c]], [xm], ldw))
+        rest_next = sum_mod(m, "coord_rest_next", list(gap), [], nw)
 
         # The fill at the level `cand` (SEARCH: hp with the probed bit; WRITE:
         # the level h, the least one whose fill reaches the total). On a
@@ -420,8 +458,7 @@ class Coordinator(FabricComponent):
         last_pass = pass_no == passes - 1
         x_new = []
         for c in range(nc):
-            lo_part = Signal(p.rate_bits, name=f"coord_low_{c}")
-            m.d.comb += lo_part.eq(Mux(last_pass, Mux(light[c], t_rate, fr), Mux(light[c], unit, 0)))
+            lo_part = low_w[c]
             # The sum takes h - b as it is and the choice follows it, so the
             # adder does not wait for the subtraction's sign.
             xs = Signal(xw + 1, name=f"coord_x_sum_{c}")
@@ -486,15 +523,21 @@ class Coordinator(FabricComponent):
                     m.d.sync += [ld.eq(0) for ld in load]
             with m.Case(_State.LOAD):
                 with m.If(active):
-                    m.d.sync += [ld.eq(b) for ld, b in zip(load, base_next)]
                     # No channel is levelled when the total is 0 (RATE = 0).
                     use_next = Mux(t_rate == 0, 0, dem)
-                    m.d.sync += [light.eq(lite_now), rest.eq(rest_next),
-                                 lev.eq(use_next & Mux((dem & bkl).any(), dem & bkl, dem)), hp.eq(0),
-                                 hi.eq((1 << lw) - 1), probe.eq(1 << (lw - 1)), state.eq(_State.SEARCH)]
+                    m.d.sync += [lo.eq(v) for lo, v in zip(low, lo_next)]
+                    m.d.sync += [g.eq(v) for g, v in zip(gap, gap_next)]
+                    m.d.sync += [lev.eq(use_next & Mux((dem & bkl).any(), dem & bkl, dem)), state.eq(_State.BASE)]
                 with m.Else():
                     m.d.sync += state.eq(_State.SKIP)
+            with m.Case(_State.BASE):
+                m.d.sync += [ld.eq(b) for ld, b in zip(load, base_next)]
+                m.d.sync += [w.eq(Mux(last_pass, fr + lo, lo)) for w, lo in zip(low_w, low)]
+                m.d.sync += [rest.eq(rest_next), hp.eq(0), hi.eq((1 << lw) - 1), probe.eq(1 << (lw - 1)),
+                             state.eq(_State.SEARCH)]
             with m.Case(_State.SKIP):
+                with m.If(last_pass):   # an inactive tenant's previous rates are 0
+                    m.d.comb += [wp.en.eq(1) for wp in p_wr]
                 next_tenant()
             with m.Case(_State.SEARCH):
                 with m.If(below):
@@ -508,6 +551,10 @@ class Coordinator(FabricComponent):
                 for c in range(nc):
                     m.d.comb += [x_wr[c].data.eq(x_new[c]), x_wr[c].en.eq(1)]
                     m.d.sync += load[c].eq(Mux(reach[c], cand, load[c]))
+                    with m.If(last_pass):
+                        m.d.comb += [p_wr[c].data.eq(x_new[c]), p_wr[c].en.eq(1)]
+                with m.If(last_pass & last_tenant):
+                    m.d.sync += prev_valid.eq(1)
                 next_tenant()
             with m.Case(_State.OUT):
                 with m.If(ci != nc - 1):
@@ -516,9 +563,13 @@ class Coordinator(FabricComponent):
                     m.d.sync += [ci.eq(0), ti.eq(ti + 1)]
                 with m.Else():
                     m.d.sync += state.eq(_State.IDLE)
-        # Disabled: abandon the walk (its result is discarded).
+        # An inactive last tenant ends the last pass in SKIP.
+        with m.If((state == _State.SKIP) & last_pass & last_tenant):
+            m.d.sync += prev_valid.eq(1)
+        # Disabled: abandon the walk (its result is discarded) and forget the
+        # previous rates.
         with m.If(~self.enable):
-            m.d.sync += state.eq(_State.IDLE)
+            m.d.sync += [state.eq(_State.IDLE), prev_valid.eq(0)]
         return results
 
     # --- the rate registers ---------------------------------------------------------------

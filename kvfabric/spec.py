@@ -268,12 +268,12 @@ def coord_level_bits(params) -> int:
 def coord_passes(params) -> int:
     """Passes P of the allocation's water-filling (spec §13.2): the most, up
     to COORD_MAX_PASSES, whose walk fits the coordinator's latency. A pass
-    takes ``N * (W + 2)`` cycles (per tenant: a load cycle, one cycle per
+    takes ``N * (W + 3)`` cycles (per tenant: two load cycles, one cycle per
     bit of its water level, a write cycle), the write-out of the rates
     ``N * C`` and one cycle more (its pipeline stage); the walk starts 2
     cycles after the epoch's end and must end before the cycle that reads
     the first channel's results."""
-    per_pass = params.tenants * (coord_level_bits(params) + 2)
+    per_pass = params.tenants * (coord_level_bits(params) + 3)
     room = COORD_LATENCY - 3 - params.tenants * params.channels
     return max(1, min(COORD_MAX_PASSES, room // per_pass))
 

@@ -5,7 +5,8 @@ an epoch, which rate and peak rate each channel refills a tenant's buckets
 with. It counts the demand every channel accepts and which of those pairs
 are backlogged, ends epochs, computes a result from them (:func:`allocate`,
 the rule: an allocation of every tenant's total over the channels it uses,
-by water-filling above the even split a light pair keeps) and holds it for
+by water-filling above the even split a light pair keeps and half the
+previous rate a backlogged one keeps) and holds it for
 ``COORD_LATENCY`` cycles before it applies, channel c's rates ``c`` cycles
 later still (the RTL loads one channel's registers per cycle), so the model
 and the RTL load the same values at the same edges.
@@ -26,7 +27,7 @@ from kvfabric.spec import COORD_DEMAND_BITS, COORD_LATENCY, coord_level_bits, co
 
 from .registers import FabricConfig, TenantConfig
 
-__all__ = ["Coordinator", "allocate", "water_level"]
+__all__ = ["Coordinator", "allocate", "previous_rates", "water_level"]
 
 _DEMAND_MAX = (1 << COORD_DEMAND_BITS) - 1
 
@@ -56,7 +57,8 @@ def water_level(others: list[int], mask: list[bool], total: int, top: int,
 
 def allocate(tenants: list[TenantConfig], demand: list[list[int]], floor: int, params,
              passes: int | None = None,
-             backlog: list[list[bool]] | None = None) -> list[tuple[tuple[int, int], ...] | None]:
+             backlog: list[list[bool]] | None = None,
+             previous: list[list[int]] | None = None) -> list[tuple[tuple[int, int], ...] | None]:
     """Every tenant's ``(rate[i][c], peak[i][c])`` per channel c from the
     epoch's demand matrix ``demand[i][c]``, its backlog bits
     ``backlog[i][c]`` (None: every pair with demand is backlogged) and
@@ -66,7 +68,11 @@ def allocate(tenants: list[TenantConfig], demand: list[list[int]], floor: int, p
     that is not backlogged (light) keeps the tenant's even split there,
     ``RATE - fr`` (its lower bound ``lo[i][c]``), and the rest of the total
     is levelled over the tenant's backlogged pairs (over all its pairs,
-    above the lower bounds, when none is backlogged)."""
+    above the lower bounds, when none is backlogged). ``previous``: the
+    previous epoch's rates ``p[i][c]`` (:func:`previous_rates` of its
+    result; None: none, as after the coordinator is turned on): a
+    backlogged pair keeps ``min(p[i][c] >> 1, RATE - fr)`` as its lower
+    bound (damped descent, spec §13.5)."""
     C = params.channels
     rmax = (1 << params.rate_bits) - 1
     pmax = (1 << params.peak_rate_bits) - 1
@@ -75,7 +81,10 @@ def allocate(tenants: list[TenantConfig], demand: list[list[int]], floor: int, p
     active = [t.enable and any(d > 0 for d in row) for t, row in zip(tenants, demand)]
     fr = [floor * t.rate >> 8 for t in tenants]
     need = [C * (t.rate - f) for t, f in zip(tenants, fr)]
-    lows = [[t.rate - f if d > 0 and not (backlog is None or backlog[i][c]) else 0
+    # A light pair's lower bound is the even split above the floor; a
+    # backlogged pair's, half its previous rate, at most that (damped descent).
+    lows = [[(t.rate - f if backlog is not None and not backlog[i][c] else
+              min(previous[i][c] >> 1, t.rate - f) if previous is not None else 0) if d > 0 else 0
              for c, d in enumerate(row)]
             for i, (t, f, row) in enumerate(zip(tenants, fr, demand))]
     # The pairs levelled: the backlogged ones, or every pair when none is.
@@ -115,6 +124,14 @@ def allocate(tenants: list[TenantConfig], demand: list[list[int]], floor: int, p
     return out
 
 
+def previous_rates(result, channels: int) -> list[list[int]]:
+    """The damped descent's ``p[i][c]`` (spec §13.5) from an epoch's
+    :func:`allocate` result: each active tenant's rates, 0 for a tenant
+    that was not active (its result the even split). A rate of 1 that the
+    write-out's ``min(RATE, 1)`` lifted from 0 gives the same ``p >> 1``."""
+    return [[r for r, _ in row] if row is not None else [0] * channels for row in result]
+
+
 class Coordinator:
     """Demand counters, epoch counter, pending result and the per-channel
     rates in force (spec §13.3-§13.5).
@@ -136,6 +153,9 @@ class Coordinator:
         self.epoch_counter = 0
         self.pending: list | None = None
         self.splits: list[tuple | None] = [None] * params.tenants
+        #: The last epoch's rates, whether applied or discarded (:func:`previous_rates`;
+        #: None before the first epoch with the coordinator on): its lower bounds.
+        self.previous: list[list[int]] | None = None
 
     @property
     def idle(self) -> bool:
@@ -188,8 +208,9 @@ class Coordinator:
         """The epoch ends in ``cycle``: its result, from this cycle's
         ``config``, applies from ``cycle + 1 + COORD_LATENCY`` (spec §13.5)."""
         self.epoch_counter = 0
-        result = allocate(config.tenants, self.demand, config.coord_floor, self.params,
+        result = allocate(config.tenants, self.demand, config.coord_floor, self.params, previous=self.previous,
                           backlog=self.backlog)
+        self.previous = previous_rates(result, self.params.channels)
         self.pending = [cycle + 1 + COORD_LATENCY, dict(enumerate(result)), 0]
         for row in self.demand:
             row[:] = [0] * len(row)
@@ -221,6 +242,7 @@ class Coordinator:
         if old.coord_enable and not new.coord_enable:
             self.epoch_counter = 0
             self.pending = None
+            self.previous = None
             self.splits = [None] * len(self.splits)
             for row in self.demand:
                 row[:] = [0] * len(row)

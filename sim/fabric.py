@@ -347,6 +347,7 @@ class FabricCoordinator:
         self.backlogs = []
         self._splits = [[None] * self.params.tenants]   # result k's splits; 0: the registers
         self._open = {}                                  # epoch -> Coordinator counting its demand
+        self._previous = None                            # the last result's rates (damped descent, §13.5)
         for c, p in enumerate(self.policies):
             p.coordinator = self
             p.coord_channel = c
@@ -380,7 +381,9 @@ class FabricCoordinator:
             acc = self._open.pop(j - 1, None) or Coordinator(self.params)
             demand = [row[:] for row in acc.demand]
             self.backlogs.append([row[:] for row in acc.backlog])
+            acc.previous = self._previous
             acc.end_epoch(end, self.config)
+            self._previous = acc.previous
             t_a = acc.pending[0]
             while acc.pending is not None:  # every channel's rates (each at t_a + c)
                 acc.apply()

@@ -100,9 +100,11 @@ def loads(result, tenants, channels):
             for c in range(channels)]
 
 
-def _check_one(rng, n, c, kind, limit, stretch=1.0, light=0.0):
+def _check_one(rng, n, c, kind, limit, stretch=1.0, light=0.0, damped=False):
     """One drawn matrix; ``light``: the probability that a pair of a
-    tenant's set is light (not backlogged)."""
+    tenant's set is light (not backlogged); ``damped``: previous rates drawn
+    for every pair (0 to 3 x RATE), so that each backlogged pair has the
+    lower bound min(p // 2, RATE) (floor 0, spec §13.5's damped descent)."""
     sets = draw_sets(rng, n, c, kind)
     totals = draw_feasible(rng, sets, c, limit)
     rates = [max(1, -(-int(g * stretch) // c)) for g in totals]   # RATE = ceil(total / C)
@@ -110,10 +112,12 @@ def _check_one(rng, n, c, kind, limit, stretch=1.0, light=0.0):
     demand = [[1 if ch in s else 0 for ch in range(c)] for s in sets]
     backlog = [[d > 0 and rng.random() >= light for d in row] for row in demand]
     params = FabricParams(tenants=n, channels=c)
-    result = allocate(tenants, demand, 0, params, backlog=backlog)
+    previous = [[rng.randrange(0, 3 * r + 1) for _ in range(c)] for r in rates] if damped else None
+    result = allocate(tenants, demand, 0, params, backlog=backlog, previous=previous)
     needs = [c * r for r in rates]
-    lows = [[r if d and not b else 0 for d, b in zip(drow, brow)]
-            for r, drow, brow in zip(rates, demand, backlog)]
+    lows = [[(r if not b else min(previous[i][ch] // 2, r) if damped else 0) if d else 0
+             for ch, (d, b) in enumerate(zip(drow, brow))]
+            for i, (r, drow, brow) in enumerate(zip(rates, demand, backlog))]
     # Levelled: a tenant's backlogged channels, or its whole set if it has none.
     levelled = [[ch for ch in s if backlog[i][ch]] or s for i, s in enumerate(sets)]
     lam = least_largest_load(needs, levelled, c, lows)
@@ -126,13 +130,15 @@ def _check_one(rng, n, c, kind, limit, stretch=1.0, light=0.0):
         for ch in sets[i]:
             if not backlog[i][ch]:
                 assert got[ch] >= t.rate and (got[ch] == t.rate or levelled[i] == sets[i]), (kind, i, ch, got)
+            assert got[ch] >= lows[i][ch], (kind, i, ch, got, lows[i])   # a damped pair keeps its floor
     worst = max(loads(result, tenants, c))
     return Fraction(worst - n, 1) / lam, lam
 
 
+@pytest.mark.parametrize("damped", [False, True], ids=["first", "damped"])
 @pytest.mark.parametrize("light", [0.0, 0.3], ids=["backlogged", "light"])
 @pytest.mark.parametrize("kind", ["skewed", "disjoint", "overlapping"])
-def test_allocation_reaches_the_least_largest_load(kind, light, seed):
+def test_allocation_reaches_the_least_largest_load(kind, light, damped, seed):
     """Feasible matrices (λ* <= L by construction, up to the totals' rounding
     to C·RATE): the largest channel load <= 1.05·λ* + N (spec §13.7), hence
     within L wherever some allocation is; and infeasible ones (the totals
@@ -140,7 +146,8 @@ def test_allocation_reaches_the_least_largest_load(kind, light, seed):
     within the same factor of λ*. ``light``: each pair of a set is light
     with that probability; every light pair keeps at least RATE (floor 0)
     and λ* counts those lower bounds (the matrices are then not feasible
-    by construction)."""
+    by construction). ``damped``: every pair has a previous rate, and each
+    backlogged pair keeps min(p // 2, RATE), which λ* counts likewise."""
     rng = random.Random(seed)
     draws = DRAWS or 150
     worst = [Fraction(0), Fraction(0)]
@@ -148,13 +155,48 @@ def test_allocation_reaches_the_least_largest_load(kind, light, seed):
         n, c = rng.randrange(2, 9), rng.randrange(2, 9)
         limit = rng.choice([409, 1000, 4000])
         for j, stretch in enumerate((1.0, 1.5)):
-            ratio, lam = _check_one(rng, n, c, kind, limit, stretch, light)
+            ratio, lam = _check_one(rng, n, c, kind, limit, stretch, light, damped)
             worst[j] = max(worst[j], ratio)
             assert ratio <= TOLERANCE, (kind, k, n, c, float(ratio))
-            if stretch == 1.0 and not light:
+            if stretch == 1.0 and not light and not damped:
                 assert lam <= limit * Fraction(101, 100) + c  # feasible by construction (rounding aside)
-    print(f"{kind}, light pairs {light}: {draws} draws; largest load / λ* at most {float(worst[0]):.4f} "
+    print(f"{kind}, light pairs {light}, damped {damped}: {draws} draws; largest load / λ* at most "
+          f"{float(worst[0]):.4f} "
           f"(feasible), {float(worst[1]):.4f} (infeasible, totals x1.5)")
+
+
+def test_damped_descent_halves_a_guarantee_off_a_loaded_channel():
+    """Spec §13.5's damped descent, from its definition: tenant 0 backlogged
+    on channels 0-3 had its even split R there in the previous result;
+    tenant 1, confined to channel 0, loads it far above tenant 0's level.
+    Undamped, tenant 0 would get the minimum rate 1 on channel 0 at once;
+    damped, each result keeps floor(p / 2) of its previous rate p there
+    (the level wants nothing there, so the floor is the allocation), the
+    whole total still placed, until the floor reaches 0 and the result is
+    the undamped one; and a light pair (tenant 2 on channel 1, its only
+    one) keeps at least RATE throughout. A result with no previous rates is the undamped rule."""
+    c, r = 4, 1000
+    params = FabricParams(tenants=3, channels=c)
+    tenants = [TenantConfig(rate=r, capacity=0, peak_rate=2 * r, enable=1) for _ in range(3)]
+    demand = [[1, 1, 1, 1], [1, 0, 0, 0], [0, 1, 0, 0]]
+    backlog = [[True] * c, [True, False, False, False], [False] * c]
+    undamped = allocate(tenants, demand, 0, params, backlog=backlog)
+    assert undamped[0][0][0] == 1                      # levelled off channel 0 at once
+    assert allocate(tenants, demand, 0, params, backlog=backlog, previous=None) == undamped
+    prev = [[r] * c for _ in range(3)]
+    seen = []
+    for _ in range(20):
+        got = allocate(tenants, demand, 0, params, backlog=backlog, previous=prev)
+        rates = [[x for x, _ in row] for row in got]
+        assert rates[0][0] == max(prev[0][0] // 2, 1), (seen, rates[0])
+        assert all(sum(row) >= c * r for row in rates)
+        assert rates[2][1] >= r
+        seen.append(rates[0][0])
+        prev = rates
+        if got == undamped:
+            break
+    print(f"tenant 0's rate on channel 0, result by result: {seen}")
+    assert got == undamped and len(seen) == r.bit_length()   # floor(r / 2^k) is 0 from k = 10
 
 
 # ---- delivered, through the golden model -------------------------------------------------------

@@ -38,13 +38,15 @@ def level(others, total):
             return math.ceil(lam)
 
 
-def rule_result(demand, tenants, floor, passes, top=(1 << 16) - 1, backlog=None):
+def rule_result(demand, tenants, floor, passes, top=(1 << 16) - 1, backlog=None, previous=None):
     """Spec §13.5 from its text: per tenant (rates, peaks) per channel.
     ``tenants`` = [(rate, peak, enable)]; ``demand[i][c]`` true where tenant i
     was accepted on channel c, ``backlog[i][c]`` where one of those
     acceptances left its queue full (None: wherever it was accepted);
     ``top`` the highest level, 2^W - 1. A light pair keeps lo =
-    ``RATE - fr``; the levelled pairs are the backlogged ones, or all if
+    ``RATE - fr``, a backlogged one lo = ``min(p >> 1, RATE - fr)`` with
+    ``p = previous[i][c]`` the previous epoch's rate (damped descent; 0
+    when ``previous`` is None); the levelled pairs are the backlogged ones, or all if
     none is. The fill, ``sum lo`` over the light pairs plus
     ``max(0, h - (o + lo))`` over the levelled ones, is ``sum lo`` plus the
     plain fill over the loads ``o + lo``, so the level is the plain one of
@@ -54,7 +56,9 @@ def rule_result(demand, tenants, floor, passes, top=(1 << 16) - 1, backlog=None)
     active = [tenants[i][2] and any(demand[i]) for i in range(n)]
     fr = [math.floor(Fraction(floor * t[0], 256)) for t in tenants]
     need = [nc * (t[0] - f) for t, f in zip(tenants, fr)]
-    lows = [[t[0] - f if demand[i][c] and not backlog[i][c] else 0 for c in range(nc)]
+    lows = [[(t[0] - f if not backlog[i][c] else
+              min(previous[i][c] // 2, t[0] - f) if previous is not None else 0) if demand[i][c] else 0
+             for c in range(nc)]
             for i, (t, f) in enumerate(zip(tenants, fr))]
     x = [[0] * nc for _ in range(n)]
     for _ in range(passes):
@@ -90,10 +94,12 @@ class Reference:
         self.demand = [[False] * c for _ in range(n)]
         self.backlog = [[False] * c for _ in range(n)]
         self.pending = None  # [t_a, rates[i][c], peaks[i][c], keep[i]]
+        self.previous = None  # the last epoch's rates, 0 for a tenant not active in it
         self.rate = [[0] * n for _ in range(c)]
         self.peak = [[0] * n for _ in range(c)]
         self.results = 0
         self.applied = 0
+        self.damped = 0       # backlogged pairs whose damped floor was not 0
 
     def step(self, t, *, active, floor, epoch_cycles, accepted, commit, enable_next, active_next):
         """Cycle t: ``active`` = [(rate, peak, enable)] of t, ``accepted`` =
@@ -108,6 +114,7 @@ class Reference:
             self.demand = [[False] * nc for _ in range(n)]
             self.backlog = [[False] * nc for _ in range(n)]
             self.pending = None
+            self.previous = None
         else:
             for c, acc in enumerate(accepted):
                 if acc is not None:
@@ -115,7 +122,12 @@ class Reference:
                     self.backlog[acc[0]][c] |= acc[2]
             if self.ec >= max(epoch_cycles, COORD_MIN_EPOCH) - 1:
                 res = rule_result(self.demand, active, floor, coord_passes(p), (1 << coord_level_bits(p)) - 1,
-                                  self.backlog)
+                                  self.backlog, self.previous)
+                if self.previous is not None:
+                    self.damped += sum(self.backlog[i][c] and self.previous[i][c] > 1
+                                       for i in range(n) for c in range(nc))
+                self.previous = [r if active[i][2] and any(self.demand[i]) else [0] * nc
+                                 for i, (r, _) in enumerate(res)]
                 self.pending = [t + 1 + COORD_LATENCY, [r for r, _ in res], [pk for _, pk in res], [True] * n]
                 self.results += 1
                 self.demand = [[False] * nc for _ in range(n)]
@@ -217,13 +229,13 @@ def test_schedule_fits():
             passes, lw = coord_passes(p), coord_level_bits(p)
             assert 1 <= passes <= COORD_MAX_PASSES
             # Spec §13.6: passes, the N x C write-out and its pipeline stage's cycle.
-            assert walk_cycles(p) == passes * n * (lw + 2) + n * c + 1 <= COORD_LATENCY - 2
-            assert passes == COORD_MAX_PASSES or (passes + 1) * n * (lw + 2) + n * c + 1 > COORD_LATENCY - 2
+            assert walk_cycles(p) == passes * n * (lw + 3) + n * c + 1 <= COORD_LATENCY - 2
+            assert passes == COORD_MAX_PASSES or (passes + 1) * n * (lw + 3) + n * c + 1 > COORD_LATENCY - 2
             assert lw == 16  # a level reaches what a rate register holds (spec §13.2)
     assert coord_passes(FabricParams(tenants=8, channels=8)) == 6
 
 
-def _run(params, seed, *, cycles, script, traffic):
+def _run(params, seed, *, cycles, script, traffic, damping=False):
     """Simulate ``cycles`` cycles; ``script(t, rng)`` returns the cycle's
     register actions, ``traffic(t, rng, c)`` an acceptance (tenant, bytes,
     full) or None. Every cycle's rate and peak registers are compared with
@@ -287,6 +299,8 @@ def _run(params, seed, *, cycles, script, traffic):
             active, enable = active_next, enable_next
             await ctx.tick()
         stats.update(results=ref.results, applied=ref.applied)
+        print(f"results {ref.results}, applied {ref.applied}, damped floors {ref.damped}")
+        assert ref.results < 2 or ref.damped > 0 or not damping, "no damped floor exercised"
 
     run_sim(dut, testbench)
     return stats
@@ -343,7 +357,7 @@ def test_results_and_timing(params, seed):
         return i, rng.choice([1, 31, 32, 33, 64, 4096]), (i + c) % 2 == 0 and rng.random() < 0.05
 
     stats = _run(params, seed, cycles=first + 1 + 3 * E + COORD_LATENCY + params.channels + 4, script=script,
-                 traffic=traffic)
+                 traffic=traffic, damping=True)
     assert stats == {"results": 3, "applied": 3}
 
 

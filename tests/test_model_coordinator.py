@@ -15,7 +15,7 @@ import pytest
 
 from kvfabric.model.channel import Request
 from kvfabric.model.contract import ContractError, compile_contract
-from kvfabric.model.coordinator import allocate
+from kvfabric.model.coordinator import Coordinator, allocate
 from kvfabric.model.fabric import FabricModel
 from kvfabric.model.regfile import FABRIC, RegisterFile, config_writes
 from kvfabric.model.registers import FabricConfig, TenantConfig
@@ -545,3 +545,41 @@ def test_contract_admits_channel_sets_only_where_an_allocation_fits():
     for bad in ([], [8], [0, 0], "0", [0.5]):
         with pytest.raises(ContractError, match=r"tenant 't1': channels must"):
             compile_contract(_skew_doc(bad))
+
+
+def test_damped_descent_uses_the_last_epoch_until_the_coordinator_is_off():
+    """Spec §13.5's p[i][c]: an epoch's result is computed with the rates of
+    the result before it (applied or discarded by a COMMIT alike; 0 for a
+    tenant not active then), none for the first epoch and none after the
+    coordinator was turned off. Tenant 0 backlogged on both channels, then
+    only on channel 0 with tenant 1 confined there: its rate on channel 0
+    halves (the level wants nothing there), not falling to the minimum."""
+    params = FabricParams(tenants=3, channels=2)
+    tenants = [_tenant(params, 1000, 2000), _tenant(params, 1000, 2000), _tenant(params, 500, 600)]
+    on = FabricConfig(tenants, coord_enable=1)
+    off = FabricConfig(tenants, coord_enable=0)
+    coord = Coordinator(params)
+
+    def epoch(accepts):
+        for c, i in accepts:
+            coord.count(c, i, 256, True)
+        coord.end_epoch(0, on)
+        return [[r for r, _ in s] if s is not None else None for s in coord.pending[1].values()]
+
+    # Epoch 1: no previous rates: tenant 0 alone, on both channels.
+    first = epoch([(0, 0), (1, 0)])
+    assert first == [[r for r, _ in row] if row else None
+                     for row in allocate(tenants, [[1, 1], [0, 0], [0, 0]], 0, params)]
+    assert first[0] == [1000, 1000] and first[1] is None
+    coord.configure(on, on, committed=[0])     # a COMMIT discards tenant 0's result, not its p
+    # Epoch 2: tenant 0 still on both; tenant 1 arrives, confined to channel 0.
+    second = epoch([(0, 0), (1, 0), (0, 1)])
+    undamped = [[r for r, _ in row] for row in allocate(tenants, [[1, 1], [1, 0], [0, 0]], 0, params)[:2]]
+    print(f"tenant 0's rates: epoch 1 {first[0]}, epoch 2 {second[0]} (undamped {undamped[0]})")
+    assert undamped[0][0] == 1 and second[0][0] == 500 and sum(second[0]) >= 2000
+    # Epoch 3: the same demand; the floor halves again.
+    assert epoch([(0, 0), (1, 0), (0, 1)])[0][0] == 250
+    # Off and on again: the first epoch has no previous rates.
+    coord.configure(on, off)
+    coord.configure(off, on)
+    assert epoch([(0, 0), (1, 0), (0, 1)])[:2] == undamped
