@@ -376,3 +376,42 @@ def test_only_selects_run_ids_with_commas():
                                                                     "coordinator/decode only"]
     assert ids("A/Fabric-QoS,B/")[0] == "A/Fabric-QoS" and all(i.startswith("B/") for i in ids("A/Fabric-QoS,B/")[1:])
     assert ids("no such run") == []
+
+
+def test_merge_into_replaces_only_the_rerun_runs_rows_and_section(tmp_path):
+    """``--merge-into`` (sim/studies/experiments.py ``merge_report``): the
+    re-run group's JSON entries, per-run rows, section and plot replace the
+    full report's; every other line stays; the revision line is followed by
+    a note naming the runs, the revision and the command, once per group
+    however often it is merged."""
+    from kvfabric.sim.studies.experiments import merge_report
+
+    def report(d, rev, value, extra=()):
+        d.mkdir()
+        runs = [{"id": i, "group": i.split("/")[0], "value": value} for i in ("A/x", "coordinator/a", *extra)]
+        (d / "experiments.json").write_text(json.dumps({"revision": rev, "dirty": False, "runs": runs}))
+        (d / "experiments.md").write_text(
+            f"# T\n\nRevision: `{rev}`.\n\n## Issue #14: setups\n\nsetup text {value}\n\n"
+            f"## Issue #27: contracts across channels (the coordinator)\n\ncoordinator text {value}\n\n"
+            f"## Per-run measurements\n\n| Run | v |\n|---|---|\n| A/x | {value} |\n| coordinator/a | {value} |\n")
+        (d / "coordinator_shift.png").write_bytes(value.encode())
+
+    report(tmp_path / "full", "aaa", "old")
+    report(tmp_path / "part", "bbb", "new")
+    part = json.loads((tmp_path / "part" / "experiments.json").read_text())
+    part["runs"] = [r for r in part["runs"] if r["id"] != "A/x"]
+    (tmp_path / "part" / "experiments.json").write_text(json.dumps(part))
+    for _ in range(2):
+        merge_report(tmp_path / "part", tmp_path / "full", "cmd --only coordinator/")
+    md = (tmp_path / "full" / "experiments.md").read_text()
+    print(md)
+    assert "setup text old" in md and "| A/x | old |" in md
+    assert "coordinator text new" in md and "coordinator text old" not in md and "| coordinator/a | new |" in md
+    assert md.count("Merged: the runs `coordinator/a` were re-run at revision `bbb`") == 1
+    assert "Revision: `aaa`.\n\nMerged: " in md and "\n\n\n" not in md
+    assert "`cmd --only coordinator/`" in md and md.index("Revision: `aaa`") < md.index("Merged:")
+    full = json.loads((tmp_path / "full" / "experiments.json").read_text())
+    assert full["revision"] == "aaa" and [r["value"] for r in full["runs"]] == ["old", "new"]
+    assert full["merged"] == [{"revision": "bbb", "dirty": False, "command": "cmd --only coordinator/",
+                               "runs": ["coordinator/a"]}]
+    assert (tmp_path / "full" / "coordinator_shift.png").read_bytes() == b"new"

@@ -13,8 +13,10 @@ for conclusions).
 """
 
 import argparse
+import json
 import os
 import pickle
+import shutil
 import time
 from fractions import Fraction
 
@@ -403,7 +405,14 @@ def main(argv=None):
                          "the report then covers only those runs (use another --out)")
     ap.add_argument("--report-only", action="store_true",
                     help="rewrite the report from the raw results of the last run (build/)")
+    ap.add_argument("--merge-into", default=None, metavar="DIR",
+                    help="with --only: also replace those runs' rows, their sections and plots in the full "
+                         "report in DIR (e.g. reports), which says which runs were re-run at which revision")
     args = ap.parse_args(argv)
+    if args.merge_into and not args.only:
+        ap.error("--merge-into needs --only (the runs to replace)")
+    if args.merge_into and os.path.abspath(args.merge_into) == os.path.abspath(args.out):
+        ap.error("--merge-into: give --out another directory (the --only report is written there first)")
     from .report import write_report  # matplotlib is only needed here
 
     raw = os.path.join("build", "experiments-quick.pickle" if args.quick else "experiments.pickle")
@@ -437,7 +446,80 @@ def main(argv=None):
                         horizon=args.horizon, revision=rev)
     print(f"wrote {path} ({len(specs)} runs, {wall:.0f} s wall, "
           f"{sum(r['cpu_s'] for r in results.values()):.0f} s CPU)")
+    if args.merge_into:
+        command = (f"python -m kvfabric.sim.studies.experiments --only '{args.only}' --jobs {args.jobs} "
+                   f"--out {args.out} --merge-into {args.merge_into}")
+        print(f"merged into {merge_report(args.out, args.merge_into, command)}")
     return 0
+
+
+#: Sections of the Markdown report that hold only one group's runs: re-running
+#: the group (``--only``) replaces the section whole (plots: the files it shows).
+MERGED_SECTIONS = {"coordinator/": ("## Issue #27: contracts across channels (the coordinator)",
+                                    ("coordinator_shift.png",))}
+
+
+def _section(text, heading):
+    """(start, end) of the ``## `` section of ``text`` that begins with ``heading``."""
+    start = text.index(heading + "\n")
+    end = text.find("\n## ", start + len(heading))
+    return start, (len(text) if end < 0 else end + 1)
+
+
+def merge_report(part_dir, full_dir, command):
+    """Replace, in ``full_dir``'s experiments.md/.json, the runs of the
+    ``--only`` report in ``part_dir``: their JSON entries, their rows of the
+    per-run table and the sections of :data:`MERGED_SECTIONS` whose group they
+    cover (with the plots those show), and say so under the report's revision
+    line and in the JSON's ``merged`` list. Returns the Markdown's path."""
+    with open(os.path.join(part_dir, "experiments.json")) as f:
+        part = json.load(f)
+    full_json = os.path.join(full_dir, "experiments.json")
+    with open(full_json) as f:
+        full = json.load(f)
+    ids = [r["id"] for r in part["runs"] if r.get("group") not in ("pooled", "judged")]
+    if not ids:
+        raise ValueError(f"{part_dir}/experiments.json holds no runs to merge")
+    new = {r["id"]: r for r in part["runs"] if r["id"] in ids}
+    known = {r["id"] for r in full["runs"]}
+    full["runs"] = [new.get(r["id"], r) for r in full["runs"]] + [new[i] for i in ids if i not in known]
+    note = {"revision": part.get("revision"), "dirty": part.get("dirty"), "command": command, "runs": ids}
+    full["merged"] = [m for m in full.get("merged", []) if set(m["runs"]) - set(ids)] + [note]
+    md_part = open(os.path.join(part_dir, "experiments.md")).read()
+    md_path = os.path.join(full_dir, "experiments.md")
+    md = open(md_path).read()
+    for group, (heading, plots) in MERGED_SECTIONS.items():
+        if not any(i.startswith(group) for i in ids):
+            continue
+        if not all(i in ids for i in known if i.startswith(group)):
+            raise ValueError(f"--merge-into: the {group} section needs every run of the group re-run")
+        a, b = _section(md_part, heading)
+        c, d = _section(md, heading)
+        md = md[:c] + md_part[a:b] + md[d:]
+        for name in plots:
+            if os.path.exists(os.path.join(part_dir, name)):
+                shutil.copyfile(os.path.join(part_dir, name), os.path.join(full_dir, name))
+    rows = {line.split(" | ", 1)[0][2:]: line for line in md_part.splitlines() if line.startswith("| ")}
+    md = "\n".join(rows.get(line.split(" | ", 1)[0][2:], line) if line.startswith("| ") and
+                   line.split(" | ", 1)[0][2:] in ids else line for line in md.split("\n"))
+    rev = part.get("revision") or "not recorded"
+    line = (f"Merged: the runs {', '.join(f'`{i}`' for i in ids)} were re-run at revision `{rev}`"
+            f"{' (dirty)' if part.get('dirty') else ''} (`{command}`); their rows and sections replace the "
+            "full run's.")
+    lines = []
+    for x in md.split("\n"):   # an earlier note on these runs goes, with its blank line
+        if x.startswith("Merged: the runs ") and any(f"`{i}`" in x for i in ids):
+            if lines and lines[-1] == "":
+                lines.pop()
+            continue
+        lines.append(x)
+    at = next(k for k, x in enumerate(lines) if x.startswith("Revision: "))
+    lines[at + 1:at + 1] = ["", line]
+    with open(md_path, "w") as f:
+        f.write("\n".join(lines))
+    with open(full_json, "w") as f:
+        json.dump(full, f, indent=1)
+    return md_path
 
 
 if __name__ == "__main__":
