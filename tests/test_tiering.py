@@ -13,8 +13,8 @@ from kvfabric.sim.tiering import Request, TierConfig, make_policy, simulate
 from kvfabric.sim.tiering import metrics as M
 from kvfabric.sim.tiering import workloads as W
 from kvfabric.sim.tiering.engine import _Engine
-from kvfabric.sim.tiering.policies import (LRU, Footprint, GrowingQuota, RequestQuota, StalledFirst, TenantQuota,
-                                           View)
+from kvfabric.sim.tiering.policies import (LRU, Footprint, GrowingQuota, ReadBudget, RequestQuota, StalledFirst,
+                                           TenantQuota, View)
 
 # Small numbers that divide evenly: 16-token pages of 1 KiB per token = 16 KiB pages;
 # the fast tier reads 16 B/ns (1024 ns a page), the slow tier moves 8 B/ns (2048 ns a
@@ -241,3 +241,100 @@ def test_percentile_is_nearest_rank():
     assert M.pct([5, 1, 4, 2, 3], 50) == 3
     assert M.pct(list(range(1, 101)), 99) == 99
     assert math.isnan(M.pct([], 99))
+
+
+# -- the per-step KV-read budget (ReadBudget) ------------------------------------------
+
+def running(rid, pages, read=0, last_token_ns=0, steps=0, seq=None):
+    """A running request with ``pages`` pages, ``read`` of them read for its token so far."""
+    r = req(rid, pages, pages, 0, seq=seq)
+    r.acc = [0, 0, 0, steps, read]
+    r.last_token_ns = last_token_ns
+    return r
+
+
+def test_read_budget_short_in_full_long_take_turns_at_the_room():
+    s1, s2 = running(0, 3), running(1, 4)
+    newer, older = running(2, 10, last_token_ns=100), running(3, 8, last_token_ns=50)
+    p = ReadBudget(budget_pages=20, chunk_pages=5)
+    # Short (<= 5 left): 3 + 4 in full; room 20 - 7 = 13: the older token's long one
+    # first takes its 8, the other the 5 left.
+    assert p.reads([s1, s2, newer, older], cfg()) == {s1: 3, s2: 4, older: 8, newer: 5}
+    # What is left of a token, not its pages, decides: 12 pages with 9 read is short
+    # (reads its 3 past a budget of 1), so the long one is the first long: a chunk of 5.
+    part, long_one = running(4, 12, read=9, last_token_ns=2), running(5, 30, last_token_ns=1)
+    assert ReadBudget(budget_pages=1, chunk_pages=5).reads([part, long_one], cfg()) == {part: 3, long_one: 5}
+
+
+def test_read_budget_over_budget_first_long_gets_a_chunk_others_wait():
+    shorts = [running(k, 5) for k in range(5)]          # 25 pages read, budget 20
+    a, b = running(5, 30, last_token_ns=1), running(6, 30, last_token_ns=2)
+    got = ReadBudget(budget_pages=20, chunk_pages=5).reads([*shorts, a, b], cfg())
+    assert [got[s] for s in shorts] == [5] * 5
+    assert (got[a], got[b]) == (5, 0)
+    # Equal last tokens: admission order.
+    c, d = running(7, 30, seq=9), running(8, 30, seq=3)
+    got = ReadBudget(budget_pages=1, chunk_pages=5).reads([c, d], cfg())
+    assert (got[d], got[c]) == (5, 0)
+
+
+def test_read_budget_spread_floor_finishes_a_token_within_n_steps():
+    p = ReadBudget(budget_pages=1, chunk_pages=2, spread_steps=3)
+    fresh_token = running(0, 10)                         # ceil(10 / 3) = 4
+    one_in = running(1, 10, read=4, steps=1)             # 6 left over 2 steps: 3
+    last = running(2, 10, read=7, steps=2)               # 3 left, the last step: all 3
+    late = running(3, 10, read=7, steps=5)               # past n steps: all that is left
+    got = p.reads([fresh_token, one_in, last, late], cfg())
+    assert got == {fresh_token: 4, one_in: 3, last: 3, late: 3}
+
+
+def test_read_budget_gate_admits_short_within_budget_long_by_pages():
+    p = ReadBudget(budget_pages=10, chunk_pages=5)
+    run = [running(0, 4), running(1, 3), running(2, 50)]
+    newcomer = Request(9, 0, prompt=16, generated=2)
+    assert p.admits(newcomer, 3, run, cfg())            # 4 + 3 + 3 = 10
+    assert not p.admits(newcomer, 4, run, cfg())        # 11 > 10
+    assert p.admits(newcomer, 6, run, cfg())            # long (6 > 5): pages only
+    assert ReadBudget(budget_pages=10, chunk_pages=5, gate=False).admits(newcomer, 4, run, cfg())
+
+
+def test_read_budget_keeps_its_eviction_policy():
+    stale_small, whale = req(0, 10, 10, 1), req(1, 400, 100, 9)
+    rs = [stale_small, whale]
+    assert ReadBudget(100, evict=Footprint()).victim(rs, view(rs)) == (whale, 100)
+    assert ReadBudget(100).victim(rs, view(rs)) == (stale_small, 10)
+    p = make_policy("lru", read_budget_pages=64, spread_steps=2)
+    assert isinstance(p, ReadBudget) and p.name == "lru+budget" and p.spread_steps == 2
+    with pytest.raises(ValueError, match="ReadBudget.budget_pages must be a positive integer"):
+        ReadBudget(0)
+    with pytest.raises(ValueError, match="ReadBudget.spread_steps must be a positive integer or None, not 0"):
+        ReadBudget(8, spread_steps=0)
+
+
+def test_read_budget_step_timing_in_the_engine():
+    # Budget 3 pages, chunk 2. s: 1 page, 3 tokens. L: 71 tokens, 5 pages, 2 tokens.
+    # Step 0: s 1, L min(5, room 2) = 2 (4072 ns); step 1 the same (L has 3 left, long);
+    # s is done. Step 2: L has 1 left (short): 1 page, 2024 ns; its token after 3 steps.
+    s = Request(0, 0, prompt=10, generated=3)
+    L = Request(1, 0, prompt=70, generated=2)
+    res = simulate([s, L], cfg(hbm_pages=100), ReadBudget(budget_pages=3, chunk_pages=2))
+    step2 = 1000 + 3 * 1024
+    assert s.gaps == [(step2, 0, 0, step2, 1)] * 2
+    assert L.gaps == [(2 * step2 + 2024, 0, 0, 2 * step2 + 2024, 3)]
+    assert [st[2] for st in res.steps] == [step2, step2, 2024]
+    # Spread over 2 steps, no room (budget 1, chunk 1): ceil(5 / 2) = 3, then 2.
+    L = Request(1, 0, prompt=70, generated=2)
+    simulate([L], cfg(hbm_pages=100), ReadBudget(budget_pages=1, chunk_pages=1, spread_steps=2))
+    assert L.gaps == [(4072 + 3048, 0, 0, 4072 + 3048, 2)]
+
+
+def test_read_budget_gate_delays_admission_in_the_engine():
+    # Budget 2 pages: of three 1-page requests arriving together two join; the third
+    # joins when they leave, after their one step of 1000 + 2 x 1024 ns.
+    def run(policy):
+        rs = [Request(k, 0, prompt=10, generated=2) for k in range(3)]
+        simulate(rs, cfg(hbm_pages=100), policy)
+        return [r.admitted_ns for r in rs]
+    assert run(ReadBudget(budget_pages=2, chunk_pages=4)) == [0, 0, 3048]
+    assert run(make_policy("lru")) == [0, 0, 0]
+    assert run(ReadBudget(budget_pages=2, chunk_pages=4, gate=False)) == [0, 0, 0]

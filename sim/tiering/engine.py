@@ -18,9 +18,14 @@ this order:
    kept; if it can, it is in the step too, else it sits out the step.
 5. **Run.**  The step first waits for its promotions over the slow tier
    (one set-up latency, then the bytes at the slow tier's bandwidth: the
-   promotions of a step share it), then reads the weights and every page of
-   every request in the step from the fast tier.  Each of them adds one
-   token at the step's end.
+   promotions of a step share it), then reads the weights and the pages the
+   policy's ``reads`` gives each request in the step (by default all of its
+   pages: a long request may instead read part of them, carrying its
+   progress to the next step).  Each request whose reads since its last
+   token cover all its pages adds one token at the step's end.
+
+Admission (3.) also asks the policy (``admits``), after the batch and page
+budgets.
 
 A request sits out only because pages of its were evicted; the step it runs
 in is as long as everyone's promotions and everyone's reads.  So each gap
@@ -138,7 +143,7 @@ class _Engine:
                 self.waiting.pop(0)
                 r.rejected = True
                 continue
-            if sum(x.pages for x in self.running) + pages > c.budget:
+            if sum(x.pages for x in self.running) + pages > c.budget or not self.policy.admits(r, pages, self.running, c):
                 break
             self.waiting.pop(0)
             r.seq, self.seq = self.seq, self.seq + 1
@@ -172,8 +177,7 @@ class _Engine:
         batch, promoted = self.select()
         if not batch:
             return False
-        cap = c.read_cap_pages
-        reads = {r: (r.pages - r.acc[4] if cap is None else min(cap, r.pages - r.acc[4])) for r in batch}
+        reads = self.policy.reads(batch, c)
         promo = c.promote_ns(promoted)
         compute = c.step_fixed_ns + c.read_ns(sum(reads.values()))
         start = self.now
@@ -190,7 +194,8 @@ class _Engine:
             acc[2] += compute
             acc[3] += 1
             acc[4] += reads[r]
-            r.last_run = self.step
+            if reads[r]:
+                r.last_run = self.step
             if acc[4] >= r.pages:
                 r.gaps.append((self.now - r.last_token_ns, acc[0], acc[1], acc[2], acc[3]))
                 r.acc = [0, 0, 0, 0, 0]

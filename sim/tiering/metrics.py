@@ -6,6 +6,8 @@ repeats them):
 * **inter-token latency (ITL)**: the time between two consecutive output
   tokens of a request (the prefill's token to the first decoded one, then
   each next); percentiles pool every gap of a class's requests, nearest rank.
+* **queue wait**: arrival to admission (the model has no prefill, so this is
+  the part of the time to first token the decode instance adds);
 * **eviction rate**: times a request lost pages while it had all of them in
   the fast tier, per 1000 output tokens of its class (an eviction episode;
   the pages it lost are counted apart).
@@ -60,6 +62,8 @@ def class_stats(res, whale):
         "evicted_pages": sum(r.evicted_pages for r in rs),
         "eviction_rate_per_1k_tokens": 1000 * events / tokens if tokens else math.nan,
         "requests_evicted": sum(1 for r in rs if r.evictions),
+        "wait_p50_ns": pct([r.admitted_ns - r.arrival_ns for r in rs if r.admitted_ns >= 0], 50),
+        "wait_p99_ns": pct([r.admitted_ns - r.arrival_ns for r in rs if r.admitted_ns >= 0], 99),
     }
 
 
