@@ -338,3 +338,18 @@ def test_read_budget_gate_delays_admission_in_the_engine():
     assert run(ReadBudget(budget_pages=2, chunk_pages=4)) == [0, 0, 3048]
     assert run(make_policy("lru")) == [0, 0, 0]
     assert run(ReadBudget(budget_pages=2, chunk_pages=4, gate=False)) == [0, 0, 0]
+
+
+def test_read_budget_above_the_fast_tier_changes_nothing():
+    # Resident pages never exceed the fast tier, so a budget above it always has room for
+    # every long request's reads, and the page budget admits first: the run is LRU's, step
+    # for step (a 20-page request is long against a 4-page chunk).
+    def run(policy):
+        rs = [Request(0, 0, prompt=300, generated=20, whale=True)] + [
+            Request(k, 1000 * k, prompt=40 + 7 * k, generated=12) for k in range(1, 9)]
+        res = simulate(rs, cfg(hbm_pages=40), policy)
+        return res.steps, [(r.gaps, r.admitted_ns, r.evicted_pages) for r in rs]
+    assert run(ReadBudget(budget_pages=41, chunk_pages=4, spread_steps=2)) == run(make_policy("lru"))
+    # At a budget under the fast tier the long request's tokens take several steps.
+    steps, per = run(ReadBudget(budget_pages=8, chunk_pages=4))
+    assert max(g[4] for g in per[0][0]) > 1

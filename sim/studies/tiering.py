@@ -3,6 +3,7 @@
 Usage::
 
     python -m kvfabric.sim.studies.tiering [--quick] [--jobs N] [--draws N] [--seed S] [--out reports]
+                                           [--reuse reports/tiering.json] [--report-only]
 
 Runs every policy of :data:`POLICIES` on two kinds of workload, each with
 and without its whales and at each capacity of :data:`CAPACITIES`:
@@ -16,7 +17,11 @@ and without its whales and at each capacity of :data:`CAPACITIES`:
 Then writes ``reports/tiering.json``, ``reports/tiering.md`` and
 ``reports/tiering.png``: the essay's claims re-measured, issue #44's
 targets per workload and capacity (or the frontier when no policy meets all
-three), the per-policy figures and the time the hour took.  ``--quick`` runs
+three, and how close each side gets), the per-policy figures, the time the
+hour took, and ``kvfabric system`` enforcing a decode's ``hbm_quota_mb`` /
+``cxl_quota_mb`` on the shipped example (issue #44 deliverable 4).
+``--reuse`` takes the runs of unchanged policies from an earlier report's
+JSON (the report says so and from which revision).  ``--quick`` runs
 the trace's first ten minutes and one draw (a smoke test, not for
 conclusions).
 """
@@ -28,6 +33,7 @@ import json
 import math
 import os
 import sys
+import tempfile
 import time
 from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
@@ -42,18 +48,30 @@ __all__ = ["POLICIES", "CAPACITIES", "OVERCOMMIT", "TARGETS", "plan", "run_one",
 #: The admission page budget over the fast tier: the slow tier holds the rest
 #: (today's offloading stacks admit into both tiers).
 OVERCOMMIT = 1.5
-#: (label, eviction policy, per-request read meter in tokens or None, page budget / fast tier).
+#: The per-step KV-read budget of the "+budget" policies (ReadBudget): 6000 pages of
+#: 2 MiB, 3.76 ms of reads at 3.35 TB/s, an 8.56 ms step with the weights' 4.8 ms;
+#: requests with more than READ_CHUNK_PAGES (8 K tokens) left to read are long.
+READ_BUDGET_PAGES = 6000
+READ_CHUNK_PAGES = 512
+#: (label, eviction policy, per-request read meter in tokens or None, page budget / fast tier,
+#: ReadBudget's keywords or None).
 #: "+admit": admission by the fast tier's page budget (the essay's memory-fair admission).
+#: "+budget": a per-step KV-read budget, long requests' tokens spread over at most 2 steps;
+#: "+budget-nospread": the same budget, long requests only take turns at its room.
 POLICIES = (
-    ("lru", "lru", None, OVERCOMMIT),
-    ("footprint", "footprint", None, OVERCOMMIT),
-    ("quota", "quota", None, OVERCOMMIT),
-    ("growing-quota", "growing-quota", None, OVERCOMMIT),
-    ("tenant-quota", "tenant-quota", None, OVERCOMMIT),
-    ("stalled-first", "stalled-first", None, OVERCOMMIT),
-    ("lru+admit", "lru", None, 1.0),
-    ("stalled-first+admit", "stalled-first", None, 1.0),
-    ("stalled-first+admit+meter64k", "stalled-first", 65_536, 1.0),
+    ("lru", "lru", None, OVERCOMMIT, None),
+    ("footprint", "footprint", None, OVERCOMMIT, None),
+    ("quota", "quota", None, OVERCOMMIT, None),
+    ("growing-quota", "growing-quota", None, OVERCOMMIT, None),
+    ("tenant-quota", "tenant-quota", None, OVERCOMMIT, None),
+    ("stalled-first", "stalled-first", None, OVERCOMMIT, None),
+    ("lru+admit", "lru", None, 1.0, None),
+    ("stalled-first+admit", "stalled-first", None, 1.0, None),
+    ("stalled-first+admit+meter64k", "stalled-first", 65_536, 1.0, None),
+    ("lru+admit+budget", "lru", None, 1.0,
+     {"read_budget_pages": READ_BUDGET_PAGES, "chunk_pages": READ_CHUNK_PAGES, "spread_steps": 2}),
+    ("lru+admit+budget-nospread", "lru", None, 1.0,
+     {"read_budget_pages": READ_BUDGET_PAGES, "chunk_pages": READ_CHUNK_PAGES}),
 )
 #: Fast-tier capacities (pages of 16 tokens x 128 KiB = 2 MiB) per workload kind.
 CAPACITIES = {"azure": (4096, 2048), "mix": (10_240, 5_120)}
@@ -91,12 +109,13 @@ def plan(draws=DEFAULT_DRAWS, quick=False):
 def run_one(spec, seed=W.MIX_SEED, quick=False):
     """One run's figures (a picklable dict)."""
     name, pages, label, whales = spec
-    _, evict, meter, overcommit = next(p for p in POLICIES if p[0] == label)
+    _, evict, meter, overcommit, budget = next(p for p in POLICIES if p[0] == label)
     reqs, meta = _workload(name, seed, quick)
     longest = W.longest_share(reqs)
     cfg = config_for(pages, meter, overcommit)
     run_reqs = fresh(reqs) if whales else W.without_whales(reqs)
-    res = simulate(run_reqs, cfg, make_policy(evict, cfg), sample_every=SAMPLE_EVERY if label == "lru" else 0)
+    res = simulate(run_reqs, cfg, make_policy(evict, cfg, **(budget or {})),
+                   sample_every=SAMPLE_EVERY if label == "lru" else 0)
     out = {"workload": name, "pages": pages, "policy": label, "whales": whales, "meta": meta,
            "cpu_s": res.wall_s, "simulated_s": res.end_ns / 1e9, "steps": len(res.steps),
            "minnows": M.class_stats(res, False), "whales_stats": M.class_stats(res, True),
@@ -137,6 +156,8 @@ def judge(rows):
                "whale_evict": w["eviction_rate_per_1k_tokens"],
                "whale_evicted_pages": w["evicted_pages"], "minnow_evicted_pages": m["evicted_pages"],
                "tokens_per_s": r["tokens_per_s"], "rejected_whales": w["rejected"],
+               "minnow_wait_p99_ms": m.get("wait_p99_ns", math.nan) / 1e6,
+               "minnow_wait_p99_alone_ms": alone["minnows"].get("wait_p99_ns", math.nan) / 1e6,
                "minnow_tail": r["minnow_tail"]}
         row["minnow_p99_ratio"] = _ratio(m["itl_p99_ns"], alone["minnows"]["itl_p99_ns"])
         row["minnow_p50_ratio"] = _ratio(m["itl_p50_ns"], alone["minnows"]["itl_p50_ns"])
@@ -165,6 +186,76 @@ def frontier(rows):
                        and (b["minnow_p99_ratio"], b["whale_p99_ratio"], -b["tps_ratio"]) != va for b in mine)
         out[f"{key[0]}@{key[1]}"] = {"meets_all": meets, "pareto": [r["policy"] for r in mine if not dominated(r)]}
     return out
+
+
+def wall(rows):
+    """Per workload and capacity where no policy meets all three targets: the
+    lowest minnow p99 ratio among the policies meeting the other two, and the
+    lowest whale p99 ratio among those meeting the minnow and tokens targets
+    (None where no policy meets those)."""
+    out = {}
+    for key in sorted({(r["workload"], r["pages"]) for r in rows}):
+        mine = [r for r in rows if (r["workload"], r["pages"]) == key]
+        if any(r["meets_all"] for r in mine):
+            continue
+        m = [r for r in mine if r["meets"]["tokens"] and r["meets"]["whale"]]
+        w = [r for r in mine if r["meets"]["tokens"] and r["meets"]["minnow"]]
+        best_m = min(m, key=lambda r: r["minnow_p99_ratio"], default=None)
+        best_w = min(w, key=lambda r: r["whale_p99_ratio"], default=None)
+        out[f"{key[0]}@{key[1]}"] = {
+            "minnow": best_m and {"policy": best_m["policy"], "minnow": best_m["minnow_p99_ratio"],
+                                  "whale": best_m["whale_p99_ratio"]},
+            "whale": best_w and {"policy": best_w["policy"], "minnow": best_w["minnow_p99_ratio"],
+                                 "whale": best_w["whale_p99_ratio"]}}
+    return out
+
+
+#: The quota section: examples/system_contract.toml and system_workload.toml, decode-a
+#: (tenant 1, 16 KiB of KV a step in 64 blocks of 256 B) under these HBM quotas (blocks).
+QUOTA_TENANT = ("decode-a", 1, 64, 256)
+QUOTA_BLOCKS = (64, 40, 16, 0)
+
+
+def quota_section(tmp):
+    """``kvfabric system`` enforcing ``hbm_quota_mb`` / ``cxl_quota_mb`` (issue
+    #44 deliverable 4) on the shipped example: decode-a's residency and
+    latency per HBM quota, and the errors for quotas that cannot be met."""
+    from kvfabric.sim.workload import MB, WorkloadError
+    from kvfabric.system import run_system
+
+    root = Path(__file__).resolve().parents[2]
+    contract = (root / "examples" / "system_contract.toml").read_text()
+    workload = root / "examples" / "system_workload.toml"
+    name, tid, blocks, block = QUOTA_TENANT
+    tmp.mkdir(parents=True, exist_ok=True)
+
+    def with_quota(lines, tenant=name):
+        path = tmp / "contract.toml"
+        path.write_text(contract.replace(f'name = "{tenant}"\n', f'name = "{tenant}"\n{lines}\n'))
+        return path
+
+    rows = []
+    for b in (None, *QUOTA_BLOCKS):
+        lines = "" if b is None else f"hbm_quota_mb = {b * block / MB!r}\ncxl_quota_mb = {(blocks - b) * block / MB!r}"
+        result = run_system(with_quota(lines), workload, "fabric-qos")
+        t = next(x for x in result["tenants"] if x["id"] == tid)
+        res = next((x for x in result.get("residency", []) if x["id"] == tid), None)
+        rows.append({"hbm_blocks": b, "hbm_quota_mb": res and res["hbm_quota_mb"], "cxl_quota_mb": res and res["cxl_quota_mb"],
+                     "hbm_bytes": res and res["hbm_bytes"], "cxl_bytes": res and res["cxl_bytes"],
+                     "cxl_read_share": res and res["cxl_read_share"], "p50_ns": t["p50_ns"], "p99_ns": t["p99_ns"],
+                     "gbps": t["gbps"], "steps": t["steps"]})
+    errors = []
+    for label, lines, tenant in (
+            ("CXL quota below what the HBM quota leaves out",
+             f"hbm_quota_mb = {16 * block / MB!r}\ncxl_quota_mb = {32 * block / MB!r}", name),
+            ("prefill's HBM quota below its job", "hbm_quota_mb = 1", "prefill")):
+        try:
+            run_system(with_quota(lines, tenant), workload, "fabric-qos")
+            errors.append({"case": label, "error": None})
+        except WorkloadError as e:
+            errors.append({"case": label, "error": str(e).replace(str(tmp / "contract.toml"), "contract.toml")
+                           .replace(str(workload), "examples/system_workload.toml")})
+    return {"tenant": name, "id": tid, "blocks": blocks, "block_bytes": block, "rows": rows, "errors": errors}
 
 
 def page_ratio_claim():
@@ -259,6 +350,12 @@ def markdown(doc, plot):
     w("")
     w(f"`make tiering` ({doc['command']}) at {describe(doc)}; mix family seed **{doc['seed']}**, "
       f"{doc['runs']} runs in {doc['wall_s']:.0f} s wall{' (--quick: not for conclusions)' if doc['quick'] else ''}.")
+    reused = doc.get("reused")
+    if reused:
+        w("")
+        w(f"Of the {doc['runs']} runs, **{reused['runs']} were reused** from `{reused['from']}` (written at "
+          f"{describe(reused)} by `{reused['command']}`): runs of policies defined as there, whose engine and "
+          f"policy code this revision leaves unchanged; the other {doc['runs'] - reused['runs']} ran at this revision.")
     w("")
     w("The companion essay (*The Scheduling Tax of Multi-Tenant Inference*) argues that a continuous batcher "
       "treats a 128 K-token request and a 2 K one as equal slots while the memory system does not: the long "
@@ -286,6 +383,23 @@ def markdown(doc, plot):
     for key, f in doc["frontier"].items():
         w(f"| {key} | {', '.join(f['meets_all']) or '**none**'} | {', '.join(f['pareto'])} |")
     w("")
+    if doc.get("wall"):
+        w("Where no policy meets all three, the closest each side gets (the measured wall): the lowest minnow p99 "
+          "ratio among the policies meeting the whale and tokens targets, and the lowest whale p99 ratio among "
+          "those meeting the minnow and tokens targets.")
+        w("")
+        w("| Workload @ fast pages | best minnow p99 ratio with whale and tokens met | best whale p99 ratio with "
+          "minnow and tokens met |")
+        w("|---|---|---|")
+
+        def side(x):
+            return ("none meets the other two" if not x else
+                    f"{_md_ratio(x['minnow'])} minnow, {_md_ratio(x['whale'])} whale ({x['policy']})")
+        for key, v in doc["wall"].items():
+            w(f"| {key} | {side(v['minnow'])} | {side(v['whale'])} |")
+        w("")
+    w(BUDGET_TEXT)
+    w("")
     w("## Per policy")
     w("")
     w("Ratios: minnow p99 against the same minnows without whales (same policy, capacity), whale p99 against "
@@ -301,15 +415,17 @@ def markdown(doc, plot):
         w(f"### {name}, {pages} fast pages ({gib:.1f} GiB); page budget {OVERCOMMIT}x, 1.0x for +admit")
         w("")
         w("| Policy | minnow evict / 1k tok (no whales) | whale evict / 1k tok | minnow ITL p50 / p99 ms (no whales) | "
-          "minnow p99 ratio | whale ITL p50 / p99 ms | whale p99 vs LRU | tokens/s (vs LRU) | minnow tail: eviction / promotion / batch | all three |")
-        w("|---|---|---|---|---|---|---|---|---|---|")
+          "minnow p99 ratio | whale ITL p50 / p99 ms | whale p99 vs LRU | tokens/s (vs LRU) | minnow queue wait p99 ms "
+          "(no whales) | minnow tail: eviction / promotion / batch | all three |")
+        w("|---|---|---|---|---|---|---|---|---|---|---|")
         for r in mine:
             t = r["minnow_tail"]["count"]
             w(f"| {r['policy']} | {r['minnow_evict']:.2f} ({r['minnow_evict_alone']:.2f}) | {r['whale_evict']:.2f} | "
               f"{_ms(r['minnow_p50_ms'])} / {_ms(r['minnow_p99_ms'])} ({_ms(r['minnow_p50_alone_ms'])} / "
               f"{_ms(r['minnow_p99_alone_ms'])}) | {_md_ratio(r['minnow_p99_ratio'])} | {_ms(r['whale_p50_ms'])} / "
               f"{_ms(r['whale_p99_ms'])} | {_md_ratio(r['whale_p99_ratio'])} | {r['tokens_per_s']:.0f} "
-              f"({_md_ratio(r['tps_ratio'])}) | {t['eviction']} / {t['promotion']} / {t['batch']} | "
+              f"({_md_ratio(r['tps_ratio'])}) | {_ms(r.get('minnow_wait_p99_ms'))} "
+              f"({_ms(r.get('minnow_wait_p99_alone_ms'))}) | {t['eviction']} / {t['promotion']} / {t['batch']} | "
               f"{'yes' if r['meets_all'] else 'no'} |")
     w("")
     if plot:
@@ -339,6 +455,37 @@ def markdown(doc, plot):
                   f"{d['promote']['peak_gb_per_s']:.1f} | {d['demote']['bytes'] / 1e9:.2f} | "
                   f"{d['demote']['peak_gb_per_s']:.1f} |")
     w("")
+    q = doc.get("quota")
+    if q:
+        w("## Quotas in `kvfabric system` (deliverable 4)")
+        w("")
+        w(f"`kvfabric system` enforces a tenant's `hbm_quota_mb` and `cxl_quota_mb` (spec §12, docs/system-model.md "
+          f"\"Quotas\"): a decode keeps the first floor(HBM quota / block) blocks of its KV in HBM and reads the rest "
+          f"over CXL every step. Measured on the shipped example (`examples/system_contract.toml` and "
+          f"`examples/system_workload.toml`, policy fabric-qos), {q['tenant']} (tenant {q['id']}: {q['blocks']} "
+          f"blocks of {q['block_bytes']} B) under HBM quotas of {', '.join(str(b) for b in QUOTA_BLOCKS)} blocks, "
+          "its CXL quota the rest exactly (`kvfabric.sim.studies.tiering.quota_section`; the same rule's tests are "
+          "tests/test_system_quotas.py):")
+        w("")
+        w("| HBM quota (blocks) | hbm_quota_mb | cxl_quota_mb | KV in HBM B (max) | in CXL B (max) | reads over CXL | "
+          "decode steps | decode p50 / p99 ns | its HBM GB/s |")
+        w("|---|---|---|---|---|---|---|---|---|")
+        for r in q["rows"]:
+            def cell(k):
+                return "-" if r[k] is None else r[k]
+            share = "-" if r["cxl_read_share"] is None else f"{100 * r['cxl_read_share']:.1f} %"
+            w(f"| {'none' if r['hbm_blocks'] is None else r['hbm_blocks']} | {cell('hbm_quota_mb')} | "
+              f"{cell('cxl_quota_mb')} | {cell('hbm_bytes')} | {cell('cxl_bytes')} | {share} | "
+              f"{r['steps']} | {r['p50_ns']:.0f} / {r['p99_ns']:.0f} | {r['gbps']:.3f} |")
+        w("")
+        w("The decode's latency is its step's (`kvfabric system`'s p50 / p99 columns); its HBM GB/s falls as its "
+          "reads move to CXL, which is not HBM traffic.")
+        w("")
+        w("Quotas that cannot be met are errors naming both files, the tenant, the quota and the figures:")
+        w("")
+        for e in q["errors"]:
+            w(f"* {e['case']}: " + (f"`{e['error']}`" if e["error"] else "**no error** (expected one)"))
+        w("")
     w("## Workloads")
     w("")
     w("* **azure**: the Azure LLM inference trace 2023 (Splitwise, ISCA 2024; CC-BY 4.0, copy and provenance in "
@@ -361,6 +508,33 @@ def markdown(doc, plot):
     return "\n".join(lines)
 
 
+BUDGET_TEXT = (
+    "### The per-step KV-read budget (`+budget`)\n\n"
+    "The minnows' tail under `lru+admit` is the batch: a step reads every page of every request in it, so a whale "
+    "in the batch lengthens every minnow's step, which no eviction choice changes. The `+budget` policies "
+    "(`kvfabric.sim.tiering.policies.ReadBudget`) bound the step instead, as vLLM's scheduler and Sarathi-Serve's "
+    "stall-free batching bound a step by a token budget chosen from the time-between-tokens target (running "
+    "decodes first and in full, a long prefill cut into chunks filling what is left, a waiting request scheduled "
+    f"from what the running ones leave). Here the budget is KV pages read per step ({READ_BUDGET_PAGES} pages, "
+    f"an {(TierConfig().step_fixed_ns + TierConfig().read_ns(READ_BUDGET_PAGES)) / 1e6:.2f} ms step): requests with at "
+    f"most {READ_CHUNK_PAGES} pages ({READ_CHUNK_PAGES * TierConfig().page_tokens // 1024} K tokens) left to read for "
+    "their token read them all; longer ones take turns at the budget left, oldest last token first, carrying "
+    "their partial reads to the next step (split-KV attention); with `+budget` each long token is also spread "
+    "over at most 2 steps (a floor of half its pages a step), with `-nospread` it only gets the room (and the "
+    "first long request a chunk); and a short request is admitted only while the running short requests' pages "
+    "plus its own stay within the budget (without this gate the minnows queued behind a whale all join when it "
+    "leaves, a burst of their own reads). The budget and the spread were chosen on this family (budgets of 5000, "
+    "6000 and 7000 pages; spreads of none, 2 and 3 steps), not on held-out draws. The gate's cost is queueing, "
+    "shown as the minnows' queue wait (arrival to admission; the model has no prefill, so time to first token "
+    "is not otherwise measured).\n\n"
+    "Why a wall remains: a whale token must read all its pages, W; spread over n steps of a minnow step's "
+    "length T (the weights, the minnows' reads m, W / n), the whale waits n x T, and the minnows wait T. "
+    "The minnows' target caps W / n at 1.2 x their no-whale p99 step less the step they have anyway, and the "
+    "whales' target caps n x T at 1.5 x LRU's whale p99. When the minnows are few (a short no-whale step) the "
+    "first cap is small, n must grow, and n x T passes the second: both can hold only while the minnows' own "
+    "load stays low, and a batcher can only choose which class's tail takes the steps where it is not."
+)
+
 ASSUMPTIONS = (
     "One decode instance of an 8 B model with grouped-query attention (128 KiB of KV per token) on H100-class "
     "HBM (3.35 TB/s): a step costs the weights' read (4.8 ms) plus every page it reads at that bandwidth; "
@@ -381,6 +555,8 @@ ASSUMPTIONS = (
     "makes LRU keep the whale; it is an assumption, stated because the LRU claim rests on it.",
     "The meter variant reads at most 64 K tokens of a request's KV per step (split-KV attention whose "
     "partial softmax carries over to the next step), so a longer request's token takes several steps.",
+    "The `+budget` policies' split of a long request's reads over steps costs no extra reads (the partial "
+    "softmax state is carried, not re-read).",
     "Tokens per second is output tokens over the run (first arrival to last token): with an open-loop trace the "
     "instance keeps up with, it follows the arrivals and only falls when a policy makes the instance fall behind.",
 )
@@ -394,7 +570,7 @@ def _plot(rows, path):
 
     fig, axes = plt.subplots(1, 2, figsize=(12, 5))
     labels = [p[0] for p in POLICIES]
-    markers = dict(zip(labels, "osD^v<>PX"))
+    markers = dict(zip(labels, "osD^v<>PX*h"))
     for ax, kind in zip(axes, ("azure", "mix")):
         for label in labels:
             pts = [(r["whale_p99_ratio"], r["minnow_p99_ratio"]) for r in rows
@@ -418,6 +594,21 @@ def _plot(rows, path):
     return path.name
 
 
+def _reusable(path, specs, args):
+    """The runs of ``specs`` that ``path`` (an earlier tiering.json) holds for
+    a policy defined there as here, at the same seed, draws and --quick."""
+    old = json.loads(Path(path).read_text())
+    if (old["seed"], old["quick"], len(old["draws"])) != (args.seed, args.quick, args.draws):
+        raise SystemExit(f"--reuse {path}: seed {old['seed']}, quick {old['quick']}, {len(old['draws'])} draws; "
+                         f"this run has {args.seed}, {args.quick}, {args.draws}")
+    ours = {p[0]: list(p) for p in json.loads(json.dumps(POLICIES))}
+    same = {p[0] for p in old["policies"] if ours.get(p[0]) == (list(p) + [None] * 5)[:5]}
+    have = {(r["workload"], r["pages"], r["policy"], r["whales"]): r for r in old["raw"]}
+    kept = {s: have[s] for s in specs if s[2] in same and s in have}
+    return kept, {"from": str(path), "revision": old.get("revision"), "dirty": old.get("dirty"),
+                  "command": old["command"], "runs": len(kept), "policies": sorted(same)}
+
+
 def _run(args):
     spec, seed, quick = args
     return run_one(spec, seed, quick)
@@ -433,6 +624,9 @@ def main(argv=None):
     ap.add_argument("--out", default="reports", help="report directory (default reports)")
     ap.add_argument("--report-only", action="store_true",
                     help="rewrite the report from <out>/tiering.json's runs (no simulation)")
+    ap.add_argument("--reuse", metavar="JSON",
+                    help="take the runs of policies defined as in this earlier tiering.json (same seed, draws and "
+                         "--quick) from it instead of running them; the report says which and from where")
     args = ap.parse_args(argv)
     if args.draws < 1 or args.jobs < 1:
         ap.error("--draws and --jobs must be at least 1")
@@ -443,16 +637,25 @@ def main(argv=None):
         raw, start, argv = old["raw"], time.time() - old["wall_s"], old["command"].split()[3:]
         args.seed, args.quick = old["seed"], old["quick"]
         args.draws = len(old["draws"])
+        reused, quota = old.get("reused"), old.get("quota")
     else:
         print(f"tiering: family seed {args.seed}, {args.draws} draws, {args.jobs} processes", flush=True)
         rev = revision()
         start = time.time()
-        work = [(s, args.seed, args.quick) for s in plan(args.draws, args.quick)]
+        specs = plan(args.draws, args.quick)
+        kept, reused = _reusable(args.reuse, specs, args) if args.reuse else ({}, None)
+        work = [(s, args.seed, args.quick) for s in specs if s not in kept]
+        print(f"tiering: {len(work)} runs" + (f", {len(kept)} reused from {args.reuse}" if kept else ""), flush=True)
         if args.jobs == 1:
-            raw = [_run(x) for x in work]
+            ran = [_run(x) for x in work]
         else:
             with ProcessPoolExecutor(args.jobs) as pool:
-                raw = list(pool.map(_run, work))
+                ran = list(pool.map(_run, work))
+        ran = dict(zip((x[0] for x in work), ran))
+        raw = [kept[s] if s in kept else ran[s] for s in specs]
+        print("tiering: kvfabric system under quotas", flush=True)
+        with tempfile.TemporaryDirectory() as tmp:
+            quota = quota_section(Path(tmp))
     rows = judge(raw)
     hour = [r for r in raw if r["workload"] == "azure" and r["whales"]]
     speed = {}
@@ -467,7 +670,8 @@ def main(argv=None):
            "quick": args.quick, "runs": len(raw), "wall_s": time.time() - start, "targets": TARGETS,
            "policies": [list(p) for p in POLICIES], "capacities": CAPACITIES, "overcommit": OVERCOMMIT,
            "ranges": W.RANGES, "draws": draws, "speed": speed, "page_ratio": page_ratio_claim(),
-           "claims": claims(raw, rows), "frontier": frontier(rows), "rows": rows, "raw": raw}
+           "claims": claims(raw, rows), "frontier": frontier(rows), "wall": wall(rows), "reused": reused,
+           "quota": quota, "rows": rows, "raw": raw}
     out.mkdir(parents=True, exist_ok=True)
     with open(out / "tiering.json", "w") as f:
         json.dump(doc, f, indent=1, default=str)

@@ -2,7 +2,8 @@
 
 =====================  ===========================================================
 ``config``             :class:`TierConfig` (pages, tiers, step cost, budgets), :class:`Request`
-``policies``           eviction policies behind one interface (``victim``)
+``policies``           eviction policies behind one interface (``victim``), and
+                       batchers behind the same (``reads``, ``admits``): ``ReadBudget``
 ``engine``             the step loop: finish, grow, admit, select, promote, run
 ``workloads``          the Azure 2023 trace's copy and drawn whale/minnow mixes
 ``metrics``            eviction rates, inter-token percentiles, p99 attribution, byte streams
