@@ -261,9 +261,9 @@ def test_read_budget_short_in_full_long_take_turns_at_the_room():
     # first takes its 8, the other the 5 left.
     assert p.reads([s1, s2, newer, older], cfg()) == {s1: 3, s2: 4, older: 8, newer: 5}
     # What is left of a token, not its pages, decides: 12 pages with 9 read is short
-    # (reads its 3 past a budget of 1), so the long one is the first long: a chunk of 5.
+    # (reads all 3), so the long one is the first long: the 2 left of a budget of 5, at least its chunk of 5.
     part, long_one = running(4, 12, read=9, last_token_ns=2), running(5, 30, last_token_ns=1)
-    assert ReadBudget(budget_pages=1, chunk_pages=5).reads([part, long_one], cfg()) == {part: 3, long_one: 5}
+    assert ReadBudget(budget_pages=5, chunk_pages=5).reads([part, long_one], cfg()) == {part: 3, long_one: 5}
 
 
 def test_read_budget_over_budget_first_long_gets_a_chunk_others_wait():
@@ -274,12 +274,12 @@ def test_read_budget_over_budget_first_long_gets_a_chunk_others_wait():
     assert (got[a], got[b]) == (5, 0)
     # Equal last tokens: admission order.
     c, d = running(7, 30, seq=9), running(8, 30, seq=3)
-    got = ReadBudget(budget_pages=1, chunk_pages=5).reads([c, d], cfg())
+    got = ReadBudget(budget_pages=5, chunk_pages=5).reads([c, d], cfg())
     assert (got[d], got[c]) == (5, 0)
 
 
 def test_read_budget_spread_floor_finishes_a_token_within_n_steps():
-    p = ReadBudget(budget_pages=1, chunk_pages=2, spread_steps=3)
+    p = ReadBudget(budget_pages=2, chunk_pages=2, spread_steps=3)
     fresh_token = running(0, 10)                         # ceil(10 / 3) = 4
     one_in = running(1, 10, read=4, steps=1)             # 6 left over 2 steps: 3
     last = running(2, 10, read=7, steps=2)               # 3 left, the last step: all 3
@@ -301,14 +301,16 @@ def test_read_budget_gate_admits_short_within_budget_long_by_pages():
 def test_read_budget_keeps_its_eviction_policy():
     stale_small, whale = req(0, 10, 10, 1), req(1, 400, 100, 9)
     rs = [stale_small, whale]
-    assert ReadBudget(100, evict=Footprint()).victim(rs, view(rs)) == (whale, 100)
-    assert ReadBudget(100).victim(rs, view(rs)) == (stale_small, 10)
-    p = make_policy("lru", read_budget_pages=64, spread_steps=2)
+    assert ReadBudget(100, chunk_pages=8, evict=Footprint()).victim(rs, view(rs)) == (whale, 100)
+    assert ReadBudget(100, chunk_pages=8).victim(rs, view(rs)) == (stale_small, 10)
+    p = make_policy("lru", read_budget_pages=64, chunk_pages=16, spread_steps=2)
     assert isinstance(p, ReadBudget) and p.name == "lru+budget" and p.spread_steps == 2
     with pytest.raises(ValueError, match="ReadBudget.budget_pages must be a positive integer"):
         ReadBudget(0)
     with pytest.raises(ValueError, match="ReadBudget.spread_steps must be a positive integer or None, not 0"):
-        ReadBudget(8, spread_steps=0)
+        ReadBudget(8, chunk_pages=4, spread_steps=0)
+    with pytest.raises(ValueError, match=r"ReadBudget.chunk_pages \(9\) must be at most budget_pages \(8\)"):
+        ReadBudget(8, chunk_pages=9)
 
 
 def test_read_budget_step_timing_in_the_engine():
@@ -335,9 +337,9 @@ def test_read_budget_gate_delays_admission_in_the_engine():
         rs = [Request(k, 0, prompt=10, generated=2) for k in range(3)]
         simulate(rs, cfg(hbm_pages=100), policy)
         return [r.admitted_ns for r in rs]
-    assert run(ReadBudget(budget_pages=2, chunk_pages=4)) == [0, 0, 3048]
+    assert run(ReadBudget(budget_pages=2, chunk_pages=2)) == [0, 0, 3048]
     assert run(make_policy("lru")) == [0, 0, 0]
-    assert run(ReadBudget(budget_pages=2, chunk_pages=4, gate=False)) == [0, 0, 0]
+    assert run(ReadBudget(budget_pages=2, chunk_pages=2, gate=False)) == [0, 0, 0]
 
 
 def test_read_budget_above_the_fast_tier_changes_nothing():

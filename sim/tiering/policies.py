@@ -232,6 +232,9 @@ class ReadBudget(Policy):
         for field, value in (("budget_pages", budget_pages), ("chunk_pages", chunk_pages)):
             if not isinstance(value, int) or value < 1:
                 raise ValueError(f"ReadBudget.{field} must be a positive integer (pages), not {value!r}")
+        if chunk_pages > budget_pages:
+            # A short request alone must fit the gate, or admission could wait forever.
+            raise ValueError(f"ReadBudget.chunk_pages ({chunk_pages}) must be at most budget_pages ({budget_pages})")
         if spread_steps is not None and (not isinstance(spread_steps, int) or spread_steps < 1):
             raise ValueError(f"ReadBudget.spread_steps must be a positive integer or None, not {spread_steps!r}")
         self.budget_pages = budget_pages
