@@ -56,3 +56,35 @@ def test_a_run_asking_for_waves_on_a_build_without_tracing_is_refused(tmp_path):
     b = runner.Build(sim="verilator", toplevel="top", build_dir=tmp_path, waves=False)
     with pytest.raises(ValueError, match="no tracing compiled in"):
         runner.run(b, "kvfabric.tb.tests.cosim_tests", tmp_path / "run", vcd=tmp_path / "dump.vcd")
+
+
+def test_runtime_objects_are_kept_once_and_restored_per_level_and_tracing(tmp_path, monkeypatch):
+    """The shell commands around a Verilator build's make (runner.runtime_commands):
+    the first build's runtime objects are kept, a later build of the same level
+    and tracing gets copies, another level or tracing variant gets none, and a
+    kept set is never overwritten."""
+    import subprocess
+    monkeypatch.setattr(runner, "BUILD_ROOT", tmp_path / "root")
+    names = [f"{o}.{ext}" for o in runner._RUNTIME_OBJECTS for ext in ("o", "d")]
+    first, second, other = (tmp_path / d for d in ("first", "second", "other"))
+    for d in (first, second, other):
+        d.mkdir()
+    restore, keep = runner.runtime_commands(first, "-O0", False)
+    subprocess.run(restore, check=True)               # nothing kept yet: nothing copied
+    assert list(first.iterdir()) == []
+    for name in names:
+        (first / name).write_text(f"first {name}")
+    subprocess.run(keep, check=True)
+    kept = runner.runtime_cache_dir("-O0", False)
+    assert sorted(p.name for p in kept.iterdir()) == sorted(names)
+
+    (first / names[0]).write_text("changed")          # a later keep leaves the set alone
+    subprocess.run(keep, check=True)
+    assert (kept / names[0]).read_text() == f"first {names[0]}"
+
+    subprocess.run(runner.runtime_commands(second, "-O0", False)[0], check=True)
+    assert {p.name: p.read_text() for p in second.iterdir()} == {n: f"first {n}" for n in names}
+    for opt, waves in (("-O1", False), ("-O0", True)):
+        assert runner.runtime_cache_dir(opt, waves) != kept
+        subprocess.run(runner.runtime_commands(other, opt, waves)[0], check=True)
+    assert list(other.iterdir()) == []
