@@ -4,15 +4,12 @@ A request is accepted in cycle a when ``valid & ready``. An invalid request
 (tenant >= N, tenant disabled, 0 bytes or more than LMAX) is always ready and is
 dropped. A valid request is ready when its tenant has room (``room``, computed
 by the channel from registers only) and is written to the ingress register at
-a together with its ``cost``, ``bytes * inv_weight`` (the tenant's weight at
-a) rounded up. During a+1 the request is pushed into its tenant's queue: the
-multiply and the rounding sit between the port and the ingress register, two
-cycles before the request can be selected, so that neither is on a path into
-the channel's precomputed finish tags (spec §4, §11). The rounding is an
-addend of the multiply (``ceil(p / 2^k) = floor((p + 2^k - 1) / 2^k)``), which
-Yosys folds into the multiplier's adder tree: rounding in a+1 instead put an
-increment in front of the finish tags' adders (the channel's worst ASAP7 path,
-issue #42).
+a together with the product ``bytes * inv_weight`` (the tenant's weight at a).
+During a+1 the product is rounded up to the ``cost`` and the request is pushed
+into its tenant's queue: the multiply sits between the port and the ingress
+register, two cycles before the request can be selected, so that neither it
+nor the rounding is on a path into the channel's precomputed finish tags
+(spec §4, §11).
 """
 
 from amaranth.hdl import Module, Signal
@@ -22,14 +19,14 @@ from amaranth.lib.wiring import In, Out
 from .layouts import queue_entry_layout, request_signature
 from kvfabric.spec import check_params
 
-__all__ = ["Ingress", "cost_of_request"]
+__all__ = ["Ingress", "cost_of_product"]
 
 
-def cost_of_request(params, nbytes, inv_weight):
-    """``ceil(nbytes * inv_weight / 2^(WFRAC + TAG_SHIFT))`` truncated to the cost
-    width (spec §3), as one multiply-add: ``floor((p + 2^k - 1) / 2^k)``."""
+def cost_of_product(params, product):
+    """``ceil(product / 2^(WFRAC + TAG_SHIFT))`` truncated to the cost width (spec §3)."""
     shift = params.wfrac + params.tag_shift
-    return ((nbytes * inv_weight + ((1 << shift) - 1)) >> shift)[:params.cost_bits]
+    # ceil(p / 2^k) = floor(p / 2^k) + (low k bits != 0): one increment, no wide add.
+    return (product[shift:] + (product[:shift] != 0))[:params.cost_bits]
 
 
 class Ingress(wiring.Component):
@@ -115,7 +112,7 @@ class Ingress(wiring.Component):
             for i in range(n):
                 with m.Case(i):
                     m.d.comb += weight.eq(self.inv_weight[i])
-        q_cost = Signal(p.cost_bits, name="q_in_cost")
+        q_product = Signal(p.bytes_bits + p.inv_weight_bits, name="q_in_product")
 
         accept = self.req.valid & valid_req & has_room
         m.d.sync += q_valid.eq(accept)
@@ -125,7 +122,7 @@ class Ingress(wiring.Component):
                 q_bytes.eq(payload.bytes),
                 q_id.eq(payload.id),
                 q_ts.eq(self.now),
-                q_cost.eq(cost_of_request(p, payload.bytes, weight)),
+                q_product.eq(payload.bytes * weight),
             ]
 
         m.d.comb += [
@@ -134,6 +131,6 @@ class Ingress(wiring.Component):
             self.push_entry.bytes.eq(q_bytes),
             self.push_entry.id.eq(q_id),
             self.push_entry.ts.eq(q_ts),
-            self.push_entry.cost.eq(q_cost),
+            self.push_entry.cost.eq(cost_of_product(p, q_product)),
         ]
         return m
