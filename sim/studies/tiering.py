@@ -353,9 +353,12 @@ def markdown(doc, plot):
     reused = doc.get("reused")
     if reused:
         w("")
+        by = reused.get("runs_by_revision") or {reused["revision"]: reused["runs"]}
         w(f"Of the {doc['runs']} runs, **{reused['runs']} were reused** from `{reused['from']}` (written at "
-          f"{describe(reused)} by `{reused['command']}`): runs of policies defined as there, whose engine and "
-          f"policy code this revision leaves unchanged; the other {doc['runs'] - reused['runs']} ran at this revision.")
+          f"{describe(reused)} by `{reused['command']}`; "
+          + ", ".join(f"{n} made at `{str(r)[:7]}`" for r, n in by.items())
+          + f"): runs of policies defined as here, whose engine and policy code this revision leaves unchanged; "
+          f"the other {doc['runs'] - reused['runs']} ran at this revision.")
     w("")
     w("The companion essay (*The Scheduling Tax of Multi-Tenant Inference*) argues that a continuous batcher "
       "treats a 128 K-token request and a 2 K one as equal slots while the memory system does not: the long "
@@ -594,7 +597,7 @@ def _plot(rows, path):
     return path.name
 
 
-def _reusable(path, specs, args):
+def _reusable(path, specs, args, rerun=()):
     """The runs of ``specs`` that ``path`` (an earlier tiering.json) holds for
     a policy defined there as here, at the same seed, draws and --quick."""
     old = json.loads(Path(path).read_text())
@@ -604,9 +607,15 @@ def _reusable(path, specs, args):
     ours = {p[0]: list(p) for p in json.loads(json.dumps(POLICIES))}
     same = {p[0] for p in old["policies"] if ours.get(p[0]) == (list(p) + [None] * 5)[:5]}
     have = {(r["workload"], r["pages"], r["policy"], r["whales"]): r for r in old["raw"]}
-    kept = {s: have[s] for s in specs if s[2] in same and s in have}
+    # Each run keeps the revision it ran at (a run reused twice, its first).
+    kept = {s: {**have[s], "revision": have[s].get("revision", old.get("revision"))}
+            for s in specs if s[2] in same and s[2] not in rerun and s in have}
+    at = {}
+    for r in kept.values():
+        at[r["revision"]] = at.get(r["revision"], 0) + 1
     return kept, {"from": str(path), "revision": old.get("revision"), "dirty": old.get("dirty"),
-                  "command": old["command"], "runs": len(kept), "policies": sorted(same)}
+                  "command": old["command"], "runs": len(kept), "policies": sorted(same - set(rerun)),
+                  "runs_by_revision": at}
 
 
 def _run(args):
@@ -627,6 +636,8 @@ def main(argv=None):
     ap.add_argument("--reuse", metavar="JSON",
                     help="take the runs of policies defined as in this earlier tiering.json (same seed, draws and "
                          "--quick) from it instead of running them; the report says which and from where")
+    ap.add_argument("--rerun", metavar="LABELS", default="",
+                    help="with --reuse: run these policies (comma-separated labels) even if JSON holds their runs")
     args = ap.parse_args(argv)
     if args.draws < 1 or args.jobs < 1:
         ap.error("--draws and --jobs must be at least 1")
@@ -643,7 +654,11 @@ def main(argv=None):
         rev = revision()
         start = time.time()
         specs = plan(args.draws, args.quick)
-        kept, reused = _reusable(args.reuse, specs, args) if args.reuse else ({}, None)
+        rerun = {x for x in args.rerun.split(",") if x}
+        unknown = rerun - {p[0] for p in POLICIES}
+        if unknown:
+            ap.error(f"--rerun: no policy {', '.join(sorted(unknown))}; one of {', '.join(p[0] for p in POLICIES)}")
+        kept, reused = _reusable(args.reuse, specs, args, rerun) if args.reuse else ({}, None)
         work = [(s, args.seed, args.quick) for s in specs if s not in kept]
         print(f"tiering: {len(work)} runs" + (f", {len(kept)} reused from {args.reuse}" if kept else ""), flush=True)
         if args.jobs == 1:
@@ -651,7 +666,7 @@ def main(argv=None):
         else:
             with ProcessPoolExecutor(args.jobs) as pool:
                 ran = list(pool.map(_run, work))
-        ran = dict(zip((x[0] for x in work), ran))
+        ran = dict(zip((x[0] for x in work), ({**r, "revision": rev["revision"]} for r in ran)))
         raw = [kept[s] if s in kept else ran[s] for s in specs]
         print("tiering: kvfabric system under quotas", flush=True)
         with tempfile.TemporaryDirectory() as tmp:
