@@ -607,8 +607,15 @@ def _reusable(path, specs, args, rerun=()):
     ours = {p[0]: list(p) for p in json.loads(json.dumps(POLICIES))}
     same = {p[0] for p in old["policies"] if ours.get(p[0]) == (list(p) + [None] * 5)[:5]}
     have = {(r["workload"], r["pages"], r["policy"], r["whales"]): r for r in old["raw"]}
-    # Each run keeps the revision it ran at (a run reused twice, its first).
-    kept = {s: {**have[s], "revision": have[s].get("revision", old.get("revision"))}
+    # Each run keeps the revision it ran at (a run reused twice, its first; runs of
+    # reports from before runs recorded it: the report's, or its own reuse's).
+    before = old.get("reused") or {}
+
+    def ran_at(r):
+        if "revision" in r:
+            return r["revision"]
+        return before["revision"] if r["policy"] in before.get("policies", ()) else old.get("revision")
+    kept = {s: {**have[s], "revision": ran_at(have[s])}
             for s in specs if s[2] in same and s[2] not in rerun and s in have}
     at = {}
     for r in kept.values():
