@@ -355,3 +355,45 @@ def test_read_budget_above_the_fast_tier_changes_nothing():
     # At a budget under the fast tier the long request's tokens take several steps.
     steps, per = run(ReadBudget(budget_pages=8, chunk_pages=4))
     assert max(g[4] for g in per[0][0]) > 1
+
+
+# -- make tiering's bookkeeping ----------------------------------------------------------
+
+def _row(policy, minnow, whale, tokens, workload="mix-0", pages=10):
+    meets = {"minnow": minnow <= 1.2, "tokens": tokens >= 0.95, "whale": whale <= 1.5}
+    return {"workload": workload, "pages": pages, "policy": policy, "minnow_p99_ratio": minnow,
+            "whale_p99_ratio": whale, "tps_ratio": tokens, "meets": meets, "meets_all": all(meets.values())}
+
+
+def test_wall_is_the_closest_each_side_gets_where_none_meets_all():
+    from kvfabric.sim.studies.tiering import wall
+    rows = [_row("a", 1.4, 1.1, 1.0), _row("b", 1.3, 1.4, 1.0), _row("c", 1.1, 2.0, 1.0),
+            _row("d", 1.0, 1.0, 0.9), _row("e", 1.15, 3.0, 1.0),
+            _row("ok", 1.0, 1.0, 1.0, workload="mix-1")]
+    # b is the lowest minnow ratio with whale and tokens met (d misses tokens); c the lowest
+    # whale ratio with minnow and tokens met; mix-1 has a policy meeting all, so no wall.
+    assert wall(rows) == {"mix-0@10": {"minnow": {"policy": "b", "minnow": 1.3, "whale": 1.4},
+                                      "whale": {"policy": "c", "minnow": 1.1, "whale": 2.0}}}
+
+
+def test_reuse_takes_only_runs_of_policies_defined_as_here(tmp_path):
+    import argparse
+    import json
+
+    from kvfabric.sim.studies.tiering import POLICIES, _reusable
+    lru, admit = (list(p) for p in POLICIES[:1] + POLICIES[6:7])
+    assert lru[0] == "lru" and admit[0] == "lru+admit"
+    changed = ["footprint", "footprint", None, 9.0, None]
+    old_rows = [{"workload": "mix-0", "pages": 10, "policy": p, "whales": w} for p in ("lru", "footprint", "lru+admit")
+                for w in (True, False)]
+    path = tmp_path / "old.json"
+    # An old report: 4-field policy entries (no ReadBudget field), runs without a revision.
+    path.write_text(json.dumps({"seed": 44, "quick": False, "draws": [{}, {}, {}], "revision": "abc1234",
+                                "command": "x", "policies": [lru[:4], changed[:4], admit[:4]], "raw": old_rows}))
+    specs = [("mix-0", 10, p, w) for p in ("lru", "footprint", "lru+admit") for w in (True, False)]
+    args = argparse.Namespace(seed=44, quick=False, draws=3)
+    kept, info = _reusable(path, specs, args, rerun={"lru+admit"})
+    assert sorted(kept) == [("mix-0", 10, "lru", False), ("mix-0", 10, "lru", True)]
+    assert info["runs"] == 2 and info["runs_by_revision"] == {"abc1234": 2} and info["policies"] == ["lru"]
+    with pytest.raises(SystemExit, match="seed 44"):
+        _reusable(path, specs, argparse.Namespace(seed=45, quick=False, draws=3))
