@@ -118,7 +118,7 @@ axi-timing: setup
 	$(PY) -m kvfabric.scripts.axi_timing $(AXI_TIMING_ARGS)
 
 # Every safety property of hw/checks.py and the queue's FIFO order, by
-# k-induction (SymbiYosys + Z3) -> reports/formal.json and reports/formal.md.
+# k-induction (SymbiYosys + Boolector; --solver z3 for Z3) -> reports/formal.json and reports/formal.md.
 formal: setup
 	$(PY) -m kvfabric.scripts.formal --json reports/formal.json
 

@@ -37,7 +37,6 @@ LONG_FIRST = [
     "tests/test_cosim_extremes.py::test_cosim_extremes[[]verilator-deep_queues[]]",  # 191: 2 x 16, 64 deep
     "tests/test_state_budget.py::test_default_fabric",                        # 154: Yosys on the 8 x 8
     "tests/test_hw_fabric.py::test_fabric_vs_model[[]2x16[]]",                 # 128
-    "tests/test_formal.py::test_property_is_proved[[]bucket_caps[]]",          # 109
     "tests/test_cosim_axi.py::test_axi_shared_port[[]verilator[]]",            # 96
     "tests/test_trace_cosim.py::test_differential_engines",                   # 93
     "tests/test_cosim_axil.py::test_axil_stress[[]verilator-none[]]",          # 77
