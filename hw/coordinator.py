@@ -301,12 +301,10 @@ class Coordinator(FabricComponent):
         # there, b[c] = load[c] - x[i][c] + lo[c].
         load = [Signal(ldw, name=f"coord_load_{c}") for c in range(nc)]
         # Per channel, from LOAD to WRITE: the tenant's lower bound lo[c]
-        # (RATE - fr on a light pair, the damped floor on a backlogged one),
-        # RATE - fr - lo[c] (what the total places above it there), and from
-        # BASE the value WRITE starts from (lo[c], fr + lo[c] in the last pass).
+        # (RATE - fr on a light pair, the damped floor on a backlogged one);
+        # from BASE on, the value WRITE starts from (lo[c], or fr + lo[c] in
+        # the last pass).
         low = [Signal(p.rate_bits, name=f"coord_lo_{c}") for c in range(nc)]
-        gap = [Signal(p.rate_bits, name=f"coord_gap_{c}") for c in range(nc)]
-        low_w = [Signal(p.rate_bits, name=f"coord_lo_write_{c}") for c in range(nc)]
         lev = Signal(nc, name="coord_levelled")    # the channels it levels (backlogged, or all if none is)
         rest = Signal(nw, name="coord_rest")       # the total less the lower bounds, C·(RATE - fr) - sum lo
 
@@ -384,35 +382,31 @@ class Coordinator(FabricComponent):
 
         # LOAD: the lower bounds, lo[c] = unit on a light channel,
         # min(p[i][c] >> 1, unit) on a backlogged one (0 without a previous
-        # walk), 0 outside the set, and unit - lo[c], from one subtraction
-        # per channel. BASE: b[c] = load[c] - x[i][c] + lo[c] (the tenant's
-        # own allocation taken out, none yet in the first pass) into the load
+        # walk; the sign of one subtraction per channel chooses), 0 outside
+        # the set. BASE: b[c] = load[c] - x[i][c] + lo[c] (the tenant's own
+        # allocation taken out, none yet in the first pass) into the load
         # register itself, as one carry-save sum, and the rest of the total,
-        # C·unit - sum lo = sum (unit - lo[c]).
+        # C·unit - sum lo, as another.
         first = Signal(name="coord_first_pass")
         m.d.comb += first.eq(pass_no == 0)
         lite_now = Signal(nc, name="coord_light_next")
         m.d.comb += lite_now.eq(dem & ~bkl)
-        lo_next, gap_next = [], []
+        lo_next = []
         for c in range(nc):
             half = Signal(xw - 1, name=f"coord_half_{c}")
-            under = Signal(xw, name=f"coord_under_{c}")   # unit - half, when not negative
-            neg = Signal(name=f"coord_over_{c}")          # half > unit: the floor is unit
+            over = Signal(name=f"coord_over_{c}")         # half > unit: the floor is unit
             damp = Signal(name=f"coord_damped_{c}")
-            m.d.comb += [half.eq(p_old[c][1:]), Cat(under, neg).eq(unit - half),
+            m.d.comb += [half.eq(p_old[c][1:]), over.eq(half > unit),
                          damp.eq(prev_valid & dem[c] & bkl[c])]
             lo_c = Signal(p.rate_bits, name=f"coord_lo_next_{c}")
-            gap_c = Signal(p.rate_bits, name=f"coord_gap_next_{c}")
-            m.d.comb += [lo_c.eq(Mux(lite_now[c], unit, Mux(damp, Mux(neg, unit, half), 0))),
-                         gap_c.eq(Mux(lite_now[c], 0, Mux(damp, Mux(neg, 0, under), unit)))]
+            m.d.comb += lo_c.eq(Mux(lite_now[c] | (damp & over), unit, Mux(damp, half, 0)))
             lo_next.append(lo_c)
-            gap_next.append(gap_c)
         base_next = []
         for c in range(nc):
             xm = Signal(xw, name=f"coord_own_{c}")
             m.d.comb += xm.eq(Mux(first, 0, x_old[c]))
             base_next.append(sum_mod(m, f"coord_base_next_{c}", [load[c], low[c]], [xm], ldw))
-        rest_next = sum_mod(m, "coord_rest_next", list(gap), [], nw)
+        rest_next = sum_mod(m, "coord_rest_next", [unit * nc], list(low), nw)
 
         # The fill at the level `cand` (SEARCH: hp with the probed bit; WRITE:
         # the level h, the least one whose fill reaches the total). On a
@@ -431,8 +425,12 @@ class Coordinator(FabricComponent):
         # holds it without an incrementer: it starts at 2^W - 1 and takes
         # every probed level whose fill reaches the total (each one below the
         # previous such); hp + 1 is the one probed at hp's lowest 0 bit.
+        # `coord_writing` is 1 exactly in WRITE: a register, so that no decode
+        # of the state lies in front of the search's subtractions.
+        writing = Signal(name="coord_writing")
+        m.d.sync += writing.eq((state == _State.SEARCH) & probe[0] & self.enable)
         cand = Signal(lw, name="coord_cand")
-        m.d.comb += cand.eq(Mux(state == _State.WRITE, hi, hp | probe))
+        m.d.comb += cand.eq(Mux(writing, hi, hp | probe))
         above = []
         reach = []
         diffs = []
@@ -458,7 +456,7 @@ class Coordinator(FabricComponent):
         last_pass = pass_no == passes - 1
         x_new = []
         for c in range(nc):
-            lo_part = low_w[c]
+            lo_part = low[c]
             # The sum takes h - b as it is and the choice follows it, so the
             # adder does not wait for the subtraction's sign.
             xs = Signal(xw + 1, name=f"coord_x_sum_{c}")
@@ -526,13 +524,12 @@ class Coordinator(FabricComponent):
                     # No channel is levelled when the total is 0 (RATE = 0).
                     use_next = Mux(t_rate == 0, 0, dem)
                     m.d.sync += [lo.eq(v) for lo, v in zip(low, lo_next)]
-                    m.d.sync += [g.eq(v) for g, v in zip(gap, gap_next)]
                     m.d.sync += [lev.eq(use_next & Mux((dem & bkl).any(), dem & bkl, dem)), state.eq(_State.BASE)]
                 with m.Else():
                     m.d.sync += state.eq(_State.SKIP)
             with m.Case(_State.BASE):
                 m.d.sync += [ld.eq(b) for ld, b in zip(load, base_next)]
-                m.d.sync += [w.eq(Mux(last_pass, fr + lo, lo)) for w, lo in zip(low_w, low)]
+                m.d.sync += [lo.eq(Mux(last_pass, fr + lo, lo)) for lo in low]
                 m.d.sync += [rest.eq(rest_next), hp.eq(0), hi.eq((1 << lw) - 1), probe.eq(1 << (lw - 1)),
                              state.eq(_State.SEARCH)]
             with m.Case(_State.SKIP):
