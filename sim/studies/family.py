@@ -569,7 +569,7 @@ def speed(results):
     apart; and the same per channel count."""
     out = {}
     picks = [("with prefills", lambda p, n: p != "decode-only"), ("decode-only", lambda p, n: p == "decode-only")]
-    counts = sorted({r.get("channels", 1) for r in results.values()})
+    counts = sorted({r.get("channels", 1) for (k, p, s), r in results.items() if p != "decode-only"})
     picks += [(f"with prefills, {n} channel{'s' if n > 1 else ''}", lambda p, m, n=n: p != "decode-only" and m == n)
               for n in counts]
     for label, pick in picks:
