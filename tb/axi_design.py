@@ -11,15 +11,14 @@ import dataclasses
 import functools
 import hashlib
 import json
-import os
 import re
 from pathlib import Path
 
 from kvfabric.axi import AxiParams
 from kvfabric.spec import FabricParams
 
-from .design import params_key, toplevel_of
-from .runner import BUILD_ROOT, Build, _locked, build
+from .design import params_key, toplevel_of, write_once
+from .runner import BUILD_ROOT, Build, build
 
 __all__ = ["AXI_TOP_NAME", "axi_key", "axi_verilog_for", "axi_build_for", "axi_job_json", "axi_job_from_json",
            "run_axi_cosim"]
@@ -54,17 +53,8 @@ def axi_verilog_for(params: FabricParams, axi: AxiParams) -> Path:
     :func:`kvfabric.tb.design.verilog_for`, a second process waits for the
     first one's file instead of generating it beside it."""
     from kvfabric.hw.verilog import generate_axi
-    out_dir = BUILD_ROOT / "verilog"
-    out_dir.mkdir(parents=True, exist_ok=True)
-    path = out_dir / f"kvfabric_axi-{axi_key(params, axi)}-{_rtl_hash()}.v"
-    if path.exists():
-        return path
-    with _locked(path.with_suffix(".lock")):
-        if not path.exists():
-            tmp = path.with_suffix(f".v.{os.getpid()}.tmp")
-            tmp.write_text(generate_axi(params, axi))
-            os.replace(tmp, path)
-    return path
+    return write_once(BUILD_ROOT / "verilog" / f"kvfabric_axi-{axi_key(params, axi)}-{_rtl_hash()}.v",
+                      lambda: generate_axi(params, axi))
 
 
 def axi_build_for(params: FabricParams, axi: AxiParams, sim: str, *, waves: bool = False) -> Build:

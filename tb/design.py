@@ -23,7 +23,7 @@ from kvfabric.model.registers import FabricConfig, TenantConfig
 from .runner import BUILD_ROOT, Build, _locked, build
 
 __all__ = [
-    "params_key", "verilog_for", "toplevel_of", "build_for",
+    "params_key", "verilog_for", "write_once", "toplevel_of", "build_for",
     "params_to_json", "params_from_json", "config_to_json", "config_from_json",
 ]
 
@@ -63,17 +63,22 @@ def verilog_for(params: FabricParams) -> Path:
     that wants the same parameters wait for the first one's file instead of
     generating it again beside it.
     """
-    out_dir = BUILD_ROOT / "verilog"
-    out_dir.mkdir(parents=True, exist_ok=True)
-    path = out_dir / f"kvfabric-{params_key(params)}-{_rtl_hash()}.v"
+    return write_once(BUILD_ROOT / "verilog" / f"kvfabric-{params_key(params)}-{_rtl_hash()}.v",
+                      lambda: _generate(params))
+
+
+def write_once(path: Path, make_text) -> Path:
+    """``path``, written with ``make_text()`` unless it exists: under a lock per
+    file, so that a second process waits for the first one's text instead of
+    making it again beside it, and atomically, so that a reader never sees a
+    half-written file."""
     if path.exists():
         return path
+    path.parent.mkdir(parents=True, exist_ok=True)
     with _locked(path.with_suffix(".lock")):
         if not path.exists():
-            text = _generate(params)
-            # Atomically, so that a reader never sees a half-written file.
-            tmp = path.with_suffix(f".v.{os.getpid()}.tmp")
-            tmp.write_text(text)
+            tmp = path.with_suffix(f"{path.suffix}.{os.getpid()}.tmp")
+            tmp.write_text(make_text())
             os.replace(tmp, path)
     return path
 
