@@ -200,6 +200,13 @@ MUTANTS = [
     M("coord_floor_ignored", "the floor f of the even split is not kept on every channel (spec §13.5)",
       ("    fr = [floor * t.rate >> 8 for t in tenants]", "    fr = [0 for t in tenants]"),
       file="model/coordinator.py"),
+    M("coord_damping_ignored", "a backlogged pair does not keep half its previous rate (spec §13.5's damped "
+      "descent)", ("min(previous[i][c] >> 1, t.rate - f) if previous is not None else 0", "0"),
+      file="model/coordinator.py"),
+    M("coord_damping_unhalved", "a backlogged pair keeps all of its previous rate, not half (spec §13.5)",
+      ("min(previous[i][c] >> 1, t.rate - f)", "min(previous[i][c], t.rate - f)"), file="model/coordinator.py"),
+    M("coord_previous_kept_when_off", "the previous rates survive the coordinator being turned off (spec §13.5)",
+      ("            self.previous = None", "            pass"), file="model/coordinator.py"),
 ]
 
 
