@@ -18,7 +18,7 @@ def pytest_configure(config):
     config.addinivalue_line("markers", "soak: long random co-simulation, run by `make soak`")
     # The suite's co-simulations run a few thousand cycles each, and building
     # the simulators is most of their time: build Verilator's per-cycle code at
-    # -O0 (the default 8 x 8 fabric builds in 145 instead of 275 s). The soak
+    # -O0 (the default 8 x 8 fabric builds in 59 instead of 93 s). The soak
     # runs millions of cycles and keeps the faster code. A level set by the
     # caller is kept (tb/runner.py, verilator_opt).
     if not config.getoption("--run-soak"):

@@ -88,3 +88,55 @@ def test_runtime_objects_are_kept_once_and_restored_per_level_and_tracing(tmp_pa
         assert runner.runtime_cache_dir(opt, waves) != kept
         subprocess.run(runner.runtime_commands(other, opt, waves)[0], check=True)
     assert list(other.iterdir()) == []
+
+
+class _Gpi:
+    """A stand-in for a handle's GPI object (what tb/monitor.reader keeps)."""
+
+    def get_signal_val_long(self):
+        return 0
+
+    def get_signal_val_binstr(self):
+        return "0"
+
+
+class _Handle:
+    """A stand-in for a cocotb handle: records the path of every child asked for."""
+
+    def __init__(self, path, seen):
+        self._path, self._seen = path, seen
+        self._handle = _Gpi()
+
+    def __getattr__(self, name):
+        if name.startswith("__"):
+            raise AttributeError(name)
+        child = _Handle(f"{self._path}.{name}", self._seen)
+        self._seen.append(child._path)
+        return child
+
+    def __len__(self):
+        return 8
+
+
+@pytest.mark.parametrize("tenants,channels", [(8, 8), (3, 2)])
+def test_every_internal_signal_the_monitor_reads_is_made_public(tenants, channels):
+    # The Verilator model makes public the top level and PUBLIC_INTERNAL below
+    # it, not every signal; a name the monitor reads below the top level and no
+    # pattern covers would be missing from the VPI table (every internal check
+    # fails looking it up). The names are collected from
+    # ChannelPorts itself, and the configuration file says each pattern once.
+    import fnmatch
+
+    from kvfabric.spec import FabricParams
+    from kvfabric.tb.monitor import ChannelPorts
+    seen = []
+    top = _Handle("kvfabric", seen)
+    for c in range(channels):
+        ChannelPorts(top, FabricParams(tenants=tenants, channels=channels), c)
+    internal = [p.split(".")[-1] for p in seen if p.count(".") >= 2]
+    assert len(internal) > 10 * tenants and any(p.endswith(".coord_rates.rate__0__0") for p in seen)
+    missing = [n for n in internal if not any(fnmatch.fnmatchcase(n, v) for v in runner.PUBLIC_INTERNAL)]
+    assert missing == []
+    config = runner.public_config().splitlines()
+    assert config[0] == "`verilator_config"
+    assert config[1:] == [f'public_flat_rw -module "*" -var "{v}"' for v in runner.PUBLIC_INTERNAL]
