@@ -19,6 +19,8 @@ from kvfabric.model.channel import ChannelModel, Request
 from kvfabric.model.registers import FabricConfig, TenantConfig
 from kvfabric.tb import stimulus
 
+from support.sim_inputs import set_all
+
 
 def _seed(default):
     env = os.environ.get("KVFABRIC_SEED")
@@ -95,37 +97,32 @@ def random_request(rng, params, traffic, full):
     return Request(tenant, nbytes, rng.randrange(1 << params.id_width))
 
 
-def set_next_config(ctx, dut, config):
+def next_config_inputs(dut, config):
     """The configuration of the next cycle, which the channel precomputes
     selection keys under (the register file's ``cfg_*_next`` outputs)."""
+    pairs = []
     for i, t in enumerate(config.tenants):
-        ctx.set(dut.priority_next[i], t.priority)
-        ctx.set(dut.guaranteed_next[i], t.rate != 0)
-    ctx.set(dut.fcfs_bypass_next, config.fcfs_bypass)
-    ctx.set(dut.starve_limit_next, config.starve_limit)
-    for k, limit in enumerate(config.credits):
-        ctx.set(dut.credit_limit_next[k], limit)
-    ctx.set(dut.bulk_prio_next, config.bulk_prio)
-    ctx.set(dut.arrival_prio_next, config.arrival_prio)
+        pairs += [(dut.priority_next[i], t.priority), (dut.guaranteed_next[i], t.rate != 0)]
+    pairs += [(dut.fcfs_bypass_next, config.fcfs_bypass), (dut.starve_limit_next, config.starve_limit)]
+    pairs += [(dut.credit_limit_next[k], limit) for k, limit in enumerate(config.credits)]
+    pairs += [(dut.bulk_prio_next, config.bulk_prio), (dut.arrival_prio_next, config.arrival_prio)]
+    return pairs
 
 
-def set_config(ctx, dut, config):
+def config_inputs(dut, config):
     """The configuration of the current cycle (and, until told otherwise, the next)."""
-    set_next_config(ctx, dut, config)
+    pairs = next_config_inputs(dut, config)
     for i, t in enumerate(config.tenants):
         cfg = dut.tenant_cfg[i]
-        ctx.set(cfg.rate, t.rate)
-        ctx.set(cfg.capacity, t.capacity)
-        ctx.set(cfg.peak_rate, t.peak_rate)
-        ctx.set(cfg.inv_weight, t.inv_weight)
-        ctx.set(cfg.priority, t.priority)  # unused by the channel: see priority_next
-        ctx.set(cfg.enable, t.enable)
-        ctx.set(cfg.slo_cycles, t.slo_cycles)
-        # Spec §6.3: the committed level after a burst grant.
-        ctx.set(dut.burst_level[i], min(t.rate, t.capacity))
-    ctx.set(dut.fcfs_bypass, config.fcfs_bypass)
-    for k, limit in enumerate(config.credits):
-        ctx.set(dut.credit_limit[k], limit)
+        pairs += [(cfg.rate, t.rate), (cfg.capacity, t.capacity), (cfg.peak_rate, t.peak_rate),
+                  (cfg.inv_weight, t.inv_weight),
+                  (cfg.priority, t.priority),  # unused by the channel: see priority_next
+                  (cfg.enable, t.enable), (cfg.slo_cycles, t.slo_cycles),
+                  # Spec §6.3: the committed level after a burst grant.
+                  (dut.burst_level[i], min(t.rate, t.capacity))]
+    pairs.append((dut.fcfs_bypass, config.fcfs_bypass))
+    pairs += [(dut.credit_limit[k], limit) for k, limit in enumerate(config.credits)]
+    return pairs
 
 
 def check_state(ctx, dut, model, cycle):
@@ -162,7 +159,7 @@ def run_random(params, traffic, seed):
     async def testbench(ctx):
         nonlocal config
         pending = None
-        set_config(ctx, dut, config)
+        set_all(ctx, config_inputs(dut, config))
         for cycle in range(traffic.cycles):
             now = (traffic.now_offset + cycle) % (1 << params.ts_bits)
             check_state(ctx, dut, model, cycle)
@@ -172,17 +169,16 @@ def run_random(params, traffic, seed):
                 pending = random_request(rng, params, traffic, model.queue_full())
             grant_ready = int(rng.random() < traffic.p_ready)
             credit_return = tuple(int(rng.random() < traffic.p_return) for _ in range(3))
-            ctx.set(dut.credit_return, sum(b << k for k, b in enumerate(credit_return)))
             stats["no_credit"] += not all(model.has_credit())
             stats["max_occupancy"] = max(stats["max_occupancy"], *model.occupancy())
-            ctx.set(dut.now, now)
-            ctx.set(dut.now_next, (now + 1) % (1 << params.ts_bits))
-            ctx.set(dut.grant.ready, grant_ready)
-            ctx.set(dut.req.valid, pending is not None)
+            inputs = [(dut.credit_return, sum(b << k for k, b in enumerate(credit_return))), (dut.now, now),
+                      (dut.now_next, (now + 1) % (1 << params.ts_bits)), (dut.grant.ready, grant_ready),
+                      (dut.req.valid, pending is not None)]
             if pending is not None:
-                ctx.set(dut.req.payload.tenant, pending.tenant)
-                ctx.set(dut.req.payload.bytes, pending.bytes)
-                ctx.set(dut.req.payload.id, pending.id)
+                inputs += [(dut.req.payload.tenant, pending.tenant), (dut.req.payload.bytes, pending.bytes),
+                           (dut.req.payload.id, pending.id)]
+            set_all(ctx, inputs)
+            if pending is not None:
                 want_ready = model.req_ready(pending.tenant, pending.bytes)
                 assert ctx.get(dut.req.ready) == want_ready, f"cycle {cycle} req.ready"
 
@@ -220,10 +216,10 @@ def run_random(params, traffic, seed):
                                  bulk_prio=random_bulk_prio(rng, traffic))
                 if traffic.arrival:
                     config = replace(config, arrival_prio=rng.choice([15, rng.randrange(16)]))
-            set_next_config(ctx, dut, config)
+            set_all(ctx, next_config_inputs(dut, config))
             await ctx.tick()
             model.config = config
-            set_config(ctx, dut, config)
+            set_all(ctx, config_inputs(dut, config))
 
     sim = Simulator(dut)
     sim.add_clock(1e-8)
@@ -329,7 +325,7 @@ def test_latency_idle_channel():
     seen = []
 
     async def testbench(ctx):
-        set_config(ctx, dut, config)
+        set_all(ctx, config_inputs(dut, config))
         ctx.set(dut.grant.ready, 1)
         for cycle in range(400):  # fill the buckets
             ctx.set(dut.now, cycle)

@@ -21,6 +21,7 @@ from kvfabric.tb import stimulus
 from kvfabric.tb.axil import credits_word
 
 from support.axil_manager import AxilManager, run_sim, seeded
+from support.sim_inputs import set_all
 from support.registers import (CREDITS, CTRL, EPOCH_COUNT, EPOCH_CYCLES, ID, PARAMS, STAGED, STARVE_LIMIT,
                                VERSION, Mirror, dropped_reg, random_tenant, tel_reg,
                                telemetry_addresses, tenant_reg, tenant_words)
@@ -87,22 +88,29 @@ class FabricBench:
         r = self.axil.sampling_read(cycle)
         if r is not None:
             r.expected = self.mirror.read(r.addr, model.telemetry)
-        ready, returns = [], []
+        # Every channel's request first (one settle), then each req.ready, then
+        # grant.ready and credit_return (another): the channels are independent,
+        # and a channel's req.ready is read before its grant.ready and
+        # credit_return of this cycle are set.
+        ready, returns, requests = [], [], []
         for c, ch in enumerate(model.channels):
             if traffic and self.pending[c] is None and self.rng.random() < self.p_req:
                 self.pending[c] = random_request(self.rng, p, ch.queue_full())
             req = self.pending[c]
-            ctx.set(dut.req[c].valid, req is not None)
+            requests.append((dut.req[c].valid, req is not None))
             if req is not None:
-                ctx.set(dut.req[c].payload.tenant, req.tenant)
-                ctx.set(dut.req[c].payload.bytes, req.bytes)
-                ctx.set(dut.req[c].payload.id, req.id)
-                assert ctx.get(dut.req[c].ready) == ch.req_ready(req.tenant, req.bytes), where
+                requests += [(dut.req[c].payload.tenant, req.tenant), (dut.req[c].payload.bytes, req.bytes),
+                             (dut.req[c].payload.id, req.id)]
             ready.append(self.rng.random() < self.p_ready)
-            ctx.set(dut.grant[c].ready, ready[-1])
             returns.append(tuple(int(self.rng.random() < self.p_return) for _ in range(3)))
-            ctx.set(dut.credit_return[c], returns[-1][0] | returns[-1][1] << 1 | returns[-1][2] << 2)
+        set_all(ctx, requests)
+        for c, ch in enumerate(model.channels):
+            req = self.pending[c]
+            if req is not None:
+                assert ctx.get(dut.req[c].ready) == ch.req_ready(req.tenant, req.bytes), where
             self.stats["no_credit"] += not all(ch.has_credit())
+        set_all(ctx, [(dut.grant[c].ready, ready[c]) for c in range(p.channels)]
+                + [(dut.credit_return[c], r[0] | r[1] << 1 | r[2] << 2) for c, r in enumerate(returns)])
         w, d = self.axil.sample(ctx, cycle), self.write_in_decode
         self.write_in_decode = w
         snapshot = self.mirror.write(d.addr, d.data, d.strb) if d is not None else False

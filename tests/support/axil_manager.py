@@ -7,6 +7,8 @@ from dataclasses import dataclass
 
 from amaranth.sim import Simulator
 
+from support.sim_inputs import set_all
+
 __all__ = ["AxilManager", "READ_LATENCY", "run_sim", "seeded"]
 
 #: Cycles from the AR handshake to RVALID (spec §9); the data are the values of
@@ -70,18 +72,15 @@ class AxilManager:
         w = self.w
         aw_valid = w is not None and w.aw_at is None and cycle >= w.start + w.aw_delay
         w_valid = w is not None and w.w_at is None and cycle >= w.start + w.w_delay
-        ctx.set(port.awvalid, aw_valid)
-        ctx.set(port.awaddr, w.addr if aw_valid else 0)
-        ctx.set(port.wvalid, w_valid)
-        ctx.set(port.wdata, w.data if w_valid else 0)
-        ctx.set(port.wstrb, w.strb if w_valid else 0)
-        ctx.set(port.bready, self.rng.random() < self.p_ready)
+        bready = self.rng.random() < self.p_ready
         if self.r is None and self.reads:
             self.r = self.reads.popleft()
         ar_valid = self.r is not None and self.r.ar_at is None
-        ctx.set(port.arvalid, ar_valid)
-        ctx.set(port.araddr, self.r.addr if ar_valid else 0)
-        ctx.set(port.rready, self.rng.random() < self.p_ready)
+        set_all(ctx, [(port.awvalid, aw_valid), (port.awaddr, w.addr if aw_valid else 0),
+                      (port.wvalid, w_valid), (port.wdata, w.data if w_valid else 0),
+                      (port.wstrb, w.strb if w_valid else 0), (port.bready, bready),
+                      (port.arvalid, ar_valid), (port.araddr, self.r.addr if ar_valid else 0),
+                      (port.rready, self.rng.random() < self.p_ready)])
 
     def sample(self, ctx, cycle):
         """Handshakes of this cycle; returns the write performed in it, if any."""
