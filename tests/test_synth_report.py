@@ -442,3 +442,16 @@ def test_coordinator_area_report_judges_the_share():
     for share, verdict in ((0.049, "met"), (0.051, "**not met**")):
         fake = dict(rep, share=share)
         assert f"(target <= 5%, issue #43: {verdict})" in coordinator_area.report_md(fake)
+    # Issue #43's second count, ASAP7 cell area (make asic's tuned flow), and
+    # the coordinator's own register-to-register period against #42's bound.
+    a = rep["asap7"]
+    own = a["coordinator"]["area_um2"]
+    assert a["share"] == own / (own + rep["channels"] * a["channel"]["area_um2"])
+    assert rep["target_period_ps"] == coordinator_area.TARGET_PERIOD_PS == 1000
+    for share, verdict in ((0.049, "met"), (0.051, "**not met**")):
+        fake = dict(rep, asap7=dict(a, share=share))
+        assert f"ASAP7 cell area: **{share:.2%}** (target <= 5%, issue #43: {verdict})" \
+            in coordinator_area.report_md(fake)
+    for period, verdict in ((999.0, "met"), (1001.0, "**not met**")):
+        fake = dict(rep, asap7=dict(a, coordinator=dict(a["coordinator"], period_ps=period)))
+        assert f"one-channel bound <= 1,000 ps: {verdict})" in coordinator_area.report_md(fake)
