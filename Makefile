@@ -42,14 +42,16 @@ lint: verilog verilog-axi
 # this design (reports/soak.md has both rates and the wall time predicted for
 # 8, 32 and 128 workers).  Then the differential check of the replay engines
 # (issue #24) on four 30 k-request random traces, each seed printed
-# (tests/test_trace_cosim.py::test_differential_engines_soak).
+# (tests/test_trace_cosim.py::test_differential_engines_soak), and the Amaranth-simulator
+# comparisons of tests/test_hw_channel.py and test_hw_fabric.py four times as long as in make test.
 SOAK_CYCLES ?= 10000000
 SOAK_ICARUS_CYCLES ?= 10000000
 SOAK_SEGMENT ?= 500000
 soak: setup
 	$(WITH_TOOLS) $(PY) -m kvfabric.scripts.soak --cycles $(SOAK_CYCLES) \
 	    --icarus-cycles $(SOAK_ICARUS_CYCLES) --segment-cycles $(SOAK_SEGMENT) --jobs $(JOBS)
-	$(WITH_TOOLS) $(PY) -m pytest -n $(JOBS) tests/test_trace_cosim.py -m soak --run-soak -s
+	$(WITH_TOOLS) $(PY) -m pytest -n $(JOBS) tests/test_trace_cosim.py tests/test_hw_channel.py tests/test_hw_fabric.py \
+	    -m soak --run-soak -s
 
 # The cocotb soak (1 M cycles of the 4 x 2 build, every cycle's state compared).
 soak-cocotb: setup

@@ -25,25 +25,28 @@ def pytest_configure(config):
         os.environ.setdefault("KVFABRIC_VERILATOR_OPT", "-O0")
 
 
-#: Node ids (fnmatch patterns) of the tests that take a minute or more from a
-#: fresh clone, longest first: they start first, alternating between the two
-#: workers, so that the suite does not end with one worker on a long test and
-#: the other idle. From `pytest -n 2 --durations=80 tests` on an idle two-core
-#: machine at 7bb6a64 (seconds, each including any simulator build it waited
-#: for). Only the order depends on this list; a missing name costs time, never
-#: a test.
+#: Node ids (fnmatch patterns) of the tests that take half a minute or more
+#: from a fresh clone, longest first: they start first, alternating between the
+#: two workers, so that the suite does not end with one worker on a long test
+#: and the other idle. The second is not one that reads the 8 x 8 Verilog,
+#: which the first generates (the other worker would wait for it). From
+#: `pytest -n 2 --durations=100 tests` on an idle two-core machine at 1dc4d07
+#: (seconds, each including any build it waited for; the Amaranth cases before
+#: their cycles were cut). Only the order depends on this list; a missing name
+#: costs time, never a test.
 LONG_FIRST = [
-    "tests/test_cosim.py::test_cosim[[]verilator-no_guarantee_heavy_light[]]",   # 427: the 8 x 8 Verilator build
-    "tests/test_cosim_extremes.py::test_cosim_extremes[[]verilator-deep_queues[]]",  # 191: 2 x 16, 64 deep
-    "tests/test_state_budget.py::test_default_fabric",                        # 154: Yosys on the 8 x 8
-    "tests/test_hw_fabric.py::test_fabric_vs_model[[]2x16[]]",                 # 128
-    "tests/test_cosim_axi.py::test_axi_shared_port[[]verilator[]]",            # 96
-    "tests/test_trace_cosim.py::test_differential_engines",                   # 93
-    "tests/test_cosim_axil.py::test_axil_stress[[]verilator-none[]]",          # 77
-    "tests/test_cosim_axi.py::test_axi_memory_clock[[]verilator-faster_memory[]]",  # 72
-    "tests/test_hw_channel.py::test_channel_matches_model[[]*",               # 20-62 each
-    "tests/test_oracles_rtl.py::test_rtl_fairness_against_gps[[]verilator[]]",  # 62
-    "tests/test_cosim.py::test_cosim_full_fabric[[]icarus[]]",                 # 59
+    "tests/test_cosim.py::test_cosim[[]verilator-no_guarantee_heavy_light[]]",   # 157: 8 x 8 Verilog + build
+    "tests/test_cosim_extremes.py::test_cosim_extremes[[]verilator-deep_queues[]]",  # 64: 2 x 16, 64 deep
+    "tests/test_trace_cosim.py::test_differential_engines",                   # 65
+    "tests/test_hw_fabric.py::test_fabric_vs_model[[]2x16[]]",                 # 114 at 1,500 cycles
+    "tests/test_state_budget.py::test_default_fabric",                        # 67: Yosys on the 8 x 8
+    "tests/test_cosim_replay.py::test_replay_and_vcd_check[[]verilator[]]",    # 59
+    "tests/test_cosim.py::test_cosim_full_fabric[[]icarus[]]",                 # 46
+    "tests/test_cosim_axi.py::test_axi_shared_port[[]verilator[]]",            # 42
+    "tests/test_hw_channel.py::test_channel_matches_model[[]*",               # 11-49 each
+    "tests/test_cosim.py::test_cosim[[]icarus-random_sweep[]]",                # 34
+    "tests/test_cosim_replay.py::test_replay_trace_tb_equals_model[[]verilator[]]",  # 33
+    "tests/test_cosim_axi.py::test_axi_memory_clock[[]icarus-faster_memory[]]",  # 32
 ]
 
 

@@ -149,6 +149,13 @@ def random_credits(rng):
     return stimulus.random_credits(rng, (0, 1, 2, 3, 255))
 
 
+#: Cycles of traffic per fabric in ``make test`` (the 2 x 16 fabric is about
+#: 75 ms a cycle in the Amaranth simulator); ``make soak`` runs SOAK_FACTOR
+#: times as many.
+CYCLES = {"3x2": 1500, "2x3": 1500, "2x16": 800}
+SOAK_FACTOR = 4
+
+
 @pytest.mark.parametrize("name", FABRICS)
 def test_fabric_vs_model(name, seed):
     """KvFabric against FabricModel every cycle, configured and read over AXI4-Lite.
@@ -158,6 +165,17 @@ def test_fabric_vs_model(name, seed):
     during traffic (epoch snapshots running), then a CTRL snapshot and a read
     of every telemetry register.
     """
+    _fabric_vs_model(name, seed, CYCLES[name])
+
+
+@pytest.mark.soak
+@pytest.mark.parametrize("name", FABRICS)
+def test_fabric_vs_model_soak(name, seed):
+    """``make soak``: the same, SOAK_FACTOR times as long."""
+    _fabric_vs_model(name, seed, CYCLES[name] * SOAK_FACTOR)
+
+
+def _fabric_vs_model(name, seed, cycles):
     params = FABRICS[name]
     rng = seeded(seed, 3)
     bench = FabricBench(params, rng, p_return=0.05)
@@ -170,7 +188,7 @@ def test_fabric_vs_model(name, seed):
              + telemetry_addresses(params))
 
     async def testbench(ctx):
-        for _ in range(1500):
+        for _ in range(cycles):
             if bench.axil.idle():
                 if rng.random() < 0.3:
                     bench.axil.read(rng.choice(every))
