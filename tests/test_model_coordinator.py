@@ -547,6 +547,30 @@ def test_contract_admits_channel_sets_only_where_an_allocation_fits():
             compile_contract(_skew_doc(bad))
 
 
+def test_epoch_result_levels_only_the_pairs_whose_queue_filled():
+    """Spec §13.4-§13.5 through the Coordinator: an acceptance that leaves the
+    tenant's queue full marks its pair backlogged, one that does not leaves
+    it light, and the epoch's result keeps a light pair's even split. The
+    case of test_light_pairs_hold_and_the_rest_goes_where_requests_wait,
+    counted as acceptances: tenant 1 is accepted on all four channels, its
+    queue filling on 1-3 only, so it keeps exactly RATE on channel 0 (levelled
+    as if backlogged everywhere it would leave channel 0, tenant 0's)."""
+    params = FabricParams(tenants=3, channels=4)
+    ts = [TenantConfig(rate=100, capacity=0, peak_rate=150, enable=1),
+          TenantConfig(rate=60, capacity=0, peak_rate=60, enable=1),
+          TenantConfig(rate=10, capacity=0, peak_rate=20, enable=1)]
+    on = FabricConfig(ts, coord_enable=1)
+    coord = Coordinator(params)
+    for c, i, full in [(0, 0, True), (1, 0, True), (0, 1, False), (1, 1, True), (2, 1, True), (3, 1, True),
+                       *((c, 2, False) for c in range(4))]:
+        coord.count(c, i, 256, full)
+    coord.end_epoch(0, on)
+    rates = {i: [r for r, _ in row] if row is not None else None for i, row in coord.pending[1].items()}
+    assert rates[1][0] == 60 and 180 <= sum(rates[1][1:]) <= 182, rates[1]
+    assert rates[0][2:] == [1, 1] and 400 <= sum(rates[0][:2]) <= 401, rates[0]
+    assert coord.pending[1][2] == ((10, 20),) * 4
+
+
 def test_damped_descent_uses_the_last_epoch_until_the_coordinator_is_off():
     """Spec §13.5's p[i][c]: an epoch's result is computed with the rates of
     the result before it (applied or discarded by a COMMIT alike; 0 for a
