@@ -304,7 +304,7 @@ def rows(reports: Path | str) -> list:
     out = []
     for name, make in (("bench.json", _bench_rows), ("soak.json", _soak_rows), ("formal.json", _formal_rows),
                        ("mutants.json", partial(_mutant_rows, what="mutation score, golden model "
-                                                "(`model/channel.py`)", cmd="`make mutants` → `reports/mutants.md`")),
+                                                "(`model/channel.py`, `coordinator.py`)", cmd="`make mutants` → `reports/mutants.md`")),
                        ("mutants_sim.json", partial(_mutant_rows, what="mutation score, system model "
                                                     "(`sim/dram.py`, `controller.py`, `hbm3.py`)",
                                                     cmd="`make mutants TARGET=sim` → `reports/mutants_sim.md`")),
