@@ -15,8 +15,11 @@ setup:
 demo: setup
 	$(VENV)/bin/kvfabric demo
 
+# --maxschedchunk 1: xdist hands out one test at a time. By default it first gives
+# each worker a quarter of its share as one contiguous block, so every test of
+# tests/conftest.py's LONG_FIRST (sorted to the front) landed on the same worker.
 test: setup
-	$(WITH_TOOLS) $(PY) -m pytest -n $(JOBS) --durations=10 tests
+	$(WITH_TOOLS) $(PY) -m pytest -n $(JOBS) --maxschedchunk 1 --durations=10 tests
 
 verilog: setup
 	$(VENV)/bin/kvfabric verilog --out build/kvfabric.v
