@@ -57,7 +57,7 @@ from kvfabric.scripts.synth.tools import ROOT, ToolError, run_tool, tool_path, t
 from kvfabric.scripts.yosys_util import name_pattern
 
 __all__ = ["Design", "Library", "DESIGNS", "LIBRARIES", "FLOWS", "AXI_CONFIG", "TARGETS", "presynth_script",
-           "map_script", "sta_script", "fo4_netlist", "parse_summary", "parse_full_path", "parse_fo4",
+           "map_script", "presynthesize", "sta_script", "fo4_netlist", "parse_summary", "parse_full_path", "parse_fo4",
            "register_name", "in_channel", "families", "verdicts", "report_md", "main"]
 
 #: The clock period OpenSTA is given, ps; the reported period is this minus the worst slack.
@@ -337,6 +337,16 @@ def measure_fo4(lib: Library, lib_path: str, workdir: str):
     out = f"{workdir}/fo4_paths.txt"
     _run_sta(fo4_sta_script(lib_path, f"{workdir}/fo4.v", out), f"{workdir}/fo4.tcl", f"{workdir}/fo4_sta.out")
     return parse_fo4((ROOT / out).read_text())
+
+
+def presynthesize(design: Design, flow: str, source: str, work: str):
+    """The flow's Yosys pre-synthesis of ``source`` into ``work/flow/presynth.il``
+    (paths relative to the project root): that path, the command and its seconds."""
+    (ROOT / f"{work}/{flow}").mkdir(parents=True, exist_ok=True)
+    pre = f"{work}/{flow}/presynth.il"
+    cmd, seconds = _run_yosys(presynth_script(design, flow, source, pre, f"{work}/{flow}/presynth_stat.txt"),
+                              f"{work}/{flow}/presynth.ys", f"{work}/{flow}/presynth.log")
+    return pre, cmd, seconds
 
 
 def generate(design: Design, path: str):
@@ -647,11 +657,8 @@ def main(argv=None):
         log(f"{design.name}: {generators[design.name]}")
         results[design.name] = {}
         for flow in flows:
-            (ROOT / f"{work}/{flow}").mkdir(parents=True, exist_ok=True)
-            pre = f"{work}/{flow}/presynth.il"
             log(f"{design.name} {flow}: Yosys pre-synthesis ...")
-            _, seconds = _run_yosys(presynth_script(design, flow, source, pre, f"{work}/{flow}/presynth_stat.txt"),
-                                    f"{work}/{flow}/presynth.ys", f"{work}/{flow}/presynth.log")
+            pre, _, seconds = presynthesize(design, flow, source, work)
             presynth_s[f"{design.name}/{flow}"] = round(seconds, 1)
             log(f"{design.name} {flow}: pre-synthesis {seconds:.0f} s")
             results[design.name][flow] = measure(design, flow, pre, libs, args, log)

