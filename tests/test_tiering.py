@@ -397,3 +397,147 @@ def test_reuse_takes_only_runs_of_policies_defined_as_here(tmp_path):
     assert info["runs"] == 2 and info["runs_by_revision"] == {"abc1234": 2} and info["policies"] == ["lru"]
     with pytest.raises(SystemExit, match="seed 44"):
         _reusable(path, specs, argparse.Namespace(seed=45, quick=False, draws=3))
+
+
+# -- the SLO budget (SloBudget) and the feasibility bound -------------------------------------
+
+def test_tail_estimate_is_a_weighted_nearest_rank_percentile():
+    from kvfabric.sim.tiering.policies import TailEstimate
+    t = TailEstimate(q=99, shift=0, every=1)
+    t.add(10, 99)
+    t.add(20, 1)
+    # 100 samples: the 99th smallest is a 10.
+    assert t.value == 10 and t.total == 100
+    t.add(20, 1)
+    # 101 samples: rank ceil(99.99) = 100, a 20.
+    assert t.value == 20
+    # Bins of 2 ** 3 ns: a sample of 17 ns is reported as its bin's largest, 23.
+    b = TailEstimate(q=50, shift=3, every=1)
+    b.add(17)
+    assert b.value == 23
+    # Recomputed every 4th add only (and on the first).
+    c = TailEstimate(q=50, shift=0, every=4)
+    for x in (5, 100, 100):
+        c.add(x)
+    assert c.value == 5
+    c.add(100)
+    assert c.value == 100
+
+
+def slo(**kw):
+    # P = 8000 ns, margin 0: the minnows' bound on a step and the cap are 1.2 x 8000 = 9600 ns;
+    # L = 20000 ns: a long token's deadline is 1.5 x 20000 = 30000 ns. Chunk 4 pages.
+    from kvfabric.sim.tiering.policies import SloBudget
+    return SloBudget(margin=0, chunk_pages=4, short_ref_ns=8000, long_ref_ns=20_000, **kw)
+
+
+def test_slo_budget_room_then_deadline_floor():
+    # Short: 2 pages, t_short = 1000 + 2 x 1024 = 3048 ns; room = floor((9600 - 3048) / 1024) = 6 pages.
+    # A (10 pages, the older token, nothing waited): k = floor(30000 / 9600) = 3 steps, floor
+    # ceil(10 / 3) = 4 < room: it reads the room, 6. B (8 pages, 12000 ns waited since its last
+    # token): k = floor(18000 / 9600) = 1, so its floor is all 8, past the room; the minnows'
+    # slack is not spent (spent 0 of 10000 gaps), so B reads its 8 and the step runs long.
+    s = running(0, 2)
+    a = running(1, 10, last_token_ns=0)
+    b = running(2, 8, last_token_ns=5)
+    b.acc = [0, 0, 12_000, 1, 0]
+    p = slo()
+    p.spent = [10_000, 0, 0, 0]
+    assert p.reads([s, a, b], cfg()) == {s: 2, a: 6, b: 8}
+    # The step: 1000 + 16 x 1024 = 17384 ns > 9600: its 1 short gap is over; B's token is
+    # done (12000 + 17384 = 29384 <= 30000: on time).
+    assert p.spent == [10_001, 1, 1, 0]
+    assert p.cap_ns == 9600
+
+
+def test_slo_budget_late_token_when_the_minnows_slack_is_spent():
+    def state(waited, pages, spent):
+        s, a, b = running(0, 2), running(1, 10, last_token_ns=0), running(2, pages, last_token_ns=5)
+        b.acc = [0, 0, waited, 1, 0]
+        p = slo()
+        p.spent = list(spent)
+        return p.reads([s, a, b], cfg())[b]
+    # No slack spent-able for the minnows (1 gap of 1 over the 0.5 % allowed). B (8 pages,
+    # 12000 ns waited) would make the step 17384 ns, 1.81x the 9600 bound; read late, a
+    # chunk of 4 (the room is used up by A), it is done after 2 more steps of the cap:
+    # 12000 + 2 x 9600 = 31200 ns, 1.04x its 30000 deadline, the smaller miss: late.
+    assert state(12_000, 8, [0, 0, 0, 0]) == 4
+    # The whales' slack not spent (0 late of 1000 tokens): late whatever the misses.
+    assert state(40_000, 6, [0, 0, 1000, 0]) == 4
+    # Both spent, B (6 pages) 40000 ns in: late it ends at 40000 + 2 x 9600 = 59200 ns,
+    # 1.97x its deadline; reading its 6 the step is 1000 + 14 x 1024 = 15336 ns, 1.60x the
+    # bound: the smaller miss is the minnows', so B reads all 6.
+    assert state(40_000, 6, [0, 0, 0, 0]) == 6
+
+
+def test_slo_budget_references_and_gate():
+    from kvfabric.sim.tiering.policies import SloBudget
+    p = SloBudget(margin=0.25, chunk_pages=4, warmup=3)
+    # Before 3 samples: this step's own t_short and t_full: bound 1.2 x 5000, cap 0.75 of it,
+    # deadline 1.5 x 7000.
+    assert p.limits(5000, 7000) == (6000, 4500, 10_500)
+    assert p.gate_pages(cfg()) == math.inf  # no step yet: no gate
+    for x in (4000, 8000, 8000):
+        p.short_tail.add(x, 1)
+    p.short_tail.value = p.short_tail.percentile()
+    # 3 samples: p99 is the third, 8000 ns as its 8192 ns bin's largest, 8191.
+    target, cap, deadline = p.limits(5000, 7000)
+    assert target == 1.2 * 8191 and cap == 0.75 * 1.2 * 8191 and deadline == 10_500
+    # The gate: the running short requests' pages plus the newcomer's within what the cap
+    # reads after the weights: floor((7371.9 - 1000) / 1024) = 6 pages.
+    p.cap_ns = cap
+    assert p.gate_pages(cfg()) == 6
+    run = [running(0, 3), running(1, 2), running(2, 50)]
+    newcomer = Request(9, 0, prompt=16, generated=2)
+    assert p.admits(newcomer, 1, run, cfg()) and not p.admits(newcomer, 2, run, cfg())
+    p.cap_ns = 2000  # never below one short request: a chunk, 4 pages
+    assert p.gate_pages(cfg()) == 4
+    with pytest.raises(ValueError, match="SloBudget.minnow_target must be a number above 1"):
+        SloBudget(minnow_target=1)
+    q = make_policy("lru", slo={"margin": 0.1})
+    assert q.name == "lru+slo" and q.margin == 0.1 and isinstance(q, SloBudget)
+
+
+def test_bound_max_reads_in_a_deadline():
+    from kvfabric.sim.tiering.bound import max_reads_ns
+    # Steps of at most 10, each costing 6 of minnows: 3 full steps fit in 30 (4 of whale each).
+    assert max_reads_ns(30, 10, 6) == 12
+    # 35: the 5 left after 3 steps is less than a step's 6 of minnows: nothing more.
+    assert max_reads_ns(35, 10, 6) == 12
+    # 38: a fourth step of 8 reads 2 more.
+    assert max_reads_ns(38, 10, 6) == 14
+    assert max_reads_ns(30, 10, 10) == math.inf
+
+
+def test_bound_verdict_on_a_hand_worked_example():
+    from kvfabric.sim.tiering.bound import WhaleStep, bound
+    c = cfg()
+    # P 5000 -> Tmax 6000; L 10000 -> D 15000: n = 2 steps. With 2 minnow pages (T_s 3048):
+    # R = 2 x 2952 + max(0, 15000 - 12000 - 3048) = 5904 ns of whale reads, 5 pages (5120) but
+    # not 6 (6144). 5 minnow pages: T_s = 6120 >= Tmax, free.
+    steps = [WhaleStep(2, 3, (6,)),        # infeasible: 3 minnows, 1 token
+             WhaleStep(2, 4, (3, 3)),      # infeasible: 6 pages together; 4 minnows, 2 tokens
+             WhaleStep(5, 5, (9,)),        # free
+             WhaleStep(2, 2, (5,))]        # feasible
+    # Slack: 500 minnow gaps -> 5; 100 whale gaps -> 1. The knapsack spends 4 minnow gaps
+    # on the 2-token step (2 per token), the last 1 on a third of the other: 2 1/3 rescued,
+    # 2/3 of a token left late, within 1.
+    b = bound(steps, c, 5000, 10_000, minnow_gaps=500, whale_gaps=100)
+    assert (b["Tmax_ns"], b["D_ns"]) == (6000, 15_000)
+    assert (b["infeasible_steps"], b["infeasible_tokens"], b["whale_tokens"]) == (2, 3, 5)
+    assert b["rescued_tokens"] == pytest.approx(2 + 1 / 3) and b["late_tokens"] == pytest.approx(2 / 3)
+    assert (b["minnow_slack"], b["whale_slack"]) == (5, 1)
+    assert b["feasible"]
+    # The median whale step's minnow load is 3048 ns: 5 pages fit there.
+    assert b["largest_feasible_pages"] == 5
+    # 50 whale gaps: no slack (50 - ceil(49.5)), 2/3 of a token late is too many.
+    assert not bound(steps, c, 5000, 10_000, minnow_gaps=500, whale_gaps=50)["feasible"]
+
+
+def test_bound_recorder_sees_lru_steps():
+    from kvfabric.sim.tiering.bound import Recorder, WhaleStep
+    whale = Request(0, 0, prompt=48, generated=2, whale=True)   # 49 tokens: 4 pages
+    minnow = Request(1, 0, prompt=20, generated=2)               # 21 tokens: 2 pages
+    rec = Recorder()
+    simulate([whale, minnow], cfg(hbm_pages=100), rec)
+    assert rec.steps == [WhaleStep(2, 1, (4,))]

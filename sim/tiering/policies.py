@@ -19,10 +19,11 @@ reason the essay gives for LRU never choosing the whale.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 __all__ = ["View", "Policy", "LRU", "Footprint", "RequestQuota", "GrowingQuota", "TenantQuota",
-           "StalledFirst", "ReadBudget", "POLICIES", "make_policy"]
+           "StalledFirst", "ReadBudget", "SloBudget", "TailEstimate", "POLICIES", "make_policy"]
 
 
 @dataclass(frozen=True)
@@ -247,10 +248,14 @@ class ReadBudget(Policy):
     def victim(self, candidates, view):
         return self.evict.victim(candidates, view)
 
+    def gate_pages(self, config):
+        """The short requests' pages the admission gate lets run at once."""
+        return self.budget_pages
+
     def admits(self, r, pages, running, config):
         if not self.gate or pages > self.chunk_pages:
             return True
-        return sum(x.pages for x in running if x.pages <= self.chunk_pages) + pages <= self.budget_pages
+        return sum(x.pages for x in running if x.pages <= self.chunk_pages) + pages <= self.gate_pages(config)
 
     def reads(self, batch, config):
         out = {r: _left(r) for r in batch if _left(r) <= self.chunk_pages}
@@ -267,14 +272,194 @@ class ReadBudget(Policy):
         return out
 
 
+class TailEstimate:
+    """A running weighted percentile of durations (ns), kept in bins of
+    ``2 ** shift`` ns: ``add(ns, weight)`` counts ``weight`` samples of
+    ``ns``; ``value`` is the ``q``-th percentile (nearest rank, the largest
+    duration its bin holds), recomputed every ``every`` adds and on the first.
+    ``total`` is the weight so far."""
+
+    def __init__(self, q=99, shift=13, every=32):
+        self.q, self.shift, self.every = q, shift, every
+        self.counts = []
+        self.total = 0
+        self.adds = 0
+        self.value = None
+
+    def add(self, ns, weight=1):
+        if weight < 1:
+            return
+        b = int(ns) >> self.shift
+        if b >= len(self.counts):
+            self.counts.extend([0] * (b + 1 - len(self.counts)))
+        self.counts[b] += weight
+        self.total += weight
+        self.adds += 1
+        if self.value is None or self.adds % self.every == 0:
+            self.value = self.percentile()
+
+    def percentile(self):
+        """The nearest-rank ``q``-th percentile now (None before any sample)."""
+        if not self.total:
+            return None
+        above = self.total - max(1, -(-self.q * self.total // 100))  # samples ranked above it
+        seen = 0
+        for b in range(len(self.counts) - 1, -1, -1):
+            seen += self.counts[b]
+            if seen > above:
+                return ((b + 1) << self.shift) - 1
+        return None  # pragma: no cover - seen reaches total > above
+
+
+class SloBudget(ReadBudget):
+    """A per-step KV-read budget derived at run time from issue #44's two
+    latency targets, not a fixed page count (a batcher in front of ``evict``,
+    LRU by default, which makes every eviction choice).
+
+    Sarathi-Serve and vLLM's chunked prefill take the step's token budget from
+    the time-between-tokens SLO through a cost model of the step; here the SLO
+    is relative (the short requests' p99 ITL within ``minnow_target`` of their
+    own without the long ones, the long ones' p99 within ``whale_target`` of a
+    batcher that reads everything) and the cost model is the engine's (a step
+    costs the weights plus each page read).  Each step, with ``S`` the pages
+    the short requests read and ``c(.)`` the engine's read time:
+
+    1. **Short requests read in full** (``chunk_pages`` or fewer left of their
+       token), as in :class:`ReadBudget`.  The step they would take alone is
+       ``t_short = fixed + c(S)``; the step reading every page of the batch,
+       what a read-everything batcher (LRU) gives this batch, ``t_full``.
+    2. **The references**, running nearest-rank ``q``-th percentiles over the
+       run so far (:class:`TailEstimate`): ``P`` of ``t_short`` weighted by the
+       short requests in the step (each is one of their inter-token gaps: ``P``
+       estimates the short requests' p99 ITL with no long one reading), ``L``
+       of ``t_full`` weighted by the long requests (each one gap of theirs under
+       a read-everything batcher).  Until ``warmup`` samples, this step's own
+       ``t_short`` / ``t_full``.
+    3. **The cap and the deadline**: a step may last ``cap = minnow_target x
+       (1 - margin) x P`` (the short requests' target, less a margin for the
+       estimate's error); a long token must be done within ``deadline =
+       whale_target x (1 - margin) x L`` of its last token.  The room for long
+       reads is the pages ``cap - t_short`` reads.
+    4. **Long requests by deadline** (earliest last token first, then
+       admission order), each reading ``max(room left, floor)`` of what is
+       left of its token, where ``floor = ceil(left / k)`` and ``k = max(1,
+       floor((deadline - time it has spent since its last token) / cap))``, the
+       steps of at most ``cap`` that fit before its deadline: a long token is
+       spread over as many steps as the room needs but never more than keeps
+       it within its deadline.  When the floor passes the room the step runs
+       over the cap: the target lets 1 % of the short gaps do so.
+    5. **p99 slack** (``slack``): the targets are on p99, so 1 % of each class's
+       gaps may pass.  The policy counts the short gaps in steps over the cap
+       and the long tokens done past their deadline; when a floor would push
+       the step over the cap and the short requests have spent
+       ``slack`` x 1 % of their gaps, a long token still within the long
+       class's ``slack`` x 1 % reads only the room (it is late) instead.
+    6. **Admission gate** (``gate``): a short request joins only if the running
+       short requests' pages plus its own fit the pages ``cap - fixed`` reads
+       (the last step's cap; no gate before the first step).
+
+    Why these and not a fitted page count: every quantity is one the batcher
+    has at run time (its cost model, the pages of the requests in the step,
+    the times its requests have waited), and the only constants are the
+    targets themselves, the percentile they are stated at, and ``margin``
+    (3 %: the running estimate's error, about one bin of 8 us against a 7 ms
+    step plus the with-long batch's different short requests).
+    """
+
+    def __init__(self, minnow_target=1.2, whale_target=1.5, margin=0.03, q=99, chunk_pages=512, evict=None,
+                 gate=True, slack=0.5, warmup=500, short_ref_ns=None, long_ref_ns=None):
+        super().__init__(chunk_pages, chunk_pages, evict=evict, gate=gate)
+        for field, value in (("minnow_target", minnow_target), ("whale_target", whale_target)):
+            if not isinstance(value, (int, float)) or value <= 1:
+                raise ValueError(f"SloBudget.{field} must be a number above 1, not {value!r}")
+        if not 0 <= margin < 1 or not 0 <= slack <= 1:
+            raise ValueError(f"SloBudget.margin must be in [0, 1) and slack in [0, 1], not {margin!r}, {slack!r}")
+        self.minnow_target, self.whale_target, self.margin, self.q = minnow_target, whale_target, margin, q
+        self.slack, self.warmup = slack, warmup
+        self.short_ref_ns, self.long_ref_ns = short_ref_ns, long_ref_ns
+        self.name = f"{self.evict.name}+slo"
+        self.short_tail, self.long_tail = TailEstimate(q), TailEstimate(q)
+        self.cap_ns = None
+        #: [short gaps, of them in steps over the cap, long tokens, of them past the deadline]
+        self.spent = [0, 0, 0, 0]
+
+    def gate_pages(self, config):
+        # Never below one short request's pages: alone, any short one may join.
+        if self.cap_ns is None:
+            return math.inf
+        return max(self.chunk_pages, _pages_in(self.cap_ns - config.step_fixed_ns, config))
+
+    def limits(self, t_short, t_full):
+        """(target, cap, deadline) in ns for a step whose short requests alone take
+        ``t_short`` and whose every page takes ``t_full``: the short requests' bound
+        on a step, the cap (the bound less the margin) and the long tokens' deadline."""
+        p, w = self.short_ref_ns, self.long_ref_ns
+        if p is None:
+            p = self.short_tail.value if self.short_tail.total >= self.warmup else t_short
+        if w is None:
+            w = self.long_tail.value if self.long_tail.total >= self.warmup else t_full
+        target = self.minnow_target * p
+        return target, target * (1 - self.margin), self.whale_target * w
+
+    def _slack_left(self, over, total):
+        return over <= self.slack * (100 - self.q) / 100 * total
+
+    def reads(self, batch, config):
+        out = {r: _left(r) for r in batch if _left(r) <= self.chunk_pages}
+        shorts = len(out)
+        longs = sorted((r for r in batch if r not in out), key=lambda r: (r.last_token_ns, r.seq))
+        read = sum(out.values())
+        t_short = config.step_fixed_ns + config.read_ns(read)
+        self.short_tail.add(t_short, shorts)
+        if longs:
+            self.long_tail.add(config.step_fixed_ns + config.read_ns(sum(r.pages for r in batch)), len(longs))
+        target, cap, deadline = self.limits(t_short, config.step_fixed_ns + config.read_ns(sum(r.pages for r in batch)))
+        self.cap_ns = cap
+        room = _pages_in(cap - t_short, config)
+        spent = self.spent
+        for r in longs:
+            left, waited = _left(r), r.acc[0] + r.acc[1] + r.acc[2]
+            floor = -(-left // max(1, int((deadline - waited) // cap)))
+            take = min(left, max(room, floor))
+            step = config.step_fixed_ns + config.read_ns(read + take)
+            if take > room and step > target and not self._slack_left(spent[1] + shorts, spent[0] + shorts):
+                # The floor would push the step past the short ones' bound and their p99 slack
+                # is spent: the token is late instead (reading what the room leaves, at least a
+                # chunk) while the long ones' slack lasts, or when it misses its deadline by
+                # less than the step would miss the bound.
+                late = min(left, max(room, self.chunk_pages))
+                finish = waited + -(-left // late) * cap
+                if self._slack_left(spent[3] + 1, spent[2] + 1) or finish / deadline < step / target:
+                    take = late
+            out[r] = take
+            room -= take
+            read += take
+        t_step = config.step_fixed_ns + config.read_ns(read)
+        spent[0] += shorts
+        spent[1] += shorts if t_step > target else 0
+        for r in longs:
+            if out[r] == _left(r):
+                spent[2] += 1
+                spent[3] += r.acc[0] + r.acc[1] + r.acc[2] + t_step > deadline
+        return out
+
+
+def _pages_in(ns, config):
+    """Pages the fast tier reads in ``ns`` (none for ``ns`` <= 0)."""
+    return max(0, int(ns * config.hbm_bytes_per_ns // config.page_bytes))
+
+
 POLICIES = {p.name: p for p in (LRU, Footprint, RequestQuota, GrowingQuota, TenantQuota, StalledFirst)}
 
 
-def make_policy(name, config=None, read_budget_pages=None, chunk_pages=512, spread_steps=None, gate=True, **kwargs):
+def make_policy(name, config=None, read_budget_pages=None, chunk_pages=512, spread_steps=None, gate=True, slo=None,
+                **kwargs):
     """A policy by name; the quota policies take the batch budget from ``config``.
 
     ``read_budget_pages``: wrap it in a :class:`ReadBudget` of that many pages
-    per step (``chunk_pages``: its short-request bound and chunk).
+    per step (``chunk_pages``: its short-request bound and chunk); ``slo``
+    (a dict of :class:`SloBudget`'s keywords, ``{}`` for its defaults): wrap it
+    in a :class:`SloBudget` instead.
     """
     try:
         cls = POLICIES[name]
@@ -283,6 +468,8 @@ def make_policy(name, config=None, read_budget_pages=None, chunk_pages=512, spre
     if cls in (RequestQuota, StalledFirst) and config is not None and "max_batch" not in kwargs:
         kwargs["max_batch"] = config.max_batch
     policy = cls(**kwargs)
+    if slo is not None:
+        return SloBudget(**{"chunk_pages": chunk_pages, "gate": gate, **slo}, evict=policy)
     if read_budget_pages is not None:
         return ReadBudget(read_budget_pages, chunk_pages, evict=policy, spread_steps=spread_steps, gate=gate)
     return policy
