@@ -528,6 +528,12 @@ def test_bound_verdict_on_a_hand_worked_example():
     assert b["rescued_tokens"] == pytest.approx(2 + 1 / 3) and b["late_tokens"] == pytest.approx(2 / 3)
     assert (b["minnow_slack"], b["whale_slack"]) == (5, 1)
     assert b["feasible"]
+    # Alone, the 9-page whale step takes 1000 + 9 x 1024 = 10216 <= 15000: every whale step fits D.
+    assert b["feasible_any"] and b["alone_late_tokens"] == 0
+    # D = 1.5 x 6000 = 9000: the 9-page step alone (10216) does not fit; 1 token, more than 0 of slack
+    # at 50 whale gaps, within 1 at 100.
+    assert not bound(steps, c, 5000, 6000, minnow_gaps=500, whale_gaps=50)["feasible_any"]
+    assert bound(steps, c, 5000, 6000, minnow_gaps=500, whale_gaps=100)["alone_late_tokens"] == 1
     # The median whale step's minnow load is 3048 ns: 5 pages fit there.
     assert b["largest_feasible_pages"] == 5
     # 50 whale gaps: no slack (50 - ceil(49.5)), 2/3 of a token late is too many.

@@ -38,8 +38,13 @@ within the model, and "feasible" only says the bound cannot rule it out):
    cost per whale token first), which no integral choice beats, and counts no
    minnow gap as already over ``Tmax``.
 
-The workload is **infeasible by the bound** when the whale tokens left
-unrescued by the minnows' whole slack exceed the whales' slack.
+The workload is **infeasible with the minnows admitted as they come** when
+the whale tokens left unrescued by the minnows' whole slack exceed the
+whales' slack.  Without assumption 5 a batcher may hold the minnows in the
+queue while whales run (their queue wait is in no target), so the bound for
+*any* batcher is only that a whale step run alone, ``fixed + c(sum W)``,
+fits ``D``: the workload is **infeasible for any batcher** when the whale
+tokens of steps that do not exceed the whales' slack.
 """
 
 from __future__ import annotations
@@ -96,7 +101,8 @@ def bound(steps, config, P, L, minnow_gaps, whale_gaps, minnow_target=1.2, whale
     no-whale p99 ``P`` and an LRU whale p99 ``L`` (ns); ``minnow_gaps`` and
     ``whale_gaps``: the classes' gap counts (their p99 slack).
 
-    Returns a dict: ``feasible``, the step cap ``Tmax`` and deadline ``D``, whale
+    Returns a dict: ``feasible`` (minnows admitted as they come), ``feasible_any``
+    (any batcher: whale steps alone within ``D``) with ``alone_late_tokens``, the step cap ``Tmax`` and deadline ``D``, whale
     steps and tokens, the infeasible ones, the rescue the minnows' slack buys,
     both slacks, and ``largest_feasible_pages`` at the median whale step's
     minnow load (the largest sum of whale pages the bound lets through there).
@@ -118,12 +124,15 @@ def bound(steps, config, P, L, minnow_gaps, whale_gaps, minnow_target=1.2, whale
             rescued += tokens * budget / minnows if minnows else tokens
             break
     late = sum(t for _, t in bad) - rescued
+    alone_late = sum(len(s.whale_pages) for s in steps
+                     if config.step_fixed_ns + config.read_ns(sum(s.whale_pages)) > D)
     loads = sorted(config.step_fixed_ns + config.read_ns(s.minnow_pages) for s in steps)
     median = loads[(len(loads) - 1) // 2] if loads else math.nan
     room = max_reads_ns(D, Tmax, median) if loads else math.nan
     largest = (math.inf if math.isinf(room) else int(room * config.hbm_bytes_per_ns // config.page_bytes)
                ) if loads else None
-    return {"feasible": late <= w_slack, "Tmax_ns": Tmax, "D_ns": D, "whale_steps": len(steps),
+    return {"feasible": late <= w_slack, "feasible_any": alone_late <= w_slack, "alone_late_tokens": alone_late,
+            "Tmax_ns": Tmax, "D_ns": D, "whale_steps": len(steps),
             "whale_tokens": sum(len(s.whale_pages) for s in steps), "infeasible_steps": len(bad),
             "infeasible_tokens": sum(t for _, t in bad), "rescued_tokens": rescued, "late_tokens": late,
             "minnow_slack": m_slack, "whale_slack": w_slack, "median_minnow_step_ns": median,
