@@ -139,9 +139,12 @@ TARGETS = (
 # --------------------------------------------------------------------------
 # Scripts
 
-def presynth_script(design: Design, flow: str, source: str, out: str, stat: str):
-    """Yosys commands: read the Verilog, the flow's pre-synthesis, flip-flops named after their wires."""
-    return [f"read_verilog {source}", *(c.format(top=design.top) for c in FLOWS[flow]),
+def presynth_script(design: Design, flow: str, source: str, out: str, stat: str, *, keep_memories=False):
+    """Yosys commands: read the Verilog, the flow's pre-synthesis, flip-flops named after their wires.
+    ``keep_memories``: leave every memory a ``$mem_v2`` cell (no ``memory_map``), a black box to ABC
+    and to the area count, as a register-file macro would be."""
+    commands = [c for c in FLOWS[flow] if not (keep_memories and c == "memory_map")]
+    return [f"read_verilog {source}", *(c.format(top=design.top) for c in commands),
             # $_DFF_P_, $_SDFF_PP0_, $_DFFE_PP_, ...: named <wire>[<bit>]_reg.
             "rename -wire -suffix _reg t:$_*DFF*", "opt_clean", f"tee -q -o {stat} stat", f"write_rtlil {out}"]
 
@@ -339,12 +342,13 @@ def measure_fo4(lib: Library, lib_path: str, workdir: str):
     return parse_fo4((ROOT / out).read_text())
 
 
-def presynthesize(design: Design, flow: str, source: str, work: str):
+def presynthesize(design: Design, flow: str, source: str, work: str, *, keep_memories=False):
     """The flow's Yosys pre-synthesis of ``source`` into ``work/flow/presynth.il``
     (paths relative to the project root): that path, the command and its seconds."""
     (ROOT / f"{work}/{flow}").mkdir(parents=True, exist_ok=True)
     pre = f"{work}/{flow}/presynth.il"
-    cmd, seconds = _run_yosys(presynth_script(design, flow, source, pre, f"{work}/{flow}/presynth_stat.txt"),
+    cmd, seconds = _run_yosys(presynth_script(design, flow, source, pre, f"{work}/{flow}/presynth_stat.txt",
+                                              keep_memories=keep_memories),
                               f"{work}/{flow}/presynth.ys", f"{work}/{flow}/presynth.log")
     return pre, cmd, seconds
 
@@ -360,26 +364,33 @@ def generate(design: Design, path: str):
     return shlex.join(shown)
 
 
+def map_design(design, lib, lib_path, info, pre, work, delay_ps):
+    """Map the pre-synthesised ``pre`` onto ``lib`` in ``work``: the netlist's path, Yosys's
+    ``stat`` of the top module (cells by type, area), the command and its seconds."""
+    (ROOT / work).mkdir(parents=True, exist_ok=True)
+    load = 4 * info["inverter_input_cap"]
+    (ROOT / f"{work}/abc.constr").write_text(f"set_driving_cell {lib.driver}\nset_load {load:g}\n")
+    netlist, stat = f"{work}/mapped.v", f"{work}/stat.json"
+    ycmd, ysec = _run_yosys(map_script(lib, lib_path, f"{work}/abc.constr", pre, netlist, stat, delay_ps),
+                            f"{work}/map.ys", f"{work}/map.log")
+    stat_data = json.loads((ROOT / stat).read_text())
+    mod = stat_data["modules"].get(f"\\{design.top}") or next(iter(stat_data["modules"].values()))
+    return netlist, mod, ycmd, ysec
+
+
 def measure(design, flow, pre, libs, args, log):
     """Map one pre-synthesised design onto every library and time it; ``{library: figures}``."""
     result = {}
     for lib, (lib_path, info, lib_cells) in libs.items():
         work = f"{args.build_dir}/{design.name}/{flow}/{lib.name}"
-        (ROOT / work).mkdir(parents=True, exist_ok=True)
-        load = 4 * info["inverter_input_cap"]
-        (ROOT / f"{work}/abc.constr").write_text(f"set_driving_cell {lib.driver}\nset_load {load:g}\n")
-        netlist, stat = f"{work}/mapped.v", f"{work}/stat.json"
         log(f"{design.name} {flow} {lib.name}: mapping ...")
-        ycmd, ysec = _run_yosys(map_script(lib, lib_path, f"{work}/abc.constr", pre, netlist, stat,
-                                           args.delay_target), f"{work}/map.ys", f"{work}/map.log")
+        netlist, mod, ycmd, ysec = map_design(design, lib, lib_path, info, pre, work, args.delay_target)
         log(f"{design.name} {flow} {lib.name}: mapped in {ysec:.0f} s; timing ...")
         worst, summary = f"{work}/worst_path.txt", f"{work}/endpoints.txt"
         scmd, ssec = _run_sta(sta_script(lib_path, netlist, design.top, worst, summary), f"{work}/sta.tcl",
                               f"{work}/sta.out")
         path = parse_full_path((ROOT / worst).read_text())
         rows = parse_summary((ROOT / summary).read_text())
-        stat_data = json.loads((ROOT / stat).read_text())
-        mod = stat_data["modules"].get(f"\\{design.top}") or next(iter(stat_data["modules"].values()))
         by_type = {t: n for t, n in mod["num_cells_by_type"].items() if not t.startswith("$scopeinfo")}
         seq = sum(n for t, n in by_type.items() if lib_cells.get(t, {}).get("sequential"))
         fig = {"period_ps": round(CLOCK_PS - path["slack_ps"], 1), "worst_path": path,

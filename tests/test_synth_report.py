@@ -455,3 +455,44 @@ def test_coordinator_area_report_judges_the_share():
     for period, verdict in ((999.0, "met"), (1001.0, "**not met**")):
         fake = dict(rep, asap7=dict(a, coordinator=dict(a["coordinator"], period_ps=period)))
         assert f"one-channel bound <= 1,000 ps: {verdict})" in coordinator_area.report_md(fake)
+
+
+def test_memory_cells_reads_width_and_depth_of_each_mem_v2():
+    # Two memories as Yosys writes them (decimal and 32'<binary> parameters)
+    # among other cells: 16 x 8 and 3 x 64 words.
+    from kvfabric.scripts.coordinator_area import memory_cells
+    rtlil = "\n".join([
+        "module \\top",
+        "  cell $mem_v2 $mem$a",
+        "    parameter \\ABITS 3",
+        "    parameter \\INIT 128'x",
+        "    parameter \\SIZE 8",
+        "    parameter \\WIDTH 16",
+        "    connect \\RD_DATA \\x",
+        "  end",
+        "  cell $and $and$1",
+        "    parameter \\A_WIDTH 5",
+        "  end",
+        "  cell $mem_v2 $mem$b",
+        "    parameter \\SIZE 32'00000000000000000000000001000000",
+        "    parameter \\WIDTH 32'00000000000000000000000000000011",
+        "  end",
+        "end",
+    ])
+    assert memory_cells(rtlil) == {"$mem$a": (16, 8), "$mem$b": (3, 64)}
+
+
+def test_arrays_apart_section_shows_the_share_of_the_logic():
+    # 100 um^2 of coordinator logic against 8 channels of 237.5: 100 / 2,000 = 5.00 %.
+    from kvfabric.scripts import coordinator_area
+    rep = json.loads((ROOT / "reports" / "coordinator_area.json").read_text())
+    apart = {"coordinator": {"area_um2": 100.0, "arrays": 24, "array_bits": 4224, "commands": []},
+             "channel": {"area_um2": 237.5, "arrays": 8, "array_bits": 1000, "commands": []}}
+    apart["share"] = coordinator_area.asap7_share(apart["coordinator"], apart["channel"], 8)
+    assert apart["share"] == 0.05
+    text = coordinator_area.report_md(dict(rep, asap7_arrays_apart=apart))
+    assert "logic area with the arrays apart: **5.00%** (within the 5%" in text
+    assert "| coordinator, 8 x 8 | 100 | 24 | 4,224 |" in text
+    apart["coordinator"]["area_um2"] = 101.0
+    apart["share"] = coordinator_area.asap7_share(apart["coordinator"], apart["channel"], 8)
+    assert "(**above** the 5%" in coordinator_area.report_md(dict(rep, asap7_arrays_apart=apart))
