@@ -6,8 +6,9 @@ within ``b`` (1.5) x theirs under LRU, ``L``?  The engine's cost model
 (a step costs the weights, ``fixed``, plus every page it reads at the fast
 tier's bandwidth) answers it step by step.
 
-Assumptions (each makes the bound *looser*, so that "infeasible" is a proof
-within the model, and "feasible" only says the bound cannot rule it out):
+Assumptions (1, 2, 4 and 6 make the bound *looser*, so that "feasible" only
+says the bound cannot rule it out; 3 is a steady-state approximation and 5
+the one a batcher can break, which the any-batcher verdict drops):
 
 1. **Minnows read in full in every step they are running** (a minnow that
    sits a step out, or reads part of its token, has a gap of two steps or
@@ -18,7 +19,8 @@ within the model, and "feasible" only says the bound cannot rule it out):
    whales read in what is left: ``Tmax - T_s`` per step.
 3. **Whale target per token**: a whale token of ``W`` pages must have read
    them within ``D = b x L`` of its last token.  Several whales running
-   together each need a token per ``D``: their pages add up (``sum W``).
+   together each need a token per ``D``: their pages add up (``sum W``; their
+   windows taken as aligned).
 4. **The most reads that fit in D** with steps of at most ``Tmax`` each
    costing ``T_s`` (steps start at the last token): ``n = floor(D / Tmax)``
    full steps and one shorter last one if it has room,
@@ -29,7 +31,8 @@ within the model, and "feasible" only says the bound cannot rule it out):
 5. **Where and when**: the whale tokens and the minnows' load are LRU's run's
    (LRU admits with the slow tier as overflow, so the minnows run when they
    arrive): one whale step per LRU step with whales in it.  A batcher that
-   delayed whales to quieter moments is not covered.
+   delays whales to quieter moments, or holds minnows in the queue while
+   whales run, is not covered.
 6. **p99 slack**: the targets are on p99, so ``G - ceil(0.99 G)`` of a
    class's ``G`` gaps may pass its bound.  An infeasible step is rescued
    either by running long (each minnow in it spends one of the minnows'
