@@ -149,8 +149,10 @@ def presynth_script(design: Design, flow: str, source: str, out: str, stat: str,
             "rename -wire -suffix _reg t:$_*DFF*", "opt_clean", f"tee -q -o {stat} stat", f"write_rtlil {out}"]
 
 
-def map_script(lib: Library, lib_path: str, constr: str, source: str, netlist: str, stat: str, delay_ps: int):
-    """Yosys commands: map a pre-synthesised design onto ``lib`` (at ``lib_path``)."""
+def map_script(lib: Library, lib_path: str, constr: str, source: str, netlist: str | None, stat: str,
+               delay_ps: int):
+    """Yosys commands: map a pre-synthesised design onto ``lib`` (at ``lib_path``); ``netlist``
+    None: no Verilog netlist (Yosys's Verilog writer cannot write every kept ``$mem_v2`` cell)."""
     dont_use = "".join(f" -dont_use {p}" for p in lib.dont_use)
     cmds = [f"read_rtlil {source}",
             f"dfflibmap -liberty {lib_path}{dont_use}",
@@ -162,8 +164,9 @@ def map_script(lib: Library, lib_path: str, constr: str, source: str, netlist: s
     # OpenSTA 2.0's Verilog reader takes no assignment to a concatenation: make every
     # remaining assignment (port to port) a buffer.
     cmds += [f"insbuf -buf {lib.buffer} A Y", "opt_clean",
-             f"tee -q -o {stat} stat -liberty {lib_path} -json",
-             f"write_verilog -noattr -noexpr -nohex -nodec {netlist}"]
+             f"tee -q -o {stat} stat -liberty {lib_path} -json"]
+    if netlist is not None:
+        cmds.append(f"write_verilog -noattr -noexpr -nohex -nodec {netlist}")
     return cmds
 
 
@@ -364,13 +367,14 @@ def generate(design: Design, path: str):
     return shlex.join(shown)
 
 
-def map_design(design, lib, lib_path, info, pre, work, delay_ps):
-    """Map the pre-synthesised ``pre`` onto ``lib`` in ``work``: the netlist's path, Yosys's
-    ``stat`` of the top module (cells by type, area), the command and its seconds."""
+def map_design(design, lib, lib_path, info, pre, work, delay_ps, *, netlist=True):
+    """Map the pre-synthesised ``pre`` onto ``lib`` in ``work``: the netlist's path (None
+    without ``netlist``), Yosys's ``stat`` of the top module (cells by type, area), the
+    command and its seconds."""
     (ROOT / work).mkdir(parents=True, exist_ok=True)
     load = 4 * info["inverter_input_cap"]
     (ROOT / f"{work}/abc.constr").write_text(f"set_driving_cell {lib.driver}\nset_load {load:g}\n")
-    netlist, stat = f"{work}/mapped.v", f"{work}/stat.json"
+    netlist, stat = f"{work}/mapped.v" if netlist else None, f"{work}/stat.json"
     ycmd, ysec = _run_yosys(map_script(lib, lib_path, f"{work}/abc.constr", pre, netlist, stat, delay_ps),
                             f"{work}/map.ys", f"{work}/map.log")
     stat_data = json.loads((ROOT / stat).read_text())

@@ -124,7 +124,8 @@ def measure_asap7_arrays_apart(name, workdir, prepared):
     pre, presynth, seconds = asic.presynthesize(design, "tuned", f"{workdir}/{name}.v", work, keep_memories=True)
     mems = memory_cells((ROOT / pre).read_text())
     lib_path, info, _ = prepared
-    _, mod, ycmd, ysec = asic.map_design(design, lib, lib_path, info, pre, f"{work}/tuned/asap7", asic.CLOCK_PS)
+    _, mod, ycmd, ysec = asic.map_design(design, lib, lib_path, info, pre, f"{work}/tuned/asap7", asic.CLOCK_PS,
+                                         netlist=False)
     return {"area_um2": mod.get("area"), "arrays": len(mems), "array_bits": sum(w * d for w, d in mems.values()),
             "commands": [_shown(presynth), _shown(ycmd)],
             "runtime_s": {"presynth": round(seconds, 1), "map": round(ysec, 1)}}
