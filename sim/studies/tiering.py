@@ -641,11 +641,13 @@ def bound_section(doc, w):
           "lru+admit without whales, `L` of LRU): " + "; ".join(
               f"{k} P' {e['short_ns'] / 1e6:.2f} / P {b['P_ns'] / 1e6:.2f} ms, L' {e['long_ns'] / 1e6:.2f} / "
               f"L {b['L_ns'] / 1e6:.2f} ms" for k, e, b in est) + ". `L'` is at most the step reading the whole "
-          "fast tier (11.21 ms at 10,240 pages, 8.01 ms at 5,120): LRU's whale p99 is longer by its promotion "
+          "fast tier (11.21 ms at 10,240 pages, 8.01 ms at 5,120 on the mixes): LRU's whale p99 is longer by its promotion "
           "waits, which a batcher's own cost model does not see, so `+slo`'s deadline is "
           f"{100 * min(1 - e['long_ns'] / b['L_ns'] for _, e, b in est):.0f}-"
           f"{100 * max(1 - e['long_ns'] / b['L_ns'] for _, e, b in est):.0f} % short of the target's and it reads the largest whales in one step; `P'` is measured on the load the policy shapes "
-          "(the minnows queued behind a whale join together when it leaves, up to the gate at the cap), above `P`.")
+          "(the minnows queued behind a whale join together when it leaves, up to the gate at the cap): from "
+          f"{min(e['short_ns'] / b['P_ns'] for _, e, b in est):.2f}x to "
+          f"{max(e['short_ns'] / b['P_ns'] for _, e, b in est):.2f}x `P`, so its cap follows that load up.")
     alone = max(b["whales_alone_max_ns"] / b["D_ns"] for b in doc["bound"].values())
     w(f"* Without assumption 5 (any batcher, minnows may queue): whale steps run alone take at most "
       f"{100 * alone:.0f} % of their deadline `D` on every workload, so the bound rules none out for every batcher "
