@@ -47,7 +47,7 @@ whales' slack.  Without assumption 5 a batcher may hold the minnows in the
 queue while whales run (their queue wait is in no target), so the bound for
 *any* batcher is only that a whale step run alone, ``fixed + c(sum W)``,
 fits ``D``: the workload is **infeasible for any batcher** when the whale
-tokens of steps that do not exceed the whales' slack.
+tokens of the steps that miss ``D`` even alone exceed the whales' slack.
 """
 
 from __future__ import annotations
