@@ -367,14 +367,14 @@ def generate(design: Design, path: str):
     return shlex.join(shown)
 
 
-def map_design(design, lib, lib_path, info, pre, work, delay_ps, *, netlist=True):
+def map_design(design, lib, lib_path, info, pre, work, delay_ps, *, write_netlist=True):
     """Map the pre-synthesised ``pre`` onto ``lib`` in ``work``: the netlist's path (None
-    without ``netlist``), Yosys's ``stat`` of the top module (cells by type, area), the
+    without ``write_netlist``), Yosys's ``stat`` of the top module (cells by type, area), the
     command and its seconds."""
     (ROOT / work).mkdir(parents=True, exist_ok=True)
     load = 4 * info["inverter_input_cap"]
     (ROOT / f"{work}/abc.constr").write_text(f"set_driving_cell {lib.driver}\nset_load {load:g}\n")
-    netlist, stat = f"{work}/mapped.v" if netlist else None, f"{work}/stat.json"
+    netlist, stat = f"{work}/mapped.v" if write_netlist else None, f"{work}/stat.json"
     ycmd, ysec = _run_yosys(map_script(lib, lib_path, f"{work}/abc.constr", pre, netlist, stat, delay_ps),
                             f"{work}/map.ys", f"{work}/map.log")
     stat_data = json.loads((ROOT / stat).read_text())

