@@ -410,15 +410,16 @@ class SloBudget(ReadBudget):
         longs = sorted((r for r in batch if r not in out), key=lambda r: (r.last_token_ns, r.seq))
         read = sum(out.values())
         t_short = config.step_fixed_ns + config.read_ns(read)
+        t_full = config.step_fixed_ns + config.read_ns(sum(r.pages for r in batch))
         self.short_tail.add(t_short, shorts)
         if longs:
-            self.long_tail.add(config.step_fixed_ns + config.read_ns(sum(r.pages for r in batch)), len(longs))
-        target, cap, deadline = self.limits(t_short, config.step_fixed_ns + config.read_ns(sum(r.pages for r in batch)))
+            self.long_tail.add(t_full, len(longs))
+        target, cap, deadline = self.limits(t_short, t_full)
         self.cap_ns = cap
         room = _pages_in(cap - t_short, config)
         spent = self.spent
         for r in longs:
-            left, waited = _left(r), r.acc[0] + r.acc[1] + r.acc[2]
+            left, waited = _left(r), _waited(r)
             floor = -(-left // max(1, int((deadline - waited) // cap)))
             take = min(left, max(room, floor))
             step = config.step_fixed_ns + config.read_ns(read + take)
@@ -440,8 +441,14 @@ class SloBudget(ReadBudget):
         for r in longs:
             if out[r] == _left(r):
                 spent[2] += 1
-                spent[3] += r.acc[0] + r.acc[1] + r.acc[2] + t_step > deadline
+                spent[3] += _waited(r) + t_step > deadline
         return out
+
+
+def _waited(r):
+    """Time ``r`` has run since its last token, ns: the engine's steps it sat out, its
+    promotion waits and its steps' compute (``acc[0..2]``)."""
+    return r.acc[0] + r.acc[1] + r.acc[2]
 
 
 def _pages_in(ns, config):
