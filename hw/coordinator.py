@@ -66,9 +66,9 @@ Timing, exactly:
   with a clock enable and no multiplexer, and no staging copy of the
   registers is needed: the results wait in LUT RAM.
 
-Area: the walk's datapath (C subtractors and a carry-save sum) is shared by
-every tenant; what grows with N x C is the rate registers, the demand bits
-and the two RAMs.
+Area: the walk's datapath (C difference registers, each with two steppers,
+and a carry-save sum) is shared by every tenant; what grows with N x C is
+the rate registers, the demand bits and the two RAMs.
 
 All state is named ``coord_*``: the state-budget script reports it as its
 own category.
@@ -402,10 +402,15 @@ class Coordinator(FabricComponent):
             m.d.comb += lo_c.eq(Mux(lite_now[c] | (damp & over), unit, Mux(damp, half, 0)))
             lo_next.append(lo_c)
         base_next = []
+        diff_first = []
         for c in range(nc):
             xm = Signal(xw, name=f"coord_own_{c}")
             m.d.comb += xm.eq(Mux(first, 0, x_old[c]))
             base_next.append(sum_mod(m, f"coord_base_next_{c}", [load[c], low[c]], [xm], ldw))
+            # The search's first level, 2^(W-1), less b[c]: the difference
+            # register's value in the first SEARCH cycle (below).
+            diff_first.append(sum_mod(m, f"coord_diff_first_{c}", [1 << (lw - 1), xm], [load[c], low[c]],
+                                      ldw + 1))
         rest_next = sum_mod(m, "coord_rest_next", [unit * nc], list(low), nw)
 
         # The fill at the level `cand` (SEARCH: hp with the probed bit; WRITE:
@@ -413,9 +418,9 @@ class Coordinator(FabricComponent):
         # levelled channel x = max(lo, cand - o) = lo + max(0, cand - b), on
         # the others lo (or 0, the tenant's total being 0); so the fill
         # reaches the total exactly when sum over the levelled channels of
-        # max(0, cand - b) reaches `rest`: one subtraction per channel and a
-        # carry-save sum whose sign decides (no comparison with the lower
-        # bound, no multiplexer of the tenant in between).
+        # max(0, cand - b) reaches `rest`: a carry-save sum whose sign decides
+        # (no comparison with the lower bound, no multiplexer of the tenant
+        # in between).
         #
         # h: the search starts from hp = 0, as if the fill at 0 were below the
         # total (it is not only when the tenant is light on all C channels,
@@ -425,25 +430,46 @@ class Coordinator(FabricComponent):
         # holds it without an incrementer: it starts at 2^W - 1 and takes
         # every probed level whose fill reaches the total (each one below the
         # previous such); hp + 1 is the one probed at hp's lowest 0 bit.
-        # `coord_writing` is 1 exactly in WRITE: a register, so that no decode
-        # of the state lies in front of the search's subtractions.
+        # `coord_writing` is 1 exactly in WRITE: a register.
+        #
+        # cand - b[c] is a register per channel, `coord_diff_<c>` (issue #42:
+        # the C subtractions were in front of the carry-save sum, and the sum
+        # grows with C): BASE loads 2^(W-1) - b[c], and each SEARCH cycle
+        # steps it to the next cycle's level, both ways computed from the
+        # register while the sum decides which. hp | probe = hp + probe (hp's
+        # bits from the probed one down are 0), so with q = probe >> 1 the
+        # next level is cand + q if the fill at cand is below the total (hp
+        # takes cand) and cand - q if not. After the last probe (bit 0) it
+        # is h: cand if the fill reaches the total there, else hp + 1 =
+        # cand + 1 (cand itself when cand = 2^W - 1). So in WRITE the
+        # register holds h - b[c].
         writing = Signal(name="coord_writing")
         m.d.sync += writing.eq((state == _State.SEARCH) & probe[0] & self.enable)
         cand = Signal(lw, name="coord_cand")
         m.d.comb += cand.eq(Mux(writing, hi, hp | probe))
+        step_up = Signal(lw, name="coord_step_up")     # cand' - cand if below
+        step_down = Signal(lw, name="coord_step_down")  # cand - cand' if not
+        m.d.comb += [step_down.eq(probe >> 1),
+                     step_up.eq((probe >> 1) | (probe[0] & ~hp[1:].all()))]
         above = []
         reach = []
         diffs = []
+        diff_up = []
+        diff_down = []
         for c in range(nc):
             diff = Signal(ldw + 1, name=f"coord_diff_{c}")
             up = Signal(name=f"coord_up_{c}")      # cand >= b[c] on a levelled channel
             ab = Signal(lw, name=f"coord_above_{c}")  # max(0, cand - b[c]) there, else 0 (< 2^W)
-            m.d.comb += [diff.eq(cand - load[c]),
-                         up.eq(lev[c] & ~diff[ldw]),
+            m.d.comb += [up.eq(lev[c] & ~diff[ldw]),
                          ab.eq(Mux(up, diff[:lw], 0))]
             above.append(ab)
             reach.append(up)
             diffs.append(diff)
+            d_up = Signal(ldw + 1, name=f"coord_diff_up_{c}")
+            d_down = Signal(ldw + 1, name=f"coord_diff_down_{c}")
+            m.d.comb += [d_up.eq(diff + step_up), d_down.eq(diff - step_down)]
+            diff_up.append(d_up)
+            diff_down.append(d_down)
         # sum above - rest, negative: the fill is below the total
         short = sum_mod(m, "coord_short", above, [rest], max(fw, nw) + 2)
         below = Signal(name="coord_below")
@@ -529,6 +555,7 @@ class Coordinator(FabricComponent):
                     m.d.sync += state.eq(_State.SKIP)
             with m.Case(_State.BASE):
                 m.d.sync += [ld.eq(b) for ld, b in zip(load, base_next)]
+                m.d.sync += [d.eq(d0) for d, d0 in zip(diffs, diff_first)]
                 m.d.sync += [lo.eq(Mux(last_pass, fr + lo, lo)) for lo in low]
                 m.d.sync += [rest.eq(rest_next), hp.eq(0), hi.eq((1 << lw) - 1), probe.eq(1 << (lw - 1)),
                              state.eq(_State.SEARCH)]
@@ -542,6 +569,7 @@ class Coordinator(FabricComponent):
                 with m.Else():
                     m.d.sync += hi.eq(cand)
                 m.d.sync += probe.eq(probe >> 1)
+                m.d.sync += [d.eq(Mux(below, du, dd)) for d, du, dd in zip(diffs, diff_up, diff_down)]
                 with m.If(probe[0]):
                     m.d.sync += state.eq(_State.WRITE)
             with m.Case(_State.WRITE):
