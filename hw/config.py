@@ -73,6 +73,10 @@ EARLY_FIELDS = ("fcfs_bypass", "starve_limit", *CREDIT_CLASS_NAMES, "bulk_prio",
 #: registers load when it is turned off one cycle before they load them.
 TWO_AHEAD_FIELDS = ("coord_enable",)
 
+#: The early fields the channels read: with ``copies`` > 1 the register file
+#: gives each channel its own ``cfg_<field>_next_copy[c]`` (issue #42).
+CHANNEL_EARLY_FIELDS = tuple(f for f in EARLY_FIELDS if f != "coord_enable")
+
 
 def is_telemetry_register(reg):
     """Snapshots and counters: decoded by :class:`hw.telemetry.Telemetry`."""
@@ -194,6 +198,16 @@ class RegisterFile(FabricComponent):
     cfg_commit_next : ``Out(tenants)``
         ``cfg_commit`` of the next cycle: a ``COMMIT`` written on the bus in this
         cycle.
+    cfg_<field>_next_copy, cfg_priority_next_copy, cfg_guaranteed_next_copy : ``.array(copies)``
+        For each of :data:`CHANNEL_EARLY_FIELDS`, ``priority_next`` and
+        ``guaranteed_next``: ``copies`` outputs equal in every cycle to
+        ``cfg_<field>_next`` (one per channel). Copy 0 is that output; copy
+        k >= 1 is the same multiplexer behind its own copy of the decoded
+        write strobe (``cfg_wr_<register>_copy<k>``, ``cfg_wr_commit_copy<k>``,
+        loaded at the same edge from the same value, kept from merging), so
+        a strobe drives one channel's selection keys, not all C (issue #42:
+        ``cfg_wr_starve_limit`` drove 1,536 endpoints of the 8 x 8 top
+        through a buffer tree).
 
     The two-ahead outputs rely on the bus's write spacing (:mod:`hw.axil`: a
     write at least two cycles after the previous one), so that a COMMIT on the
@@ -208,8 +222,9 @@ class RegisterFile(FabricComponent):
     :exc:`TypeError`
         If ``params`` is not a :class:`hw.params.FabricParams`.
     """
-    def __init__(self, params):
+    def __init__(self, params, *, copies=1):
         check_params(params)
+        self._copies = copies
         members = {
             "bus":          In(RegisterBusSignature(addr_width=ADDR_WIDTH, data_width=DATA_WIDTH)),
             "cfg_tenant":   Out(tenant_config_layout(params)).array(params.tenants),
@@ -226,6 +241,10 @@ class RegisterFile(FabricComponent):
         members["cfg_peak_rate_after_next"] = Out(params.peak_rate_bits).array(params.tenants)
         members["cfg_commit"] = Out(params.tenants)
         members["cfg_commit_next"] = Out(params.tenants)
+        for name in CHANNEL_EARLY_FIELDS:
+            members[f"cfg_{name}_next_copy"] = Out(members[f"cfg_{name}"].shape).array(copies)
+        members["cfg_priority_next_copy"] = Out(params.priority_bits).array(copies, params.tenants)
+        members["cfg_guaranteed_next_copy"] = Out(params.tenants).array(copies)
         super().__init__(params, members)
 
     def elaborate(self, platform):
@@ -242,6 +261,7 @@ class RegisterFile(FabricComponent):
         # decoded and registered; it takes effect in t+1. The channels read
         # the next configuration (cfg_*_next) from these registers, so no
         # address decode lies on their paths.
+        early_regs = {reg.name for reg in fabric_regs if any(f.name in CHANNEL_EARLY_FIELDS for f in reg.fields)}
         wr_fabric = {reg.name: Signal(name=f"cfg_wr_{reg.name.lower()}") for reg in fabric_regs}
         wr_commit = Signal(p.tenants, name="cfg_wr_commit")
         wr_data = Signal(DATA_WIDTH, name="cfg_wr_data")
@@ -249,10 +269,27 @@ class RegisterFile(FabricComponent):
         # A write to each fabric register on the bus in this cycle.
         bus_hit = {reg.name: bus.w_stb & (bus.w_addr == reg.offset) for reg in fabric_regs}
         m.d.sync += [wr_fabric[name].eq(hit) for name, hit in bus_hit.items()]
+        commit_addrs = [[tenant.base + tenant.stride * i + r.offset for r in commit] for i in range(p.tenants)]
         m.d.comb += self.cfg_commit_next.eq(
-            Cat(bus.w_stb & Cat(bus.w_addr == tenant.base + tenant.stride * i + r.offset
-                                for r in commit).any()
-                for i in range(p.tenants)))
+            Cat(bus.w_stb & Cat(bus.w_addr == a for a in addrs).any() for addrs in commit_addrs))
+        # Copy k of each strobe (copy 0: the strobe itself), loaded from the
+        # same value. Yosys's opt_merge merges flip-flops whose inputs are the
+        # same net (a `keep` on the signal does not reach the flip-flop
+        # cell), so copy k's input is the strobe ANDed with the k-th address
+        # bit on which the strobe's addresses agree, at its value there: a
+        # term the strobe implies (the same value), which ABC removes again.
+        # Bits above the byte lanes: hw.axil clears those below.
+        def implied(hit, addrs, k):
+            lanes = (DATA_WIDTH // 8 - 1).bit_length()
+            agree = [j for j in range(lanes, len(bus.w_addr)) if len({(a >> j) & 1 for a in addrs}) == 1]
+            j = agree[k - 1]
+            return hit & (bus.w_addr[j] if (addrs[0] >> j) & 1 else ~bus.w_addr[j])
+        wr_copies = [wr_fabric] + [
+            {name: Signal(name=f"cfg_wr_{name.lower()}_copy{k}") for name in early_regs}
+            for k in range(1, self._copies)]
+        offsets = {reg.name: reg.offset for reg in fabric_regs}
+        for k in range(1, self._copies):
+            m.d.sync += [wr_copies[k][name].eq(implied(bus_hit[name], [offsets[name]], k)) for name in early_regs]
         m.d.sync += [
             wr_commit.eq(self.cfg_commit_next),
             wr_data.eq(bus.w_data),
@@ -283,6 +320,12 @@ class RegisterFile(FabricComponent):
                     with m.If(wr_fabric[reg.name]):
                         m.d.comb += nxt.eq(new_word[f.lsb:f.msb + 1])
                     m.d.sync += cfg[f.name].eq(nxt)
+                    if f.name in CHANNEL_EARLY_FIELDS:
+                        outs = getattr(self, f"cfg_{f.name}_next_copy")
+                        m.d.comb += outs[0].eq(nxt)
+                        for k in range(1, self._copies):
+                            m.d.comb += outs[k].eq(Mux(wr_copies[k][reg.name], new_word[f.lsb:f.msb + 1],
+                                                         cfg[f.name]))
                     if f.name in TWO_AHEAD_FIELDS:
                         # A write on the bus now is decoded at this edge and
                         # merged into `nxt`'s value at the next.
@@ -310,6 +353,21 @@ class RegisterFile(FabricComponent):
                 self.cfg_rate_after_next[i].eq(Mux(copies, staged[i].rate, active[i].rate)),
                 self.cfg_peak_rate_after_next[i].eq(Mux(copies, staged[i].peak_rate, active[i].peak_rate)),
             ]
+
+        # The channels' copies (see cfg_wr_commit_copy<k> above).
+        commit_copies = [wr_commit] + [Signal(p.tenants, name=f"cfg_wr_commit_copy{k}")
+                                       for k in range(1, self._copies)]
+        for k in range(self._copies):
+            if k:
+                m.d.sync += commit_copies[k].eq(Cat(implied(self.cfg_commit_next[i], commit_addrs[i], k)
+                                                    for i in range(p.tenants)))
+            for i in range(p.tenants):
+                m.d.comb += [
+                    self.cfg_priority_next_copy[k][i].eq(
+                        Mux(commit_copies[k][i], staged[i].priority, active[i].priority)),
+                    self.cfg_guaranteed_next_copy[k][i].eq(
+                        Mux(commit_copies[k][i], staged[i].rate != 0, active[i].rate != 0)),
+                ]
 
         # Staging registers are written from the decode stage too, in cycle
         # h+1 like every other write: they are never visible, and the next

@@ -114,7 +114,8 @@ class KvFabric(FabricComponent):
         p = self.params
 
         m.submodules.axil = axil = AXI4LiteSlave(addr_width=ADDR_WIDTH, data_width=DATA_WIDTH)
-        m.submodules.regs = regs = RegisterFile(p)
+        # One copy of the early configuration per channel (issue #42).
+        m.submodules.regs = regs = RegisterFile(p, copies=p.channels)
         m.submodules.telemetry = tel = Telemetry(p)
 
         wiring.connect(m, wiring.flipped(self.s_axil), axil.axil)
@@ -179,16 +180,16 @@ class KvFabric(FabricComponent):
                 self.grant_class[c].eq(ch.grant_class),
                 self.dropped[c].eq(ch.dropped),
                 ch.fcfs_bypass.eq(regs.cfg_fcfs_bypass),
-                ch.fcfs_bypass_next.eq(regs.cfg_fcfs_bypass_next),
-                ch.starve_limit_next.eq(regs.cfg_starve_limit_next),
+                ch.fcfs_bypass_next.eq(regs.cfg_fcfs_bypass_next_copy[c]),
+                ch.starve_limit_next.eq(regs.cfg_starve_limit_next_copy[c]),
                 ch.now.eq(now),
                 ch.now_next.eq(now_next),
                 ch.credit_return.eq(self.credit_return[c]),
-                ch.bulk_prio_next.eq(regs.cfg_bulk_prio_next),
-                ch.arrival_prio_next.eq(regs.cfg_arrival_prio_next),
+                ch.bulk_prio_next.eq(regs.cfg_bulk_prio_next_copy[c]),
+                ch.arrival_prio_next.eq(regs.cfg_arrival_prio_next_copy[c]),
                 *(ch.credit_limit[k].eq(getattr(regs, f"cfg_{name}"))
                   for k, name in enumerate(CREDIT_CLASS_NAMES)),
-                *(ch.credit_limit_next[k].eq(getattr(regs, f"cfg_{name}_next"))
+                *(ch.credit_limit_next[k].eq(getattr(regs, f"cfg_{name}_next_copy")[c])
                   for k, name in enumerate(CREDIT_CLASS_NAMES)),
                 tel.dropped[c].eq(ch.dropped),
                 tel.grants[c].valid.eq(ch.grant.valid & ch.grant.ready),
@@ -210,8 +211,8 @@ class KvFabric(FabricComponent):
                     ch.tenant_cfg[i].peak_rate.eq(peak_rate),
                     burst_level.eq(Mux(cap_fits[i] & (cap_lo < rate), cap_lo, rate)),
                     ch.burst_level[i].eq(burst_level),
-                    ch.priority_next[i].eq(regs.cfg_priority_next[i]),
-                    ch.guaranteed_next[i].eq(regs.cfg_guaranteed_next[i]),
+                    ch.priority_next[i].eq(regs.cfg_priority_next_copy[c][i]),
+                    ch.guaranteed_next[i].eq(regs.cfg_guaranteed_next_copy[c][i]),
                     tel.occupancy[c][i].eq(ch.occupancy[i]),
                 ]
 

@@ -18,7 +18,7 @@ from amaranth.lib import wiring
 from amaranth.lib.wiring import In, Out
 
 from kvfabric.hw.axil import AXI4LiteSignature, AXI4LiteSlave, RegisterBusSignature
-from kvfabric.hw.config import RegisterFile
+from kvfabric.hw.config import CHANNEL_EARLY_FIELDS, RegisterFile
 from kvfabric.hw.layouts import tenant_config_layout
 from kvfabric.hw.telemetry import Telemetry
 from kvfabric.hw.top import KvFabric
@@ -85,11 +85,15 @@ def test_signatures():
 # --- register file behind the AXI slave -------------------------------------------------
 
 class _ConfigHarness(wiring.Component):
-    """AXI4LiteSlave + RegisterFile, with the register file's outputs visible."""
+    """AXI4LiteSlave + RegisterFile, with the register file's outputs visible;
+    ``copies_equal``: every per-channel copy of the early outputs (``copies``
+    of them, issue #42) equals its original."""
 
-    def __init__(self, params):
+    def __init__(self, params, copies=3):
         self._params = params
+        self._copies = copies
         super().__init__({
+            "copies_equal": Out(1),
             "s_axil":       In(AXI4LiteSignature(addr_width=16, data_width=32)),
             "cfg_tenant":   Out(tenant_config_layout(params)).array(params.tenants),
             "fcfs_bypass":  Out(1),
@@ -118,8 +122,14 @@ class _ConfigHarness(wiring.Component):
     def elaborate(self, platform):
         m = Module()
         m.submodules.axil = axil = AXI4LiteSlave()
-        m.submodules.regs = regs = RegisterFile(self._params)
+        m.submodules.regs = regs = RegisterFile(self._params, copies=self._copies)
         wiring.connect(m, wiring.flipped(self.s_axil), axil.axil)
+        same = [getattr(regs, f"cfg_{name}_next_copy")[k] == getattr(regs, f"cfg_{name}_next")
+                for name in CHANNEL_EARLY_FIELDS for k in range(self._copies)]
+        same += [(regs.cfg_priority_next_copy[k][i] == regs.cfg_priority_next[i])
+                 & (regs.cfg_guaranteed_next_copy[k][i] == regs.cfg_guaranteed_next[i])
+                 for k in range(self._copies) for i in range(self._params.tenants)]
+        m.d.comb += self.copies_equal.eq(Cat(same).all())
         wiring.connect(m, axil.bus, regs.bus)
         m.d.comb += [
             self.fcfs_bypass.eq(regs.cfg_fcfs_bypass),
@@ -230,6 +240,7 @@ def test_register_file_commit_atomic(seed):
             want = (nxt.fcfs_bypass, nxt.starve_limit, [t.priority for t in nxt.tenants], nxt.coord_enable,
                     committed, nxt.arrival_prio, [int(t.rate != 0) for t in nxt.tenants])
             assert got == want, f"cycle {cycle}: next-cycle configuration"
+            assert ctx.get(dut.copies_equal), f"cycle {cycle}: a channel's copy differs"
             ahead, committing = copy.deepcopy(mirror), 0
             if w is not None:
                 ahead.write(w.addr, w.data, w.strb)
