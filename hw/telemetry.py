@@ -40,6 +40,7 @@ from amaranth.lib.wiring import In, Out
 
 from .config import ADDR_WIDTH, DATA_WIDTH, FabricComponent, is_telemetry_register
 from .layouts import Kind, tenant_config_layout
+from .keys import sum_mod
 from .readpipe import pipelined_read
 from kvfabric.regmap import REGMAP
 from kvfabric.spec import check_params
@@ -153,12 +154,29 @@ class Telemetry(FabricComponent):
         N, C = p.tenants, p.channels
 
         # Stage 1 (cycle t): per channel, is the transfer late for its tenant's SLO?
+        # wait = (now - ts) mod 2^T > slo, without the subtraction in front of
+        # the comparison (issue #42: the two carry chains and the sum over
+        # the channels were the 8 x 8 top's telemetry path): with
+        # y = now - ts - slo - 1 (one carry-save sum and one carry chain,
+        # T + 2 bits), wait > slo is y >= 0 when now >= ts, and
+        # y + 2^T >= 0 when now < ts (wait = now - ts + 2^T), whose sign is
+        # y[T+1] ^ y[T] (slo < 2^T: y + 2^T fits in T + 2 bits). The
+        # comparison now < ts runs beside the sum.
+        T = p.ts_bits
+        assert p.slo_bits <= T
         late = []
         for c, g in enumerate(self.grants):
             slo = Array(cfg.slo_cycles for cfg in self.tenant_cfg)[g.tenant]
-            wait = Signal(p.ts_bits, name=f"wait_{c}")
-            m.d.comb += wait.eq(self.now - g.ts)
-            late.append(wait > slo)
+            slo_sel = Signal(p.slo_bits, name=f"tel_slo_{c}")
+            m.d.comb += slo_sel.eq(slo)
+            # slo, behind the tenant's multiplexer, enters the carry-save
+            # tree last (sum_mod adds its operands in order).
+            y = sum_mod(m, f"tel_late_diff_{c}", [self.now], [g.ts, Const(1, 1), slo_sel], T + 2)
+            wrapped = Signal(name=f"tel_wrapped_{c}")
+            m.d.comb += wrapped.eq(self.now < g.ts)
+            is_late = Signal(name=f"tel_late_{c}")
+            m.d.comb += is_late.eq(Mux(wrapped, ~(y[T + 1] ^ y[T]), ~y[T + 1]))
+            late.append(is_late)
 
         # Stage 1 registers: per-tenant sums over the channels.
         # At most C grants of at most LMAX bytes per cycle.
