@@ -275,15 +275,20 @@ class RegisterFile(FabricComponent):
         # Copy k of each strobe (copy 0: the strobe itself), loaded from the
         # same value. Yosys's opt_merge merges flip-flops whose inputs are the
         # same net (a `keep` on the signal does not reach the flip-flop
-        # cell), so copy k's input is the strobe ANDed with the k-th address
-        # bit on which the strobe's addresses agree, at its value there: a
-        # term the strobe implies (the same value), which ABC removes again.
-        # Bits above the byte lanes: hw.axil clears those below.
+        # cell), so copy k's input is the strobe ANDed with address bits on
+        # which the strobe's addresses agree, each at its value there (the
+        # b-th such bit where k has bit b set: a set of its own for every
+        # k >= 1): a term the strobe implies (the same value), which ABC
+        # removes again. Bits above the byte lanes: hw.axil clears those below.
         def implied(hit, addrs, k):
             lanes = (DATA_WIDTH // 8 - 1).bit_length()
             agree = [j for j in range(lanes, len(bus.w_addr)) if len({(a >> j) & 1 for a in addrs}) == 1]
-            j = agree[k - 1]
-            return hit & (bus.w_addr[j] if (addrs[0] >> j) & 1 else ~bus.w_addr[j])
+            assert k < 1 << len(agree), "more copies than sets of address bits"
+            term = hit
+            for b, j in enumerate(agree):
+                if (k >> b) & 1:
+                    term = term & (bus.w_addr[j] if (addrs[0] >> j) & 1 else ~bus.w_addr[j])
+            return term
         wr_copies = [wr_fabric] + [
             {name: Signal(name=f"cfg_wr_{name.lower()}_copy{k}") for name in early_regs}
             for k in range(1, self._copies)]
