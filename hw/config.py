@@ -261,7 +261,7 @@ class RegisterFile(FabricComponent):
         # decoded and registered; it takes effect in t+1. The channels read
         # the next configuration (cfg_*_next) from these registers, so no
         # address decode lies on their paths.
-        early_regs = {reg.name for reg in fabric_regs if any(f.name in CHANNEL_EARLY_FIELDS for f in reg.fields)}
+        early_regs = [reg.name for reg in fabric_regs if any(f.name in CHANNEL_EARLY_FIELDS for f in reg.fields)]
         wr_fabric = {reg.name: Signal(name=f"cfg_wr_{reg.name.lower()}") for reg in fabric_regs}
         wr_commit = Signal(p.tenants, name="cfg_wr_commit")
         wr_data = Signal(DATA_WIDTH, name="cfg_wr_data")
