@@ -359,19 +359,20 @@ class RegisterFile(FabricComponent):
                 self.cfg_peak_rate_after_next[i].eq(Mux(copies, staged[i].peak_rate, active[i].peak_rate)),
             ]
 
-        # The channels' copies (see cfg_wr_commit_copy<k> above).
-        commit_copies = [wr_commit] + [Signal(p.tenants, name=f"cfg_wr_commit_copy{k}")
-                                       for k in range(1, self._copies)]
-        for k in range(self._copies):
-            if k:
-                m.d.sync += commit_copies[k].eq(Cat(implied(self.cfg_commit_next[i], commit_addrs[i], k)
-                                                    for i in range(p.tenants)))
+        # The channels' copies (see cfg_wr_commit_copy<k> above); copy 0 is
+        # the output itself, as for the early fields.
+        m.d.comb += [self.cfg_priority_next_copy[0][i].eq(prio_next[i]) for i in range(p.tenants)]
+        m.d.comb += self.cfg_guaranteed_next_copy[0].eq(self.cfg_guaranteed_next)
+        for k in range(1, self._copies):
+            commit_copy = Signal(p.tenants, name=f"cfg_wr_commit_copy{k}")
+            m.d.sync += commit_copy.eq(Cat(implied(self.cfg_commit_next[i], commit_addrs[i], k)
+                                           for i in range(p.tenants)))
             for i in range(p.tenants):
                 m.d.comb += [
                     self.cfg_priority_next_copy[k][i].eq(
-                        Mux(commit_copies[k][i], staged[i].priority, active[i].priority)),
+                        Mux(commit_copy[i], staged[i].priority, active[i].priority)),
                     self.cfg_guaranteed_next_copy[k][i].eq(
-                        Mux(commit_copies[k][i], staged[i].rate != 0, active[i].rate != 0)),
+                        Mux(commit_copy[i], staged[i].rate != 0, active[i].rate != 0)),
                 ]
 
         # Staging registers are written from the decode stage too, in cycle
