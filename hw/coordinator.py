@@ -38,7 +38,7 @@ Timing, exactly:
 * From t_e + 2 one walk: ``coord_passes`` passes over the tenants, each
   active tenant (enabled, with demand) taking two load cycles (its lower
   bounds, from its demand and backlog bits and its previous rates in the
-  per-channel RAM ``coord_prev_<c>``, which the last pass writes; then the
+  per-channel RAM ``coord_prev_<c>``, which the write-out writes; then the
   other tenants' loads on every channel, ``o[c] = load[c] - x[i][c]``), one cycle
   per bit of its water level (a binary search of the smallest level h whose
   fill reaches its total: over its channels, ``max(lo[c], h - o[c])`` on
@@ -49,7 +49,8 @@ Timing, exactly:
   allocation RAM ``coord_alloc_<c>``, the loads updated); an inactive
   tenant takes two cycles (LOAD, SKIP); then a write-out of
   every pair's rate and peak rate, one per cycle, into the per-tenant result
-  RAM ``coord_result_<i>`` (its entry c: channel c's rate and peak rate).
+  RAM ``coord_result_<i>`` (its entry c: channel c's rate and peak rate),
+  and of its rate before the lower clamp into ``coord_prev_<c>``.
 * Channel c's registers load their tenants' results at the edge into
   t_a + c (t_a = t_e + 1 + COORD_LATENCY), all tenants at once, from the
   result RAMs read at address c. A COMMIT of tenant i loads tenant i's
@@ -66,8 +67,8 @@ Timing, exactly:
   with a clock enable and no multiplexer, and no staging copy of the
   registers is needed: the results wait in LUT RAM.
 
-Area: the walk's datapath (C difference registers, each with two steppers,
-and a carry-save sum) is shared by every tenant; what grows with N x C is
+Area: the walk's datapath (C gap registers, each with one stepper, and a
+carry-save sum) is shared by every tenant; what grows with N x C is
 the rate registers, the demand bits and the two RAMs.
 
 All state is named ``coord_*``: the state-budget script reports it as its
@@ -76,7 +77,7 @@ own category.
 
 from dataclasses import dataclass
 
-from amaranth.hdl import Cat, Module, Mux, Signal
+from amaranth.hdl import Cat, Module, Mux, Signal, Value
 from amaranth.lib import enum
 from amaranth.lib.memory import Memory
 
@@ -99,6 +100,35 @@ def walk_cycles(params):
     whose cycle reads the results."""
     n, c = params.tenants, params.channels
     return coord_passes(params) * n * (coord_level_bits(params) + 3) + n * c + 1
+
+
+def _popcount(m, name, bits):
+    """The number of 1s among ``bits``, an adder tree of pairs."""
+    vals = [Value.cast(b) for b in bits]
+    level = 0
+    while len(vals) > 1:
+        nxt = []
+        for k in range(0, len(vals) - 1, 2):
+            s = Signal(len(vals[k]) + 1, name=f"{name}_{level}_{k // 2}")
+            m.d.comb += s.eq(vals[k] + vals[k + 1])
+            nxt.append(s)
+        if len(vals) % 2:
+            nxt.append(vals[-1])
+        vals = nxt
+        level += 1
+    out = Signal(len(bits).bit_length(), name=name)
+    m.d.comb += out.eq(vals[0])
+    return out
+
+
+def _place(value, onehot, width):
+    """``value * onehot`` for a one-hot (or zero) ``onehot``: ``value``
+    shifted to its 1 bit, an OR of ANDs per bit (no multiplier)."""
+    terms = [Mux(onehot[j], value << j, 0) for j in range(len(onehot))]
+    out = terms[0]
+    for t in terms[1:]:
+        out = out | t
+    return out[:width]
 
 
 def _bit(m, vector, index, name):
@@ -301,12 +331,12 @@ class Coordinator(FabricComponent):
         # there, b[c] = load[c] - x[i][c] + lo[c].
         load = [Signal(ldw, name=f"coord_load_{c}") for c in range(nc)]
         # Per channel, from LOAD to WRITE: the tenant's lower bound lo[c]
-        # (RATE - fr on a light pair, the damped floor on a backlogged one);
-        # from BASE on, the value WRITE starts from (lo[c], or fr + lo[c] in
-        # the last pass).
+        # (RATE - fr on a light pair, the damped floor on a backlogged one).
         low = [Signal(p.rate_bits, name=f"coord_lo_{c}") for c in range(nc)]
         lev = Signal(nc, name="coord_levelled")    # the channels it levels (backlogged, or all if none is)
-        rest = Signal(nw, name="coord_rest")       # the total less the lower bounds, C·(RATE - fr) - sum lo
+        sw = max(fw, nw) + 1                        # the search's sum, signed: fill and rest < 2^max(fw, nw)
+        # minus the rest of the total: sum lo - C·(RATE - fr), the sum's start
+        minus_rest = Signal(sw, name="coord_minus_rest")
 
         # The tenant's values of t_e: RATE, enable, and the live PEAK_RATE for
         # the write-out (equal to t_e's unless a COMMIT discards the result).
@@ -350,21 +380,15 @@ class Coordinator(FabricComponent):
         adv = Signal(name="coord_advance")
         with m.If(adv):
             m.d.sync += unit.eq((snap.cofloor * nxt_rate + ((1 << COORD_FLOOR_BITS) - 1)) >> COORD_FLOOR_BITS)
-        # fr itself, for the last pass's write (below): a register loaded in
-        # every cycle, the tenant's from its second cycle on.
-        fr = Signal(p.rate_bits, name="coord_floor_rate")
-        m.d.sync += fr.eq(t_rate - unit)
 
-        # The allocation RAMs: x[i][c] in channel c's, at address i. In the
-        # last pass, which reads x[i][c] no more, a tenant's write holds its
-        # rate before the write-out's lower clamp instead,
-        # min(fr + x[i][c], 2^16 - 1), so that the write-out adds nothing.
-        # The previous-rate RAMs (damped descent, spec §13.5): the same
-        # value, written by the last pass only (0 for an inactive tenant), so
-        # that the next walk reads p[i][c], the previous epoch's rate, in
-        # every pass: a tenant's LOAD reads its entry before its last WRITE
-        # overwrites it. `coord_prev_valid`: they hold a finished walk's
-        # rates since the coordinator was last turned on.
+        # The allocation RAMs: x[i][c] in channel c's, at address i. The
+        # previous-rate RAMs (damped descent, spec §13.5): the rates the walk
+        # computed, min(fr + x[i][c], 2^16 - 1) before the write-out's lower
+        # clamp (0 for an inactive tenant), written by the write-out (one
+        # adder for all pairs, not one per channel in the last pass), so that
+        # every pass of the next walk reads p[i][c], the previous epoch's
+        # rate. `coord_prev_valid`: they hold a finished walk's rates since
+        # the coordinator was last turned on.
         x_old = []
         x_wr = []
         p_old = []
@@ -385,8 +409,8 @@ class Coordinator(FabricComponent):
         # walk; the sign of one subtraction per channel chooses), 0 outside
         # the set. BASE: b[c] = load[c] - x[i][c] + lo[c] (the tenant's own
         # allocation taken out, none yet in the first pass) into the load
-        # register itself, as one carry-save sum, and the rest of the total,
-        # C·unit - sum lo, as another.
+        # register itself and the gap register (below), as one carry-save
+        # sum, and the rest of the total, C·unit - sum lo, negated, as another.
         first = Signal(name="coord_first_pass")
         m.d.comb += first.eq(pass_no == 0)
         lite_now = Signal(nc, name="coord_light_next")
@@ -402,16 +426,11 @@ class Coordinator(FabricComponent):
             m.d.comb += lo_c.eq(Mux(lite_now[c] | (damp & over), unit, Mux(damp, half, 0)))
             lo_next.append(lo_c)
         base_next = []
-        diff_first = []
         for c in range(nc):
             xm = Signal(xw, name=f"coord_own_{c}")
             m.d.comb += xm.eq(Mux(first, 0, x_old[c]))
             base_next.append(sum_mod(m, f"coord_base_next_{c}", [load[c], low[c]], [xm], ldw))
-            # The search's first level, 2^(W-1), less b[c]: the difference
-            # register's value in the first SEARCH cycle (below).
-            diff_first.append(sum_mod(m, f"coord_diff_first_{c}", [1 << (lw - 1), xm], [load[c], low[c]],
-                                      ldw + 1))
-        rest_next = sum_mod(m, "coord_rest_next", [unit * nc], list(low), nw)
+        minus_rest_next = sum_mod(m, "coord_minus_rest_next", list(low), [unit * nc], sw)
 
         # The fill at the level `cand` (SEARCH: hp with the probed bit; WRITE:
         # the level h, the least one whose fill reaches the total). On a
@@ -432,85 +451,114 @@ class Coordinator(FabricComponent):
         # previous such); hp + 1 is the one probed at hp's lowest 0 bit.
         # `coord_writing` is 1 exactly in WRITE: a register.
         #
-        # cand - b[c] is a register per channel, `coord_diff_<c>` (issue #42:
-        # the C subtractions were in front of the carry-save sum, and the sum
-        # grows with C): BASE loads 2^(W-1) - b[c], and each SEARCH cycle
-        # steps it to the next cycle's level, both ways computed from the
-        # register while the sum decides which. hp | probe = hp + probe (hp's
-        # bits from the probed one down are 0), so with q = probe >> 1 the
-        # next level is cand + q if the fill at cand is below the total (hp
-        # takes cand) and cand - q if not. After the last probe (bit 0) it
-        # is h: cand if the fill reaches the total there, else hp + 1 =
-        # cand + 1 (cand itself when cand = 2^W - 1). So in WRITE the
-        # register holds h - b[c].
+        # No subtraction lies in front of the sum (issues #42 and #43: the C
+        # subtractions cand - b[c] did, and the sum grows with C; registering
+        # the differences themselves cost two steppers per channel, over the
+        # area target). Each channel keeps its gap u[c] = b[c] - hp in a
+        # register, `coord_gap_<c>`: BASE loads b[c] (hp = 0), and a SEARCH
+        # cycle whose fill is below the total (hp takes the probed bit)
+        # subtracts the probe, one stepper computed from registers while the
+        # sum decides. The probed level cand = hp + 2^k is above b[c] exactly
+        # when u[c] < 2^k: u[c] negative, or no bit of it at k or above (a
+        # mask, `coord_probe_mask`, holds the bits from k up); that test is a
+        # register too, `coord_above_<c>`, computed for both of the next
+        # cycle's values of u[c] and chosen with them. Its excess cand - b[c] = 2^k - u[c] is, for 0 <= u[c] <
+        # 2^k, the bits of ~u[c] below k plus 1 (no carry either), and for
+        # u[c] < 0 (a channel the level has passed), 2^k + ~u[c] + 1 with
+        # ~u[c] = -u[c] - 1 < 2^W. The sum takes those bits of every channel
+        # above the level, a 1 for each (one-bit addends of the tree), and
+        # the passed channels' count times 2^k: `coord_passed` counts them in
+        # a register (u[c] only falls, so it is 0 from BASE and takes the
+        # count of the stepped values when the probe's fill is below the
+        # total), placed at the probed bit by the one-hot probe.
         writing = Signal(name="coord_writing")
         m.d.sync += writing.eq((state == _State.SEARCH) & probe[0] & self.enable)
         cand = Signal(lw, name="coord_cand")
         m.d.comb += cand.eq(Mux(writing, hi, hp | probe))
-        step_up = Signal(lw, name="coord_step_up")     # cand' - cand if below
-        step_down = Signal(lw, name="coord_step_down")  # cand - cand' if not
-        m.d.comb += [step_down.eq(probe >> 1),
-                     step_up.eq((probe >> 1) | (probe[0] & ~hp[1:].all()))]
-        above = []
+        mask = Signal(ldw, name="coord_probe_mask")    # bits k and up (all of them in WRITE)
+        mask_next = Signal(ldw, name="coord_probe_mask_next")
+        m.d.comb += mask_next.eq(mask | (mask >> 1))
+        # In WRITE the probe register holds h - hp, 1 unless hp is the
+        # highest level (then h = hp): the last probe sets it (hp is the
+        # highest level when that probe's fill is below the total and hp's
+        # other bits are all 1). So the stepper gives u[c] - (h - hp) = b - h.
+        step_top = Signal(name="coord_step_top")   # a fill below the total now leaves hp the highest level
+        m.d.comb += step_top.eq(probe[0] & hp[1:].all())
         reach = []
-        diffs = []
-        diff_up = []
-        diff_down = []
+        gaps = []
+        excess = []
         for c in range(nc):
-            diff = Signal(ldw + 1, name=f"coord_diff_{c}")
-            up = Signal(name=f"coord_up_{c}")      # cand >= b[c] on a levelled channel
-            ab = Signal(lw, name=f"coord_above_{c}")  # max(0, cand - b[c]) there, else 0 (< 2^W)
-            m.d.comb += [up.eq(lev[c] & ~diff[ldw]),
-                         ab.eq(Mux(up, diff[:lw], 0))]
-            above.append(ab)
+            u = Signal(ldw + 1, name=f"coord_gap_{c}")
+            up = Signal(name=f"coord_above_{c}")      # cand > b[c] on a levelled channel
+            # cand - b[c] - 1, less 2^k if u[c] < 0 (below 2^W either way)
+            inv = Signal(lw, name=f"coord_gap_inv_{c}")
+            m.d.comb += inv.eq(Mux(up, ~u[:lw] & Mux(u[ldw], (1 << lw) - 1, ~mask[:lw]), 0))
+            excess.append(inv)
             reach.append(up)
-            diffs.append(diff)
-            d_up = Signal(ldw + 1, name=f"coord_diff_up_{c}")
-            d_down = Signal(ldw + 1, name=f"coord_diff_down_{c}")
-            m.d.comb += [d_up.eq(diff + step_up), d_down.eq(diff - step_down)]
-            diff_up.append(d_up)
-            diff_down.append(d_down)
-        # sum above - rest, negative: the fill is below the total
-        short = sum_mod(m, "coord_short", above, [rest], max(fw, nw) + 2)
+            gaps.append(u)
+        passed = Signal(range(nc + 1), name="coord_passed")
+        placed = Signal(sw, name="coord_passed_placed")   # passed * 2^k
+        m.d.comb += placed.eq(_place(passed, probe, sw))
+        # sum over the channels above the level of (cand - b[c]), less the
+        # rest: negative, the fill is below the total (the channels' 1s are
+        # one-bit addends of the tree)
+        short = sum_mod(m, "coord_short", [*excess, minus_rest, placed], [], sw, ones=reach)
         below = Signal(name="coord_below")
         m.d.comb += below.eq(short[-1])
+        gap_step = []
+        above_below = []   # coord_above_<c> of the next cycle if the fill is below the total
+        above_hold = []    # ... and if it reaches it
+        for c, u in enumerate(gaps):
+            st = Signal(ldw + 1, name=f"coord_gap_step_{c}")
+            m.d.comb += st.eq(u - probe)
+            gap_step.append(st)
+            ab = Signal(name=f"coord_above_below_{c}")
+            ah = Signal(name=f"coord_above_hold_{c}")
+            m.d.comb += [ab.eq(lev[c] & (st[ldw] | ~(st[:ldw] & mask_next).any())),
+                         ah.eq(lev[c] & (u[ldw] | ~(u[:ldw] & mask_next).any()))]
+            above_below.append(ab)
+            above_hold.append(ah)
+        passed_step = _popcount(m, "coord_passed_step", [lev[c] & st[ldw] for c, st in enumerate(gap_step)])
 
-        # WRITE: x = lo + max(0, h - b) (the last pass: its rate fr + x, i.e.
-        # RATE + max(0, h - b) on a light channel, fr + max(0, h - b) on the
-        # others, saturated), and the load b + max(0, h - b) = max(b, h) on a
-        # levelled channel, b on the others.
+        # WRITE: x = lo + max(0, h - b) = max(lo, h - o) < 2^W on a levelled
+        # channel, lo on the others, and the load b + max(0, h - b) =
+        # max(b, h) on a levelled channel, b on the others. The stepper holds
+        # b - h (above): h is above b where it is negative, and h - b =
+        # ~(b - h) + 1 < 2^W.
         last_pass = pass_no == passes - 1
         x_new = []
+        raised = []
         for c in range(nc):
-            lo_part = low[c]
-            # The sum takes h - b as it is and the choice follows it, so the
-            # adder does not wait for the subtraction's sign.
-            xs = Signal(xw + 1, name=f"coord_x_sum_{c}")
-            xn = Signal(xw, name=f"coord_x_new_{c}")
-            m.d.comb += [xs.eq(lo_part + diffs[c][:lw]),
-                         xn.eq(Mux(reach[c], Mux(xs[xw], rmax, xs[:xw]), lo_part))]
-            x_new.append(xn)
+            r = Signal(name=f"coord_raised_{c}")    # h > b[c] on a levelled channel
+            m.d.comb += r.eq(lev[c] & gap_step[c][ldw])
+            raised.append(r)
+            x_new.append(sum_mod(m, f"coord_x_new_{c}", [low[c], Mux(r, ~gap_step[c][:xw], 0)], [], xw,
+                                 ones=[r]))
 
         # The write-out: rate = min(max(fr + x, min(RATE, 1)), max),
         # peak = min(max(rate + PEAK_RATE - RATE, 0), max); RATE and PEAK_RATE
         # when inactive. One pipeline stage: the OUT cycle of pair (i, c)
-        # registers the rate (from the allocation RAM, which holds
-        # min(fr + x, max) after the last pass) and PEAK_RATE - RATE
-        # (coord_wo_*); the next cycle adds them, clamps the peak and writes
-        # both into i's result RAM. So the last pair is written one cycle
-        # after the walk's OUT cycles (walk_cycles counts it).
+        # reads x[i][c], adds fr = RATE - unit (`coord_even` follows the
+        # tenant in OUT as in the passes), writes the saturated sum into the
+        # previous-rate RAM (0 for an inactive tenant) and registers the rate
+        # and PEAK_RATE - RATE (coord_wo_*); the next cycle adds them, clamps
+        # the peak and writes both into i's result RAM. So the last pair is
+        # written one cycle after the walk's OUT cycles (walk_cycles counts it).
         x_sel = Signal(xw, name="coord_x_sel")
         with m.Switch(ci):
             for c in range(nc):
                 with m.Case(c):
                     m.d.comb += x_sel.eq(x_old[c])
+        fx_sum = sum_mod(m, "coord_fx_sum", [t_rate, x_sel], [unit], xw + 1)
+        fx = Signal(xw, name="coord_fx")    # min(fr + x, 2^W - 1)
+        m.d.comb += fx.eq(Mux(fx_sum[xw], rmax, fx_sum[:xw]))
         wo_valid = Signal(name="coord_wo_valid")
         wo_tenant = Signal.like(ti, name="coord_wo_tenant")
         wo_channel = Signal.like(ci, name="coord_wo_channel")
         wo_rate = Signal(p.rate_bits, name="coord_wo_rate")
         wo_gap = Signal(range(-(1 << p.rate_bits), 1 << p.peak_rate_bits), name="coord_wo_gap")
         m.d.sync += [wo_valid.eq(state == _State.OUT), wo_tenant.eq(ti), wo_channel.eq(ci),
-                     wo_rate.eq(Mux(active, Mux(x_sel == 0, t_rate != 0, x_sel), t_rate)),
+                     wo_rate.eq(Mux(active, Mux(fx == 0, t_rate != 0, fx), t_rate)),
                      wo_gap.eq(t_peak_live - t_rate)]
         pk = Signal(range(-(1 << p.rate_bits), (1 << p.rate_bits) + (1 << p.peak_rate_bits)),
                     name="coord_peak_sum")
@@ -555,13 +603,16 @@ class Coordinator(FabricComponent):
                     m.d.sync += state.eq(_State.SKIP)
             with m.Case(_State.BASE):
                 m.d.sync += [ld.eq(b) for ld, b in zip(load, base_next)]
-                m.d.sync += [d.eq(d0) for d, d0 in zip(diffs, diff_first)]
-                m.d.sync += [lo.eq(Mux(last_pass, fr + lo, lo)) for lo in low]
-                m.d.sync += [rest.eq(rest_next), hp.eq(0), hi.eq((1 << lw) - 1), probe.eq(1 << (lw - 1)),
+                m.d.sync += [u.eq(b) for u, b in zip(gaps, base_next)]
+                first_mask = ((1 << ldw) - 1) & ~((1 << (lw - 1)) - 1)
+                m.d.sync += [mask.eq(first_mask), passed.eq(0)]
+                # b[c] >= 0 is above 2^(W-1) unless its bits from W-1 up are 0
+                m.d.sync += [up.eq(lev[c] & ~(b & first_mask).any())
+                             for c, (up, b) in enumerate(zip(reach, base_next))]
+                m.d.sync += [minus_rest.eq(minus_rest_next), hp.eq(0), hi.eq((1 << lw) - 1),
+                             probe.eq(1 << (lw - 1)),
                              state.eq(_State.SEARCH)]
             with m.Case(_State.SKIP):
-                with m.If(last_pass):   # an inactive tenant's previous rates are 0
-                    m.d.comb += [wp.en.eq(1) for wp in p_wr]
                 next_tenant()
             with m.Case(_State.SEARCH):
                 with m.If(below):
@@ -569,28 +620,27 @@ class Coordinator(FabricComponent):
                 with m.Else():
                     m.d.sync += hi.eq(cand)
                 m.d.sync += probe.eq(probe >> 1)
-                m.d.sync += [d.eq(Mux(below, du, dd)) for d, du, dd in zip(diffs, diff_up, diff_down)]
+                m.d.sync += [u.eq(Mux(below, st, u)) for u, st in zip(gaps, gap_step)]
+                m.d.sync += passed.eq(Mux(below, passed_step, passed))
+                m.d.sync += [up.eq(Mux(below, ab, ah)) for up, ab, ah in zip(reach, above_below, above_hold)]
+                m.d.sync += mask.eq(mask | (mask >> 1))
                 with m.If(probe[0]):
-                    m.d.sync += state.eq(_State.WRITE)
+                    m.d.sync += [state.eq(_State.WRITE), probe.eq(~(below & step_top))]
             with m.Case(_State.WRITE):
                 for c in range(nc):
                     m.d.comb += [x_wr[c].data.eq(x_new[c]), x_wr[c].en.eq(1)]
-                    m.d.sync += load[c].eq(Mux(reach[c], cand, load[c]))
-                    with m.If(last_pass):
-                        m.d.comb += [p_wr[c].data.eq(x_new[c]), p_wr[c].en.eq(1)]
-                with m.If(last_pass & last_tenant):
-                    m.d.sync += prev_valid.eq(1)
+                    m.d.sync += load[c].eq(Mux(raised[c], cand, load[c]))
                 next_tenant()
             with m.Case(_State.OUT):
+                for c in range(nc):
+                    m.d.comb += [p_wr[c].data.eq(Mux(active, fx, 0)), p_wr[c].en.eq(ci == c)]
                 with m.If(ci != nc - 1):
                     m.d.sync += ci.eq(ci + 1)
                 with m.Elif(~last_tenant):
+                    m.d.comb += adv.eq(1)
                     m.d.sync += [ci.eq(0), ti.eq(ti + 1)]
                 with m.Else():
-                    m.d.sync += state.eq(_State.IDLE)
-        # An inactive last tenant ends the last pass in SKIP.
-        with m.If((state == _State.SKIP) & last_pass & last_tenant):
-            m.d.sync += prev_valid.eq(1)
+                    m.d.sync += [state.eq(_State.IDLE), prev_valid.eq(1)]
         # Disabled: abandon the walk (its result is discarded) and forget the
         # previous rates.
         with m.If(~self.enable):

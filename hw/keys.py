@@ -432,16 +432,28 @@ def _extend(m, name, value, width):
     return out
 
 
-def sum_mod(m, name, pos, neg, width):
-    """``(sum(pos) - sum(neg)) mod 2^width`` of unsigned values: a carry-save
-    tree of the operands (``-x = ~x + 1``) and one carry-propagate adder, so
-    that three or four operands cost one carry chain, not one chain each
-    (issue #42: the bucket sums and their comparisons were three chains in a
-    row). Exact: the same integer as the chain of additions."""
+def sum_mod(m, name, pos, neg, width, ones=()):
+    """``(sum(pos) - sum(neg) + sum(ones)) mod 2^width`` of unsigned values
+    (``ones``: one-bit values): a carry-save tree of the operands (``-x =
+    ~x + 1``) and one carry-propagate adder, so that three or four operands
+    cost one carry chain, not one chain each (issue #42: the bucket sums and
+    their comparisons were three chains in a row). Exact: the same integer as
+    the chain of additions.
+
+    The one-bit addends (the negations' 1s among them) cost no row of the
+    tree: each takes bit 0 of a row's carry vector, which the shift leaves
+    free, or the final adder's carry-in (a row against a constant 1 would
+    cost two gates per bit and a level: Yosys does not fold it). The first
+    ones take the first rows; there must be no more of them than rows plus
+    one."""
     ops = [_extend(m, f"{name}_p{k}", x, width) for k, x in enumerate(pos)]
     ops += [~_extend(m, f"{name}_n{k}", x, width) for k, x in enumerate(neg)]
-    if neg:
-        ops.append(C(len(neg) % (1 << width), width))
+    bits = [Value.cast(b) for b in ones] + ([C(1, 1)] if neg else [])
+    if len(neg) > 1:
+        ops.append(C((len(neg) - 1) % (1 << width), width))
+    rows = max(len(ops) - 2, 0)
+    if len(bits) > rows + 1:
+        raise ValueError(f"{name}: {len(bits)} one-bit addends, room for {rows + 1}")
     level = 0
     while len(ops) > 2:
         nxt = []
@@ -449,13 +461,15 @@ def sum_mod(m, name, pos, neg, width):
             a, b, c = ops[k:k + 3]
             sm = Signal(width, name=f"{name}_s{level}_{k // 3}")
             cy = Signal(width, name=f"{name}_c{level}_{k // 3}")
-            m.d.comb += [sm.eq(a ^ b ^ c), cy.eq(((a & b) | (a & c) | (b & c)) << 1)]
+            low = bits.pop(0) if bits and width > 0 else C(0, 1)
+            m.d.comb += [sm.eq(a ^ b ^ c), cy.eq((((a & b) | (a & c) | (b & c)) << 1) | low)]
             nxt += [sm, cy]
         nxt += ops[len(ops) - len(ops) % 3:] if len(ops) % 3 else []
         ops = nxt
         level += 1
     out = Signal(width, name=name)
-    m.d.comb += out.eq(ops[0] + ops[1] if len(ops) == 2 else ops[0])
+    total = ops[0] + ops[1] if len(ops) == 2 else ops[0]
+    m.d.comb += out.eq(total + bits[0] if bits else total)
     return out
 
 

@@ -413,3 +413,40 @@ def test_long_epoch(seed):
 
     stats = _run(params, seed, cycles=2 + E + COORD_LATENCY + 6, script=script, traffic=traffic)
     assert stats == {"results": 1, "applied": 1}
+
+
+def test_previous_rate_of_an_inactive_tenant_is_zero(seed):
+    """Spec §13.5: a backlogged pair's damped floor comes from the previous
+    epoch's rate, 0 for a tenant that was not active in it. Tenant 1 is
+    backlogged on both channels in epoch 0 (its even split, so its previous
+    rates are RATE there), has no demand in epoch 1 and is backlogged again
+    in epoch 2, where tenant 0 loads channel 0: its floor there is 0, not
+    half its epoch-0 rate, so its level puts less of its total on channel 0
+    than a stale previous rate would."""
+    params = FabricParams(tenants=2, channels=2)
+    E = COORD_MIN_EPOCH
+    first = 10
+
+    def script(t, rng):
+        acts = {"floor": 0, "epoch": 0}
+        if t == 2:
+            acts["commit"] = {0: (20000, 40000, 1), 1: (8000, 16000, 1)}
+        if t == first:
+            acts["enable"] = 1
+        return acts
+
+    def traffic(t, rng, c):
+        # Epoch k spans about [first + k E, first + (k + 1) E); stay clear of its edges.
+        k, into = divmod(t - first - 1, E)
+        if t <= first or not 64 <= into < E - 64 or rng.random() < 0.2:
+            return None
+        if k == 0:
+            return 1, 256, rng.random() < 0.1
+        if k == 2:
+            tenant = 0 if c == 0 and rng.random() < 0.7 else 1
+            return tenant, 256, rng.random() < 0.1
+        return None
+
+    stats = _run(params, seed, cycles=first + 1 + 3 * E + COORD_LATENCY + params.channels + 4, script=script,
+                 traffic=traffic)
+    assert stats == {"results": 3, "applied": 3}
