@@ -209,7 +209,7 @@ class ChannelArbiter(wiring.Component):
         p = self._params
         n = p.tenants
         m = Module()
-        queues = self._ingress_and_queues(m)
+        ingress, queues = self._ingress_and_queues(m)
         grant, load = self._grant_port(m)
         vt_lo, vt_hi = self._virtual_time(m)
         starve_on_next = self._starvation_guard(m)
@@ -221,7 +221,8 @@ class ChannelArbiter(wiring.Component):
             vt=self.vt, vt_lo=vt_lo, vt_hi=vt_hi, fcfs=self.fcfs_bypass, fcfs_next=self.fcfs_bypass_next,
             starve_on_next=starve_on_next, now_next=self.now_next, starve_limit_next=self.starve_limit_next)
         fill = self._enabled_now(m)
-        tenants = [tenant_candidates(m, p, i, timing, cfg=self.tenant_cfg[i], q=queues[i],
+        push_cost = (ingress.push_cost_floor, ingress.push_cost_up)
+        tenants = [tenant_candidates(m, p, i, timing, cfg=self.tenant_cfg[i], q=queues[i], push_cost=push_cost,
                                       level=self.dyn_level[i], peak=self.dyn_peak[i], tag=self.dyn_tag[i],
                                       burst_level=self.burst_level[i], priority_next=self.priority_next[i],
                                       guaranteed_next=self.guaranteed_next[i],
@@ -279,7 +280,7 @@ class ChannelArbiter(wiring.Component):
                 ingress.enable[i].eq(cfg.enable),
                 ingress.inv_weight[i].eq(cfg.inv_weight),
             ]
-        return queues
+        return ingress, queues
 
     def _enabled_now(self, m):
         """Spec §6.3's start: tenant i is enabled in this cycle (``enable`` is

@@ -77,7 +77,7 @@ own category.
 
 from dataclasses import dataclass
 
-from amaranth.hdl import Cat, Module, Mux, Signal, Value
+from amaranth.hdl import C, Cat, Module, Mux, Signal, Value
 from amaranth.lib import enum
 from amaranth.lib.memory import Memory
 
@@ -322,6 +322,9 @@ class Coordinator(FabricComponent):
         state = Signal(_State, name="coord_state")
         pass_no = Signal(range(max(passes, 2)), name="coord_pass")
         ti = Signal(range(max(n, 2)), name="coord_tenant")
+        ti_next = Signal.like(ti, name="coord_tenant_next")   # its value after the edge
+        m.d.comb += ti_next.eq(ti)
+        m.d.sync += ti.eq(ti_next)
         ci = Signal(range(max(nc, 2)), name="coord_channel")
         hp = Signal(lw, name="coord_level")        # the largest level found whose fill is below the total
         hi = Signal(lw, name="coord_level_up")     # the least probed level whose fill reaches it (or 2^W - 1)
@@ -394,12 +397,27 @@ class Coordinator(FabricComponent):
         p_old = []
         p_wr = []
         for c in range(nc):
+            # Channels 2k and 2k + 1's RAMs read and write at coord_tenant,
+            # from a copy of it of their own (issue #42: one address decode driving all 2 C
+            # RAMs' read multiplexers was a chain of buffers on ASAP7). Equal
+            # to coord_tenant in every cycle. coord_tenant holds in LOAD,
+            # BASE and SEARCH, so copy k takes coord_tenant itself rather
+            # than its next value in the states of a set of its own (the
+            # subsets of the three, by the bits of k): no two copies are the
+            # same logic, and synthesis keeps them apart (a copy that held
+            # its own value instead would be a clock enable, the same for all).
+            if c % 2 == 0:
+                k = c // 2
+                addr = Signal.like(ti, name=f"coord_tenant_copy_{k}")
+                held = [s for b, s in enumerate((_State.LOAD, _State.BASE, _State.SEARCH)) if (k % 8) >> b & 1]
+                same = Cat(*(state == s for s in held)).any() if held else C(0, 1)
+                m.d.sync += addr.eq(Mux(same, ti, ti_next))
             for name, olds, wrs in (("alloc", x_old, x_wr), ("prev", p_old, p_wr)):
                 mem = Memory(shape=xw, depth=n, init=[])
                 m.submodules[f"coord_{name}_{c}"] = mem
                 rp = mem.read_port(domain="comb")
                 wp = mem.write_port()
-                m.d.comb += [rp.addr.eq(ti), wp.addr.eq(ti)]
+                m.d.comb += [rp.addr.eq(addr), wp.addr.eq(addr)]
                 olds.append(rp.data)
                 wrs.append(wp)
         prev_valid = Signal(name="coord_prev_valid")
@@ -581,17 +599,21 @@ class Coordinator(FabricComponent):
         def next_tenant():
             m.d.comb += adv.eq(1)
             with m.If(~last_tenant):
-                m.d.sync += [ti.eq(ti + 1), state.eq(_State.LOAD)]
+                m.d.comb += ti_next.eq(ti + 1)
+                m.d.sync += state.eq(_State.LOAD)
             with m.Elif(~last_pass):
-                m.d.sync += [ti.eq(0), pass_no.eq(pass_no + 1), state.eq(_State.LOAD)]
+                m.d.comb += ti_next.eq(0)
+                m.d.sync += [pass_no.eq(pass_no + 1), state.eq(_State.LOAD)]
             with m.Else():
-                m.d.sync += [ti.eq(0), ci.eq(0), state.eq(_State.OUT)]
+                m.d.comb += ti_next.eq(0)
+                m.d.sync += [ci.eq(0), state.eq(_State.OUT)]
 
         with m.Switch(state):
             with m.Case(_State.IDLE):
                 with m.If(epoch.end_d & self.enable):
                     m.d.comb += adv.eq(1)
-                    m.d.sync += [state.eq(_State.LOAD), ti.eq(0), pass_no.eq(0)]
+                    m.d.comb += ti_next.eq(0)
+                    m.d.sync += [state.eq(_State.LOAD), pass_no.eq(0)]
                     m.d.sync += [ld.eq(0) for ld in load]
             with m.Case(_State.LOAD):
                 with m.If(active):
@@ -638,7 +660,8 @@ class Coordinator(FabricComponent):
                     m.d.sync += ci.eq(ci + 1)
                 with m.Elif(~last_tenant):
                     m.d.comb += adv.eq(1)
-                    m.d.sync += [ci.eq(0), ti.eq(ti + 1)]
+                    m.d.comb += ti_next.eq(ti + 1)
+                    m.d.sync += ci.eq(0)
                 with m.Else():
                     m.d.sync += [state.eq(_State.IDLE), prev_valid.eq(1)]
         # Disabled: abandon the walk (its result is discarded) and forget the

@@ -22,11 +22,21 @@ from kvfabric.spec import check_params
 __all__ = ["Ingress", "cost_of_product"]
 
 
+def cost_parts(params, product):
+    """``(floor(product / 2^k), low k bits != 0)`` for k = WFRAC + TAG_SHIFT:
+    the cost is their sum (spec §3's ceiling), at most 2^15, so the floor
+    fits the cost width. An adder that adds the cost to a tag takes the bit
+    as its carry-in, so no increment lies in front of it (issue #42: the
+    rounding and the finish tag were two carry chains in a row)."""
+    shift = params.wfrac + params.tag_shift
+    return product[shift:][:params.cost_bits], product[:shift] != 0
+
+
 def cost_of_product(params, product):
     """``ceil(product / 2^(WFRAC + TAG_SHIFT))`` truncated to the cost width (spec §3)."""
-    shift = params.wfrac + params.tag_shift
+    floor, up = cost_parts(params, product)
     # ceil(p / 2^k) = floor(p / 2^k) + (low k bits != 0): one increment, no wide add.
-    return (product[shift:] + (product[:shift] != 0))[:params.cost_bits]
+    return (floor + up)[:params.cost_bits]
 
 
 class Ingress(wiring.Component):
@@ -55,6 +65,8 @@ class Ingress(wiring.Component):
     push_tenant : Out(4)
     push_entry : Out(queue_entry_layout(params))
         ``{bytes, id, ts, cost}`` to push.
+    push_cost_floor, push_cost_up : Out(16), Out(1)
+        The pushed cost as :func:`cost_parts`: ``cost = floor + up``.
     """
 
     def __init__(self, params):
@@ -70,6 +82,8 @@ class Ingress(wiring.Component):
             "push_valid":  Out(1),
             "push_tenant": Out(params.tenant_bits),
             "push_entry":  Out(queue_entry_layout(params)),
+            "push_cost_floor": Out(params.cost_bits),
+            "push_cost_up": Out(1),
         })
 
     @property
@@ -132,5 +146,7 @@ class Ingress(wiring.Component):
             self.push_entry.id.eq(q_id),
             self.push_entry.ts.eq(q_ts),
             self.push_entry.cost.eq(cost_of_product(p, q_product)),
+            self.push_cost_floor.eq(cost_parts(p, q_product)[0]),
+            self.push_cost_up.eq(cost_parts(p, q_product)[1]),
         ]
         return m

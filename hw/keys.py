@@ -67,7 +67,7 @@ class TenantCandidates:
     key_next_pop: tuple
 
 
-def tenant_candidates(m, p, i, timing, *, cfg, q, level, peak, tag, burst_level, priority_next,
+def tenant_candidates(m, p, i, timing, *, cfg, q, push_cost, level, peak, tag, burst_level, priority_next,
                        guaranteed_next, bulk_prio_next, arrival_prio_next, fill):
     """Tenant i's selection key registers and, from registers only, its next
     state for both outcomes of the selection (spec §6.3-§6.4, §11): the
@@ -75,7 +75,10 @@ def tenant_candidates(m, p, i, timing, *, cfg, q, level, peak, tag, burst_level,
     head is kept or popped. ``fill``: the tenant is enabled in this cycle,
     so its buckets are full at t+1 whatever happens (spec §6.3).
     ``guaranteed_next``: its committed rate is not 0 in the next cycle;
-    without one no head conforms, however full the bucket (spec §6.2)."""
+    without one no head conforms, however full the bucket (spec §6.2).
+    ``push_cost``: the pushed request's cost as ``(floor, up)``
+    (:func:`hw.ingress.cost_parts`), for the heads that are the pushed one:
+    each sum takes ``up`` as its carry-in instead of the rounded cost."""
     T = p.tag_bits
     W = max(T, p.ts_bits)
     vt, vt_lo, vt_hi = timing.vt, timing.vt_lo, timing.vt_hi
@@ -114,8 +117,12 @@ def tenant_candidates(m, p, i, timing, *, cfg, q, level, peak, tag, burst_level,
     m.d.comb += keep_need.eq(keep_head.bytes << p.frac)
     # Finish tag of the kept head: the clamp's choice made after the
     # additions (V + cost shifted by LAG_WINDOW for the bounds).
-    keep_fin = clamped_plus(m, p, f"keep_{i}", clamp, tag=tag, vt=vt, cost=keep_head.cost,
-                            backlogged=q.r_rdy)
+    w_floor, w_up = push_cost
+    keep_cost = Signal.like(keep_head.cost, name=f"keep_cost_floor_{i}")
+    keep_up = Signal(name=f"keep_cost_up_{i}")
+    m.d.comb += [keep_cost.eq(Mux(q.r_rdy, head.cost, w_floor)), keep_up.eq(~q.r_rdy & w_up)]
+    keep_fin = clamped_plus(m, p, f"keep_{i}", clamp, tag=tag, vt=vt, cost=keep_cost,
+                            backlogged=q.r_rdy, cost_up=keep_up)
     keep = next_key(
         m, p, f"keep_{i}",
         valid=q.r_rdy | q.w_en, head=keep_head,
@@ -131,6 +138,10 @@ def tenant_candidates(m, p, i, timing, *, cfg, q, level, peak, tag, burst_level,
     # spent by a burst one, the peak bucket debited by any fabric-mode
     # grant (peak + peak_rate - need >= 0 then), nothing in FCFS mode.
     pop_head = q.pop_data
+    # The head after a pop is the pushed request unless the ring holds one.
+    pop_cost = Signal.like(pop_head.cost, name=f"pop_cost_floor_{i}")
+    pop_up = Signal(name=f"pop_cost_up_{i}")
+    m.d.comb += [pop_cost.eq(Mux(q.level >= 2, pop_head.cost, w_floor)), pop_up.eq((q.level < 2) & w_up)]
     pop_need = Signal(p.peak_bits, name=f"pop_need_{i}")
     m.d.comb += pop_need.eq(pop_head.bytes << p.frac)
     pop_cap_ok = _ge(cap, pop_need)
@@ -152,10 +163,10 @@ def tenant_candidates(m, p, i, timing, *, cfg, q, level, peak, tag, burst_level,
     pop_fin_fab = Signal(T, name=f"pop_finish_fab_{i}")
     elig_fin = Signal(name=f"eligible_finish_{i}")
     m.d.comb += elig_fin.eq(~mod_lt(vt, s_fin, T))
-    pop_fin_fcfs = clamped_plus(m, p, f"pop_{i}", clamp, tag=tag, vt=vt, cost=pop_head.cost,
-                                backlogged=q.r_rdy)
+    pop_fin_fcfs = clamped_plus(m, p, f"pop_{i}", clamp, tag=tag, vt=vt, cost=pop_cost,
+                                backlogged=q.r_rdy, cost_up=pop_up)
     m.d.comb += [
-        pop_fin_fab.eq(s_fin + pop_head.cost),
+        pop_fin_fab.eq(s_fin + pop_cost + pop_up),
         pop_fin.eq(Mux(fcfs, pop_fin_fcfs, pop_fin_fab)),
     ]
     won = next_key(
@@ -263,9 +274,10 @@ def tag_clamp(m, p, i, *, tag, vt, vt_lo, vt_hi, backlogged):
     return TagClamp(below=below, above=above, tag=ti, eligible=elig_ti)
 
 
-def clamped_plus(m, p, sfx, clamp, *, tag, vt, cost, backlogged):
-    """``(clamped tag + cost) mod 2^T`` (spec §6.4's clamp, then a head's
-    cost): both sums ``tag + cost`` and ``V + cost`` first, and the clamp's
+def clamped_plus(m, p, sfx, clamp, *, tag, vt, cost, backlogged, cost_up=0):
+    """``(clamped tag + cost + cost_up) mod 2^T`` (spec §6.4's clamp, then a
+    head's cost, ``cost_up`` a carry-in: see :func:`hw.ingress.cost_parts`):
+    both sums ``tag + cost`` and ``V + cost`` first, and the clamp's
     bound chosen after them (``V ∓ LAG_WINDOW + cost`` is ``V + cost``
     shifted by LAG_WINDOW), so the adders run beside the clamp's comparison
     instead of behind it. ``clamp`` is the :class:`TagClamp` of ``tag``."""
@@ -274,8 +286,8 @@ def clamped_plus(m, p, sfx, clamp, *, tag, vt, cost, backlogged):
     t_cost = Signal(T, name=f"{sfx}_tag_cost")
     out = Signal(T, name=f"{sfx}_clamped_finish")
     m.d.comb += [
-        v_cost.eq(vt + cost),
-        t_cost.eq(tag + cost),
+        v_cost.eq(vt + cost + cost_up),
+        t_cost.eq(tag + cost + cost_up),
         out.eq(Mux(clamp.below, Mux(backlogged, shift_lag(v_cost, -1), v_cost),
                    Mux(clamp.above, shift_lag(v_cost, 1), t_cost))),
     ]
