@@ -193,6 +193,11 @@ class FabricPolicy(Policy):
             for source in system.sources:
                 if source:
                     head = source[0]
+                    if (head.seq & self.id_mask) in self.in_fabric:
+                        # Its id (the issue order's low ID_WIDTH bits) is still
+                        # outstanding here: upstream never presents an id twice,
+                        # and the grant could not name its transaction.
+                        continue
                     occ = occupancy[head.tenant]
                     if occ < best_occ or (occ == best_occ and offer is not None and head.seq < offer.seq):
                         best_occ, offer = occ, head
