@@ -84,7 +84,7 @@ from amaranth.lib.memory import Memory
 from amaranth.lib.wiring import In, Out
 
 from .config import FabricComponent
-from .keys import sum_mod
+from .keys import or_all, sum_mod
 from .layouts import acceptance_layout, tenant_config_layout
 from kvfabric.spec import (COORD_EPOCH_BITS, COORD_FLOOR_BITS, COORD_LATENCY, COORD_MIN_EPOCH,
                            check_params, coord_level_bits, coord_passes)
@@ -124,11 +124,7 @@ def _popcount(m, name, bits):
 def _place(value, onehot, width):
     """``value * onehot`` for a one-hot (or zero) ``onehot``: ``value``
     shifted to its 1 bit, an OR of ANDs per bit (no multiplier)."""
-    terms = [Mux(onehot[j], value << j, 0) for j in range(len(onehot))]
-    out = terms[0]
-    for t in terms[1:]:
-        out = out | t
-    return out[:width]
+    return or_all(Mux(onehot[j], value << j, 0) for j in range(len(onehot)))[:width]
 
 
 def _bit(m, vector, index, name):
@@ -398,8 +394,9 @@ class Coordinator(FabricComponent):
         p_wr = []
         for c in range(nc):
             # Channels 2k and 2k + 1's RAMs read and write at coord_tenant,
-            # from a copy of it of their own (issue #42: one address decode driving all 2 C
-            # RAMs' read multiplexers was a chain of buffers on ASAP7). Equal
+            # from a copy of it of their own (issue #42: one address decode
+            # driving all 2 C RAMs' read multiplexers was a chain of buffers
+            # on ASAP7). Equal
             # to coord_tenant in every cycle. coord_tenant holds in LOAD,
             # BASE and SEARCH, so copy k takes coord_tenant itself rather
             # than its next value in the states of a set of its own (the
@@ -480,8 +477,9 @@ class Coordinator(FabricComponent):
         # when u[c] < 2^k: u[c] negative, or no bit of it at k or above (a
         # mask, `coord_probe_mask`, holds the bits from k up); that test is a
         # register too, `coord_above_<c>`, computed for both of the next
-        # cycle's values of u[c] and chosen with them. Its excess cand - b[c] = 2^k - u[c] is, for 0 <= u[c] <
-        # 2^k, the bits of ~u[c] below k plus 1 (no carry either), and for
+        # cycle's values of u[c] and chosen with them. Its excess
+        # cand - b[c] = 2^k - u[c] is, for 0 <= u[c] < 2^k, the bits of
+        # ~u[c] below k plus 1 (no carry either), and for
         # u[c] < 0 (a channel the level has passed), 2^k + ~u[c] + 1 with
         # ~u[c] = -u[c] - 1 < 2^W. The sum takes those bits of every channel
         # above the level, a 1 for each (one-bit addends of the tree), and
@@ -502,7 +500,7 @@ class Coordinator(FabricComponent):
         # other bits are all 1). So the stepper gives u[c] - (h - hp) = b - h.
         step_top = Signal(name="coord_step_top")   # a fill below the total now leaves hp the highest level
         m.d.comb += step_top.eq(probe[0] & hp[1:].all())
-        reach = []
+        above = []
         gaps = []
         excess = []
         for c in range(nc):
@@ -512,7 +510,7 @@ class Coordinator(FabricComponent):
             inv = Signal(lw, name=f"coord_gap_inv_{c}")
             m.d.comb += inv.eq(Mux(up, ~u[:lw] & Mux(u[ldw], (1 << lw) - 1, ~mask[:lw]), 0))
             excess.append(inv)
-            reach.append(up)
+            above.append(up)
             gaps.append(u)
         passed = Signal(range(nc + 1), name="coord_passed")
         placed = Signal(sw, name="coord_passed_placed")   # passed * 2^k
@@ -520,7 +518,7 @@ class Coordinator(FabricComponent):
         # sum over the channels above the level of (cand - b[c]), less the
         # rest: negative, the fill is below the total (the channels' 1s are
         # one-bit addends of the tree)
-        short = sum_mod(m, "coord_short", [*excess, minus_rest, placed], [], sw, ones=reach)
+        short = sum_mod(m, "coord_short", [*excess, minus_rest, placed], [], sw, ones=above)
         below = Signal(name="coord_below")
         m.d.comb += below.eq(short[-1])
         gap_step = []
@@ -630,7 +628,7 @@ class Coordinator(FabricComponent):
                 m.d.sync += [mask.eq(first_mask), passed.eq(0)]
                 # b[c] >= 0 is above 2^(W-1) unless its bits from W-1 up are 0
                 m.d.sync += [up.eq(lev[c] & ~(b & first_mask).any())
-                             for c, (up, b) in enumerate(zip(reach, base_next))]
+                             for c, (up, b) in enumerate(zip(above, base_next))]
                 m.d.sync += [minus_rest.eq(minus_rest_next), hp.eq(0), hi.eq((1 << lw) - 1),
                              probe.eq(1 << (lw - 1)),
                              state.eq(_State.SEARCH)]
@@ -644,7 +642,7 @@ class Coordinator(FabricComponent):
                 m.d.sync += probe.eq(probe >> 1)
                 m.d.sync += [u.eq(Mux(below, st, u)) for u, st in zip(gaps, gap_step)]
                 m.d.sync += passed.eq(Mux(below, passed_step, passed))
-                m.d.sync += [up.eq(Mux(below, ab, ah)) for up, ab, ah in zip(reach, above_below, above_hold)]
+                m.d.sync += [up.eq(Mux(below, ab, ah)) for up, ab, ah in zip(above, above_below, above_hold)]
                 m.d.sync += mask.eq(mask | (mask >> 1))
                 with m.If(probe[0]):
                     m.d.sync += [state.eq(_State.WRITE), probe.eq(~(below & step_top))]

@@ -139,6 +139,7 @@ class Ingress(wiring.Component):
                 q_product.eq(payload.bytes * weight),
             ]
 
+        floor, up = cost_parts(p, q_product)
         m.d.comb += [
             self.push_valid.eq(q_valid),
             self.push_tenant.eq(q_tenant),
@@ -146,7 +147,7 @@ class Ingress(wiring.Component):
             self.push_entry.id.eq(q_id),
             self.push_entry.ts.eq(q_ts),
             self.push_entry.cost.eq(cost_of_product(p, q_product)),
-            self.push_cost_floor.eq(cost_parts(p, q_product)[0]),
-            self.push_cost_up.eq(cost_parts(p, q_product)[1]),
+            self.push_cost_floor.eq(floor),
+            self.push_cost_up.eq(up),
         ]
         return m
