@@ -371,23 +371,25 @@ def next_key(m, p, sfx, *, valid, head, level_ok, peak_ok, eligible, finish, dea
         m.d.comb += key.eq(Cat(~eligible & ~arr, priority_next + 1))
     with m.Else():
         m.d.comb += key.eq(Cat(~eligible, C(5, 3)))
-    credit = credit_class(m, sfx, fcfs=fcfs_next, urgent=key0, conform=conf, bulk=bulk_next)
+    credit = credit_class(m, sfx, fcfs=fcfs_next, urgent=key0, conform=conf, bulk=bulk_next,
+                          arrival=arrival_next)
     return comp, key, order, conf, finish, credit
 
 
-def credit_class(m, sfx, *, fcfs, urgent, conform, bulk):
+def credit_class(m, sfx, *, fcfs, urgent, conform, bulk, arrival):
     """Spec §6.6's credit class of a competing head, one-hot (bit k = class
     k): urgent for an urgent head; guaranteed for a conforming one unless its
-    priority is marked in ``bulk_prio`` (``bulk``); burst otherwise (a burst
-    head, or a bulk-marked guaranteed one); none in FCFS mode, where credits
-    are neither checked nor counted. The RTL's one place for the rule that
+    priority is marked in ``bulk_prio`` (``bulk``), and for a burst one whose
+    priority is marked in ``arrival_prio`` (``arrival``) and not in
+    ``bulk_prio``; burst otherwise; none in FCFS mode, where credits are
+    neither checked nor counted. The RTL's one place for the rule that
     :func:`kvfabric.spec.credit_class` states for the model."""
     credit = Signal(CREDIT_CLASSES, name=f"credit_{sfx}")
     with m.If(fcfs):
         m.d.comb += credit.eq(0)
     with m.Elif(urgent):
         m.d.comb += credit.eq(1 << CREDIT_URGENT)
-    with m.Elif(conform & ~bulk):
+    with m.Elif(~bulk & (conform | arrival)):
         m.d.comb += credit.eq(1 << CREDIT_GUARANTEED)
     with m.Else():
         m.d.comb += credit.eq(1 << CREDIT_BURST)

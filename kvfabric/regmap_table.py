@@ -39,7 +39,7 @@ REGISTER_MAP = {
                 {'name': 'credit_guaranteed', 'lsb': 8, 'width': 8, 'sw': 'rw', 'hw': 'r', 'reset': 0, 'pulse': False, 'counter': False, 'param': False, 'value_lsb': 0, 'desc': 'guaranteed class credit limit'},
                 {'name': 'credit_burst', 'lsb': 16, 'width': 8, 'sw': 'rw', 'hw': 'r', 'reset': 0, 'pulse': False, 'counter': False, 'param': False, 'value_lsb': 0, 'desc': 'burst class credit limit'},
                 {'name': 'bulk_prio', 'lsb': 24, 'width': 4, 'sw': 'rw', 'hw': 'r', 'reset': 0, 'pulse': False, 'counter': False, 'param': False, 'value_lsb': 0, 'desc': "bit p: guaranteed grants at priority p take the burst class's credits"},
-                {'name': 'arrival_prio', 'lsb': 28, 'width': 4, 'sw': 'rw', 'hw': 'r', 'reset': 0, 'pulse': False, 'counter': False, 'param': False, 'value_lsb': 0, 'desc': 'bit p: conforming heads at priority p are served oldest first instead of in WF2Q+ order'},
+                {'name': 'arrival_prio', 'lsb': 28, 'width': 4, 'sw': 'rw', 'hw': 'r', 'reset': 0, 'pulse': False, 'counter': False, 'param': False, 'value_lsb': 0, 'desc': "bit p: conforming heads at priority p are served oldest first instead of in WF2Q+ order, and burst grants at priority p (not marked bulk) take the guaranteed class's credits"},
             ]},
             {'name': 'COORD', 'offset': 0x0020, 'title': 'Coordination across channels', 'staged': False, 'commit': False, 'snapshot': False, 'fields': [
                 {'name': 'coord_enable', 'lsb': 0, 'width': 1, 'sw': 'rw', 'hw': 'r', 'reset': 0, 'pulse': False, 'counter': False, 'param': False, 'value_lsb': 0, 'desc': 'the coordinator rewrites per-channel rates every epoch'},

@@ -18,6 +18,7 @@ __all__ = [
     "FabricParams", "check_params", "CREDIT_URGENT", "CREDIT_GUARANTEED", "CREDIT_BURST",
     "GUARANTEED", "BURST", "FCFS", "URGENT", "KIND_NAMES",
     "CREDIT_CLASSES", "CREDIT_CLASS_NAMES", "CREDIT_BITS", "BULK_PRIO_BITS", "credit_class", "axqos",
+    "LATENCY_BURST_AXQOS",
     "TENANT_FIELD_BITS", "STARVE_LIMIT_BITS", "EPOCH_CYCLES_BITS",
     "COORD_LATENCY", "COORD_MIN_EPOCH", "COORD_Q_BITS", "COORD_DEMAND_BITS", "COORD_FLOOR_BITS",
     "COORD_EPOCH_BITS", "COORD_MAX_PASSES", "coord_level_bits", "coord_passes",
@@ -56,7 +57,7 @@ _CREDIT_CLASS_OF_KIND = {URGENT: CREDIT_URGENT, GUARANTEED: CREDIT_GUARANTEED,
                          BURST: CREDIT_BURST, FCFS: None}
 
 
-def credit_class(kind, priority=0, bulk_prio=0):
+def credit_class(kind, priority=0, bulk_prio=0, arrival_prio=0):
     """The credit class (0 urgent, 1 guaranteed, 2 burst) of a grant of ``kind``,
     or None for fcfs grants, which use no credit (spec §6.6).
 
@@ -64,6 +65,13 @@ def credit_class(kind, priority=0, bulk_prio=0):
     ``bulk_prio`` (``CREDITS.bulk_prio``) takes the burst class's credits: its
     tenant has a rate guarantee but no latency to protect (a prefill), so it
     must not hold the credits that latency-bound guaranteed grants wait for.
+
+    A burst grant of a tenant whose priority is marked in ``arrival_prio``
+    (``CREDITS.arrival_prio``) and not in ``bulk_prio`` takes the guaranteed
+    class's credits: its tenant is latency-bound and ran past its guarantee
+    (a decode whose contract under-guarantees it), and in the burst class it
+    would wait for every bulk tenant's guaranteed grant to leave a credit
+    free, far longer than FR-FCFS would have kept it (issue #41).
     """
     try:
         k = _CREDIT_CLASS_OF_KIND[kind]
@@ -71,23 +79,35 @@ def credit_class(kind, priority=0, bulk_prio=0):
         raise ValueError(f"grant kind must be one of {sorted(KIND_NAMES)}, not {kind!r}") from None
     if k == CREDIT_GUARANTEED and bulk_prio >> priority & 1:
         return CREDIT_BURST
+    if k == CREDIT_BURST and arrival_prio >> priority & 1 and not bulk_prio >> priority & 1:
+        return CREDIT_GUARANTEED
     return k
 
 
-def axqos(kind, priority):
+#: AxQOS of a burst grant that takes the guaranteed class's credits (spec §6.6).
+LATENCY_BURST_AXQOS = 5
+
+
+def axqos(kind, priority, credit=None):
     """``AxQOS`` of a grant toward an AXI memory side (spec §6.6): 15 urgent,
-    ``11 - priority`` guaranteed, 4 burst, 0 fcfs.
+    ``11 - priority`` guaranteed, 4 burst (5 for a burst grant whose credit
+    class ``credit`` is the guaranteed one), 0 fcfs.
 
     ``priority`` is the granted tenant's active priority (0 highest .. 3), so
     a controller that ranks by AxQOS serves a latency-bound tenant's
     guaranteed reads before a bulk tenant's, and every guaranteed read before
-    any burst read. The AXI4 front end drives its manager ports' AxQOS with it
-    (spec §14.5); the system model's QoS controller ranks by it.
+    any burst read; a latency-bound tenant's burst reads come after every
+    guaranteed read and before the other burst reads, and a memory side that
+    returns credits per class tells their class by it. The AXI4 front end
+    drives its manager ports' AxQOS with it (spec §14.5); the system model's
+    QoS controller ranks by it.
     """
     if kind not in KIND_NAMES:
         raise ValueError(f"grant kind must be one of {sorted(KIND_NAMES)}, not {kind!r}")
     if not (isinstance(priority, int) and 0 <= priority <= 3):
         raise ValueError(f"priority must be 0..3, not {priority!r}")
+    if kind == BURST and credit == CREDIT_GUARANTEED:
+        return LATENCY_BURST_AXQOS
     return {URGENT: 15, GUARANTEED: 11 - priority, BURST: 4, FCFS: 0}[kind]
 
 

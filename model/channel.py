@@ -185,10 +185,13 @@ class ChannelModel:
         finish = (self.tag[i] + head.cost) & ((1 << p.tag_bits) - 1)
         return cls, eligible, finish, head.ts
 
-    def _credit_class_of(self, cls: int) -> int:
-        """Credit class of a head of selection class ``cls`` (spec §6.2, §6.6):
-        the kind that class grants, at priority ``cls - 1`` for classes 1..4."""
-        return credit_class(_KIND_OF_SELECTION[cls], max(cls - 1, 0), self.config.bulk_prio)
+    def _credit_class_of(self, cls: int, tenant: int) -> int:
+        """Credit class of ``tenant``'s head of selection class ``cls`` (spec
+        §6.2, §6.6): the kind that class grants, at the tenant's priority
+        (``cls - 1`` for classes 1..4; a burst head's class depends on it too)."""
+        cfg = self.config
+        return credit_class(_KIND_OF_SELECTION[cls], cfg.tenants[tenant].priority, cfg.bulk_prio,
+                            cfg.arrival_prio)
 
     def _in_arrival_order(self, cls: int) -> bool:
         """Whether heads of selection class ``cls`` are ordered oldest first:
@@ -222,7 +225,7 @@ class ChannelModel:
             if not q:
                 continue
             key = self._head_key(i, q[0], now)
-            if key[0] == NO_CLASS or not credit[self._credit_class_of(key[0])]:
+            if key[0] == NO_CLASS or not credit[self._credit_class_of(key[0], i)]:
                 continue  # a head without credit for its own class does not compete
             if best is None or self._beats(key, best_key):
                 best, best_key = i, key
@@ -376,7 +379,8 @@ class ChannelModel:
         won = None
         if choice is not None:
             winner, kind = choice
-            won = credit_class(kind, self.config.tenants[winner].priority, self.config.bulk_prio)
+            cfg = self.config
+            won = credit_class(kind, cfg.tenants[winner].priority, cfg.bulk_prio, cfg.arrival_prio)
         inflight = self.inflight
         for k in range(CREDIT_CLASSES):
             x = inflight[k] + (k == won)

@@ -139,7 +139,7 @@ MUTANTS = [
       ("(URGENT if cls == 0 else GUARANTEED if cls <= 4 else BURST)", "(GUARANTEED if cls <= 4 else BURST)")),
     # ---- memory-side credits (spec §6.6) ----
     M("credit_not_checked", "a head competes whatever its class's credit",
-      ("if key[0] == NO_CLASS or not credit[self._credit_class_of(key[0])]:", "if key[0] == NO_CLASS:")),
+      ("if key[0] == NO_CLASS or not credit[self._credit_class_of(key[0], i)]:", "if key[0] == NO_CLASS:")),
     M("credit_limit_off_by_one", "a class may hold one more than its limit",
       ("return tuple(limit == 0 or held < limit", "return tuple(limit == 0 or held <= limit")),
     M("credit_return_underflow", "a return with nothing in flight is not ignored",

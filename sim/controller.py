@@ -52,11 +52,22 @@ URGENT_CLASS, GUARANTEED_CLASS, BURST_CLASS = CREDIT_URGENT, CREDIT_GUARANTEED, 
 CLASS_NAMES = ("urgent", "guaranteed", "burst")
 N_CLASSES = CREDIT_CLASSES
 _AXQOS_SHIFT = 50
+_CLASS_SHIFT = 54
 
 
-def qos_rank(axqos, seq):
-    """Rank of a request: higher AxQOS first, then arrival order."""
-    return ((15 - axqos) << _AXQOS_SHIFT) | seq
+def qos_rank(axqos, seq, qclass=URGENT_CLASS):
+    """Rank of a request: lower class first, then higher AxQOS, then arrival order.
+
+    The class comes first because AxQOS alone does not order the classes:
+    a bulk priority's guaranteed reads (burst class, AxQOS up to 11) can
+    outrank a latency-bound tenant's burst reads (guaranteed class, AxQOS
+    5, spec §6.6).  Ranked by AxQOS alone, such a burst-class read at a
+    bank's head, whose activation :class:`QosScheduler`'s guard holds back
+    while guaranteed-class reads are queued, would hold back the very
+    guaranteed-class reads queued behind it in that bank (measured: a
+    240 us stall, issue #41).
+    """
+    return (qclass << _CLASS_SHIFT) | ((15 - axqos) << _AXQOS_SHIFT) | seq
 
 
 # -- schedulers ------------------------------------------------------------------------

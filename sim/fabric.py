@@ -397,18 +397,21 @@ class FabricCoordinator:
         return self._splits[k]
 
 
-def grant_class(kind, priority=0, bulk_prio=0):
+def grant_class(kind, priority=0, bulk_prio=0, arrival_prio=0):
     """Controller class of a grant: its credit class (spec §6.6: urgent,
-    guaranteed, or burst, which also takes guaranteed grants of the
-    priorities in ``bulk_prio``); fcfs grants, which use no credit, as burst."""
-    k = _spec.credit_class(kind, priority, bulk_prio)
+    guaranteed, which also takes burst grants of the priorities in
+    ``arrival_prio`` not in ``bulk_prio``, or burst, which also takes
+    guaranteed grants of the priorities in ``bulk_prio``); fcfs grants,
+    which use no credit, as burst."""
+    k = _spec.credit_class(kind, priority, bulk_prio, arrival_prio)
     return BURST_CLASS if k is None else k
 
 
-def grant_axqos(kind, priority):
+def grant_axqos(kind, priority, credit=None):
     """AxQOS of a grant (spec §6.6's mapping, :func:`kvfabric.spec.axqos`):
-    urgent 15, guaranteed 11 - priority, burst 4, fcfs 0."""
-    return _spec.axqos(kind, priority)
+    urgent 15, guaranteed 11 - priority, burst 4 (5 in the guaranteed credit
+    class ``credit``), fcfs 0."""
+    return _spec.axqos(kind, priority, credit)
 
 
 @dataclass(frozen=True)
@@ -596,8 +599,8 @@ class FabricQosPolicy(FabricPolicy):
             self.credit_return = CreditReturn(TRANSACTION_ACCESSES)
 
     def _class(self, grant):
-        return grant_class(grant.kind, self.model.config.tenants[grant.tenant].priority,
-                           self.model.config.bulk_prio)
+        cfg = self.model.config
+        return grant_class(grant.kind, cfg.tenants[grant.tenant].priority, cfg.bulk_prio, cfg.arrival_prio)
 
     def _ready(self, held):
         # The arbiter selected the grant only if its class had credit (spec §6.6).
@@ -612,8 +615,8 @@ class FabricQosPolicy(FabricPolicy):
     def _mark(self, txn, grant):
         k = self._class(grant)
         self.class_grants[k] += 1
-        axqos = grant_axqos(grant.kind, self.model.config.tenants[txn.tenant].priority)
+        axqos = grant_axqos(grant.kind, self.model.config.tenants[txn.tenant].priority, k)
         for a in txn.accesses:
             a.qclass = k
             a.axqos = axqos
-            a.rank = qos_rank(axqos, a.seq)
+            a.rank = qos_rank(axqos, a.seq, k)

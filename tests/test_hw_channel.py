@@ -14,7 +14,7 @@ import pytest
 from amaranth.sim import Simulator
 
 from kvfabric.hw.channel import ChannelArbiter
-from kvfabric.spec import FabricParams
+from kvfabric.spec import BURST, FabricParams
 from kvfabric.model.channel import ChannelModel, Request
 from kvfabric.model.registers import FabricConfig, TenantConfig
 from kvfabric.tb import stimulus
@@ -154,7 +154,7 @@ def run_random(params, traffic, seed):
     dut = ChannelArbiter(params, checks=True)
     stats = {"grants": 0, "accepted": 0, "dropped": 0, "kinds": [0, 0, 0, 0], "stalls": 0,
              "max_occupancy": 0,
-             "no_credit": 0, "arrival_decided": 0}
+             "no_credit": 0, "arrival_decided": 0, "latency_burst": 0}
 
     async def testbench(ctx):
         nonlocal config
@@ -188,11 +188,18 @@ def run_random(params, traffic, seed):
                 model.config = replace(config, arrival_prio=0)
                 stats["arrival_decided"] += model.select(now) != ordered
                 model.config = config
+            held = model.grant
             result = model.step(now, pending, bool(grant_ready), credit_return)
             assert ctx.get(dut.dropped) == result.dropped, f"cycle {cycle} dropped"
             if result.transferred is not None:
                 stats["grants"] += 1
                 stats["kinds"][result.transferred.kind] += 1
+            chosen = model.grant
+            if chosen is not None and chosen is not held and chosen.kind == BURST:
+                # A burst winner in the guaranteed credit class (spec §6.6):
+                # a tenant of an arrival-ordered priority past its buckets.
+                prio = config.tenants[chosen.tenant].priority
+                stats["latency_burst"] += (config.arrival_prio >> prio & 1) and not (config.bulk_prio >> prio & 1)
             if result.accepted:
                 stats["accepted"] += 1
                 stats["dropped"] += result.dropped
@@ -236,6 +243,8 @@ EXPECT_KINDS = {"default": (0, 1), "fcfs_toggle": (0, 1, 2), "starvation": (0, 1
                 "credits": (0, 1, 3), "credits_fcfs": (0, 1, 2), "arrival": (0,)}
 # Cases whose default seed must meet cycles in which arrival order decides the winner.
 EXPECT_ARRIVAL = ("arrival",)
+# Cases whose default seed must select burst winners that take guaranteed credits.
+EXPECT_LATENCY_BURST = ("arrival_burst",)
 # Cases whose default seed must meet cycles in which some class lacks credit.
 EXPECT_NO_CREDIT = ("credits", "credits_fcfs")
 # Cases whose default seed must fill some queue to its depth D.
@@ -284,6 +293,13 @@ CASES = {
                 Traffic(cycles=1500, p_req=0.9, p_ready=0.6, starve=(0, 60, 200), credits=(0, 4, 8),
                         p_return=0.5, p_credit_change=0.01, p_commit=0.005, full_buckets=True,
                         arrival=True), 12),
+    # Arrival-ordered priorities past their buckets (spec §6.6): buckets
+    # that run dry, so heads of marked priorities compete as burst heads,
+    # which take the guaranteed class's credits unless the priority is also
+    # bulk; small limits and rare returns, so the class decides who competes.
+    "arrival_burst": (FabricParams(tenants=4),
+                      Traffic(cycles=1500, p_req=0.95, p_ready=0.8, starve=(0, 60), credits=(0, 1, 2, 3),
+                              p_return=0.15, p_credit_change=0.01, p_commit=0.005, arrival=True), 13),
     # The deepest queues the parameters allow (D = 64, spec §1): grants rarely
     # taken, so queues fill past the LUT-RAM ring's 16-entry cells and wrap.
     "deep_queues": (FabricParams(tenants=3, queue_depth=64, max_request_bytes=256, id_width=8,
@@ -333,6 +349,9 @@ def _check_case(case, traffic):
             assert stats["max_occupancy"] == params.queue_depth, "no queue ever filled"
         if case in EXPECT_ARRIVAL:
             assert stats["arrival_decided"] > 0, "arrival order never decided a winner"
+        if case in EXPECT_LATENCY_BURST:
+            assert stats["latency_burst"] > 0, "no burst winner took a guaranteed credit"
+            assert stats["no_credit"] > 0, "no cycle without credit"
 
 
 def test_latency_idle_channel():

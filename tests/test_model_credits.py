@@ -25,10 +25,15 @@ FULL = dict(rate=8 * 64, capacity=1 << 20, peak_rate=8 * 64, inv_weight=256, ena
 CLASS_OF = {URGENT: 0, GUARANTEED: 1, BURST: 2, FCFS: None}
 
 
-def class_of(kind, priority, bulk_prio):
-    """Spec §6.6: a guaranteed grant at a priority marked in bulk_prio counts as burst."""
-    if kind == GUARANTEED and bulk_prio & (1 << priority):
+def class_of(kind, priority, bulk_prio, arrival_prio=0):
+    """Spec §6.6: a guaranteed grant at a priority marked in bulk_prio counts as
+    burst; a burst grant at a priority marked in arrival_prio and not in
+    bulk_prio counts as guaranteed."""
+    marked_bulk = bulk_prio & (1 << priority)
+    if kind == GUARANTEED and marked_bulk:
         return 2
+    if kind == BURST and arrival_prio & (1 << priority) and not marked_bulk:
+        return 1
     return CLASS_OF[kind]
 
 
@@ -107,7 +112,8 @@ def drive(ch, rng, cycles, *, p_ready=0.7, p_return=0.3, limits=None, on_cycle=N
         selected = ch.grant.kind if (ch.grant is not None and ch.grant is not prev) else None
         k = None
         if selected is not None:
-            k = class_of(selected, ch.config.tenants[ch.grant.tenant].priority, ch.config.bulk_prio)
+            cfg = ch.config
+            k = class_of(selected, cfg.tenants[ch.grant.tenant].priority, cfg.bulk_prio, cfg.arrival_prio)
         oracle.step(k, ret)
         assert ch.inflight == oracle.inflight, (t, ch.inflight, oracle.inflight)
         yield t, before, selected, k, res
@@ -117,18 +123,20 @@ def test_no_class_wins_without_credit(seed):
     """A class whose in-flight count is at its limit never wins, and with
     limits set from reset no count ever exceeds its limit."""
     rng = random.Random(seed)
-    seen = {URGENT: 0, GUARANTEED: 0, BURST: 0, "bulk": 0}
+    seen = {URGENT: 0, GUARANTEED: 0, BURST: 0, "bulk": 0, "latency burst": 0}
     blocked = 0
     for trial in range(12):
         credits = tuple(rng.choice([0, 1, 2, 3, 8]) for _ in range(3))
         bulk_prio = rng.choice([0, 0, 0b0100, 0b1100, 0b0011])
+        arrival_prio = rng.choice([0, 0b0001, 0b0011, 0b1111])
         ch = ChannelModel(P, replace(random_config(P, rng, enable=1, starve=(0, 0, 20, 60), epoch=(0,)), credits=credits,
-                                    bulk_prio=bulk_prio))
+                                    bulk_prio=bulk_prio, arrival_prio=arrival_prio))
         for t, before, selected, k, _ in drive(ch, rng, 600, p_return=rng.choice([0.05, 0.3, 0.9])):
             if selected is not None:
                 assert before[k], (trial, t, KIND_NAMES[selected], credits, bulk_prio)
                 seen[selected] += 1
                 seen["bulk"] += selected == GUARANTEED and k == 2
+                seen["latency burst"] += selected == BURST and k == 1
             for k in range(3):
                 if credits[k]:
                     assert ch.inflight[k] <= credits[k]
@@ -244,6 +252,36 @@ def test_bulk_priority_uses_burst_credits():
     ch.inflight = [0, 0, 1]
     ch.step(1, None, True)
     assert (ch.grant.tenant, ch.grant.kind, ch.inflight) == (1, GUARANTEED, [0, 1, 1])
+
+
+def test_arrival_ordered_burst_uses_guaranteed_credits():
+    """arrival_prio = {1}, bulk_prio = {2}: tenant 0 (priority 1) has an empty
+    committed bucket, so its head is a burst head, and it needs guaranteed
+    credit: with the burst class exhausted it still wins against tenant 1
+    (priority 3, also past its bucket), is counted as guaranteed and reported
+    as burst; with the guaranteed class exhausted instead it waits while
+    tenant 1 wins on burst credit. Marked bulk as well, priority 1's burst
+    head is burst class again."""
+    p = FabricParams(tenants=2, channels=1)
+    tenants = [TenantConfig(**FULL, priority=1), TenantConfig(**FULL, priority=3)]
+    ch = ChannelModel(p, FabricConfig(tenants, credits=(0, 1, 1), bulk_prio=0b0100, arrival_prio=0b0010))
+    for i in range(2):
+        ch.level[i], ch.peak[i] = 0, p.pcap
+    backlog(ch, 0, 2)
+    backlog(ch, 1, 1)
+    ch.tag[1] = 1 << 10  # tenant 1's finish tag would lose to tenant 0's anyway
+    ch.inflight = [0, 0, 1]
+    ch.step(0, None, True)
+    assert (ch.grant.tenant, ch.grant.kind, ch.inflight) == (0, BURST, [0, 1, 1])
+    ch.level[0] = ch.level[1] = 0  # both still past their buckets (a cycle's refill undone)
+    ch.inflight = [0, 1, 0]
+    ch.step(1, None, True)
+    assert (ch.grant.tenant, ch.grant.kind, ch.inflight) == (1, BURST, [0, 1, 1])
+    ch = ChannelModel(p, FabricConfig(tenants, credits=(0, 1, 1), bulk_prio=0b0110, arrival_prio=0b0010))
+    ch.level[0], ch.peak[0] = 0, p.pcap
+    backlog(ch, 0, 1)
+    ch.inflight = [0, 0, 1]
+    assert ch.select(0) is None  # burst class again: no credit, no winner
 
 
 def test_urgent_grants_report_kind_3_and_spend_like_guaranteed():

@@ -38,7 +38,7 @@ def bank(pc=0, sid=0, bg=0, b=0):
 
 class Feed:
     """Enqueues requests with the next sequence number; ``qos`` ranks them as
-    the QoS front end does (AxQOS first, then age)."""
+    the QoS front end does (class first, then AxQOS, then age)."""
 
     def __init__(self, ch, qos=False):
         self.ch, self.qos, self.seq = ch, qos, 0
@@ -48,7 +48,7 @@ class Feed:
         r = Request(0, write, bank_, row, now)
         r.seq, r.qclass = self.seq, qclass
         r.axqos = AXQOS[qclass] if axqos is None else axqos
-        r.rank = qos_rank(r.axqos, self.seq) if self.qos else self.seq
+        r.rank = qos_rank(r.axqos, self.seq, qclass) if self.qos else self.seq
         self.ch.enqueue(r, now)
         return r
 
@@ -142,6 +142,11 @@ def test_qos_higher_axqos_hits_all_go_before_a_lower_conflict():
     ((GUARANTEED_CLASS, 10), (URGENT_CLASS, 15), True),
     ((GUARANTEED_CLASS, 10), (GUARANTEED_CLASS, 10), False),  # then age
     ((URGENT_CLASS, 15), (BURST_CLASS, 4), False),
+    # Class even against AxQOS: a bulk priority's guaranteed read (burst
+    # class, AxQOS 9) after a decode's burst read in the guaranteed class
+    # (AxQOS 5, spec §6.6), whichever is older.
+    ((BURST_CLASS, 9), (GUARANTEED_CLASS, 5), True),
+    ((GUARANTEED_CLASS, 5), (BURST_CLASS, 9), False),
 ])
 def test_qos_column_commands_class_first_then_axqos_then_age(older, younger, younger_first):
     """Two open rows in two bank groups, both reads ready at 1000: the better

@@ -290,6 +290,13 @@ def test_grant_kinds_map_onto_classes_and_axqos_as_spec_6_6_defines():
     assert [grant_class(k) for k in (urgent, spec.GUARANTEED, spec.BURST, spec.FCFS)] == [0, 1, 2, 2]
     assert [grant_axqos(spec.GUARANTEED, p) for p in range(4)] == [11, 10, 9, 8]
     assert (grant_axqos(urgent, 2), grant_axqos(spec.BURST, 0), grant_axqos(spec.FCFS, 0)) == (15, 4, 0)
+    # Burst grants of an arrival-ordered priority not marked bulk: guaranteed
+    # class, AxQOS 5; of a bulk or unmarked one: burst class, AxQOS 4.
+    arrival, bulk = 0b0010, 0b0100
+    assert [grant_class(spec.BURST, p, bulk, arrival) for p in range(4)] == [2, 1, 2, 2]
+    assert grant_class(spec.BURST, 1, 0b0010, 0b0010) == 2
+    assert grant_class(spec.GUARANTEED, 1, bulk, arrival) == 1
+    assert grant_axqos(spec.BURST, 1, 1) == 5 and grant_axqos(spec.BURST, 1, 2) == 4
 
 
 class _CountingQosPolicy(FabricQosPolicy):

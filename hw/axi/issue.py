@@ -27,7 +27,8 @@ write's B; when both return one of a class in the same cycle the second is
 returned the cycle after (a count per class), which §6.6 allows.
 
 AxQOS is taken from the grant's kind and, for a guaranteed grant, its
-tenant's active priority (spec §14.5, §6.6's ``11 - priority``).
+tenant's active priority (spec §14.5, §6.6's ``11 - priority``); a burst
+grant in the guaranteed credit class has AxQOS 5, the others 4.
 """
 
 from amaranth.hdl import Module, Signal, Cat, Mux
@@ -36,7 +37,7 @@ from amaranth.lib.fifo import SyncFIFOBuffered
 from amaranth.lib.wiring import In, Out
 
 from kvfabric.axi import AxiParams, BURST_INCR, CLASS_NONE
-from kvfabric.spec import CREDIT_CLASSES, GUARANTEED, FabricParams, axqos
+from kvfabric.spec import BURST, CREDIT_CLASSES, CREDIT_GUARANTEED, GUARANTEED, FabricParams, axqos
 from ..layouts import Kind, grant_signature
 from .bus import AXI4Signature
 from .layouts import beat_layout, descriptor_layout, done_layout, fill_layout
@@ -144,6 +145,11 @@ class ChannelIssue(wiring.Component):
                             for prio in range(1 << fab.priority_bits):
                                 with m.Case(prio):
                                     m.d.comb += qos.eq(axqos(kind.value, prio))
+                    elif kind.value == BURST:
+                        # A burst grant in the guaranteed credit class (a
+                        # latency-bound tenant past its guarantee) has its own AxQOS.
+                        m.d.comb += qos.eq(Mux(self.grant_class[CREDIT_GUARANTEED],
+                                               axqos(kind.value, 0, CREDIT_GUARANTEED), axqos(kind.value, 0)))
                     else:
                         m.d.comb += qos.eq(axqos(kind.value, 0))
         mid = Signal(len(bus.arid))

@@ -17,6 +17,7 @@ the model's.
 
 from __future__ import annotations
 
+import collections
 import itertools
 import json
 import logging
@@ -29,7 +30,7 @@ from cocotb.triggers import ClockCycles, FallingEdge, ReadOnly, SimTimeoutError,
 from cocotbext.axi import AxiBus, AxiBurstType, AxiLiteBus, AxiLiteMaster, AxiMaster, AxiRam, AxiResp
 
 from kvfabric.model.registers import FabricConfig, TenantConfig
-from kvfabric.spec import KIND_NAMES, axqos
+from kvfabric.spec import KIND_NAMES, axqos, credit_class
 from kvfabric.tb import axil as regs
 from kvfabric.tb.axi_checks import ManagerChecker, TenantChecker, watch
 from kvfabric.tb.axi_design import axi_job_from_json
@@ -136,6 +137,8 @@ class AxiTB:
         self.monitor = Monitor(dut, p, self.arb_ports, AxiPorts(dut))
         self.scoreboard = Scoreboard(p, self.seed, channels=self.arb_ports, check_internal=False, log=dut._log)
         self._stop = False
+        # AxQOS values of the grants checked on the manager ports (coverage).
+        self.qos_counts = collections.Counter()
 
     def set_pauses(self, pattern):
         if pattern == "none":
@@ -220,25 +223,33 @@ class AxiTB:
                 sb.model.telemetry.set_front_end(t, int(unsupported.value), int(wlast.value))
             # AxQOS (spec §6.6) uses the granted tenant's priority active in
             # the grant's transfer cycle: the model's configuration before its step.
-            priority = [tc.priority for tc in sb.model.config.tenants]
+            config = sb.model.config
+            priority = [tc.priority for tc in config.tenants]
             logged = len(sb.grant_log)
             sb.step(self.monitor.sample())
             for cycle, c, tenant, nbytes, gid, kind in sb.grant_log[logged:]:
                 direction = "aw" if gid >> self.axi.entry_bits & 1 else "ar"
-                self.managers[c].expect_qos(direction, axqos(kind, priority[tenant]),
+                credit = credit_class(kind, priority[tenant], config.bulk_prio, config.arrival_prio)
+                qos = axqos(kind, priority[tenant], credit)
+                self.qos_counts[qos] += 1
+                self.managers[c].expect_qos(direction, qos,
                                             f"the grant of cycle {cycle} (tenant {tenant}, "
                                             f"{KIND_NAMES[kind]}, priority {priority[tenant]})")
             await FallingEdge(self.dut.clk)
 
     async def program(self, tenants=None):
         """Enable the tenants with equal weights and a small guarantee each, at
-        priorities 0, 1, 2, 3, 0, ... (so that AxQOS's ``11 - priority`` is seen)."""
+        priorities 0, 1, 2, 3, 0, ... (so that AxQOS's ``11 - priority`` is seen),
+        priority 1 arrival-ordered and priority 2 bulk, and tenant 1 (priority 1)
+        with no guarantee: its grants are burst grants of the guaranteed credit
+        class, AxQOS 5, and priority 2's guaranteed grants take the burst
+        class's (spec §6.6)."""
         n = self.params.tenants
         if tenants is None:
-            tenants = [TenantConfig(rate=16, capacity=1 << 16, peak_rate=0xFFFF, inv_weight=256, enable=1,
-                                    priority=t % 4)
+            tenants = [TenantConfig(rate=0 if t == 1 else 16, capacity=0 if t == 1 else 1 << 16, peak_rate=0xFFFF,
+                                    inv_weight=256, enable=1, priority=t % 4)
                        for t in range(n)]
-        await regs.program(self.axil, FabricConfig(tenants))
+        await regs.program(self.axil, FabricConfig(tenants, bulk_prio=0b0100, arrival_prio=0b0010))
 
     async def axi_errors(self, tenant):
         """``TEL[tenant].AXI_ERRORS`` after a snapshot taken now (spec §14.6):
@@ -343,10 +354,12 @@ async def random_traffic(dut):
     await _all_or_hang(tb, tasks, HANG_CYCLES_PER_OP * ops)
     await tb.finish()
     issued = sum(m.ar_count + m.aw_count for m in tb.managers)
-    dut._log.info("%d reads, %d writes, %d bytes; %d sub-bursts issued on the manager ports",
-                  stats["reads"], stats["writes"], stats["bytes"], issued)
+    dut._log.info("%d reads, %d writes, %d bytes; %d sub-bursts issued on the manager ports; AxQOS %s",
+                  stats["reads"], stats["writes"], stats["bytes"], issued, dict(tb.qos_counts))
     assert stats["reads"] and stats["writes"]
     assert all(m.ar_count and m.aw_count for m in tb.managers), "some channel never saw a read and a write"
+    if tb.params.tenants > 1:
+        assert tb.qos_counts[5], "no burst grant of the guaranteed credit class (AxQOS 5) was issued"
 
 
 @cocotb.test(timeout_time=200, timeout_unit="us")
