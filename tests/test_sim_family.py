@@ -74,7 +74,11 @@ def test_a_draw_is_admissible_and_inside_the_stated_ranges(seed, k):
         assert t["cxl_fraction"] == 0 or 0.1 <= t["cxl_fraction"] <= 0.5
         # Each channel enforces 1/n of the contract's GB/s; the decode's demand there is 1/m of its own.
         per_channel_demand = _decode_demand_gbps(t) / m
-        assert 1.2 <= guarantee[t["id"]] / n / per_channel_demand <= 2.0 + 0.001 / per_channel_demand
+        # Issue #41: every third draw guarantees its first decode 0.4x its demand on purpose.
+        under = k % 3 == 2 and t is decodes[0]
+        assert d["meta"]["decodes"][t["id"]]["under"] == under
+        lo, hi = (0.4, 0.4) if under else (1.2, 2.0)
+        assert lo <= guarantee[t["id"]] / n / per_channel_demand <= hi + 0.001 / per_channel_demand
         # Long enough for MIN_STEPS periods of think time plus its step (per channel) at a channel's peak.
         assert workload["system"]["cycles"] >= MIN_STEPS * (t["think_cycles"] + t["step_bytes"] / m / 32)
         for c in chans:
@@ -163,6 +167,38 @@ def test_judge_and_distribution_on_fake_results():
     # The tail split: the mean parts of the steps at or above the p99 (the 99th and 100th of 100).
     parts = [[x, 0, 0, 1] for x in range(100)]
     assert tail_split([sum(p) for p in parts], parts) == [98.5, 0, 0, 1]
+
+
+def test_an_under_guaranteed_decode_is_judged_against_frfcfs_apart_from_the_decode_ratio():
+    """Decode 2 is under-guaranteed on purpose: the decode ratio is decode 1's
+    (p99 99 / 99), and decode 2's p99 under each policy sits in the run's
+    ``under`` entry and in the report's table against FR-FCFS's."""
+    meta = {"draw": 2, "decodes": {1: {"under": False}, 2: {"under": True, "headroom": 0.4}}, "backlogged": [],
+            "prefills": {}}
+    base = list(range(1, 101))                       # p99 99
+    slow = [3 * x for x in range(1, 101)]            # p99 297
+    slower = [4 * x for x in range(1, 101)]          # p99 396
+
+    def run(lat1, lat2):
+        r = _fake(lat1)
+        r["decodes"][2] = {"lat": lat2, "parts": [[0, 0, x, 0] for x in lat2], "bytes": 0}
+        return r
+
+    results = {(2, "decode-only", 1): run(base, base), (2, "frfcfs", 1): run(slow, slower),
+               (2, "fabric-qos", 1): run(base, slow)}
+    rows = {r["policy"]: r for r in judge(results, [meta], seeds=(1,))}
+    assert rows["fabric-qos"]["p99_ratio"] == 1 and rows["fabric-qos"]["worst_decode"] == 1
+    assert rows["frfcfs"]["p99_ratio"] == 3
+    (u,) = rows["fabric-qos"]["under"]
+    assert (u["decode"], u["headroom"]) == (2, 0.4)
+    assert (u["p99_ns"], u["frfcfs_p99_ns"], u["base_p99_ns"]) == tuple(
+        x * fam.NS_PER_CYCLE for x in (297, 396, 99))
+    (entry,) = fam.under_table(list(rows.values()))
+    assert entry["fabric-qos"] == 297 * fam.NS_PER_CYCLE and entry["frfcfs"] == 396 * fam.NS_PER_CYCLE
+    lines = []
+    fam._under_section(lines.append, {"rows": list(rows.values())})
+    assert any(line.startswith("| 2 | 1 | 1 | 2 | 0.40x |") and line.endswith("| 0.75x | met |") for line in lines)
+    assert "Met in 1 of 1 runs." in lines
 
 
 def test_prefills_together_are_judged_over_the_cycles_some_prefill_had_a_job():
