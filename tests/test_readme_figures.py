@@ -147,26 +147,36 @@ def test_readme_demo_excerpt_is_what_the_demo_prints(tmp_path, capsys):
     assert checked >= 5
 
 
-def _family_report(worst_ratio, worst_prefill, backlogged=(2, 2), rate=110_000.0):
+def _family_report(worst_ratio, worst_prefill, backlogged=(2, 2), rate=210_000.0, under=(300.0, 400.0)):
     ratio = {"n": 4, "median": 1.1, "p90": worst_ratio, "worst": worst_ratio}
     share = {"n": 4, "median": 0.95, "p90": worst_prefill, "worst": worst_prefill}
-    qos = {"p99_ratio": ratio, "prefill_ratio": share, "backlogged_met": backlogged[0],
+    qos = {"p99_ratio": ratio, "prefill_restated": share, "backlogged_met": backlogged[0],
            "backlogged_runs": backlogged[1], "worst": {"draw": 1, "seed": 2}}
     frfcfs = {**qos, "p99_ratio": {**ratio, "worst": 3.5}}
+    # One under-guaranteed decode: p99 under fabric-qos, under FR-FCFS.
+    rows = [{"policy": "fabric-qos", "under": [{"decode": 0, "p99_ns": under[0], "frfcfs_p99_ns": under[1]}]},
+            {"policy": "frfcfs", "under": [{"decode": 0, "p99_ns": under[1], "frfcfs_p99_ns": under[1]}]}]
     return {"revision": "0123456789ab", "dirty": False, "argv": "", "family_seed": 26, "run_seeds": [1, 2],
-            "draws": [{}, {}], "targets": {"p99_ratio": 1.2, "prefill_ratio": 0.9}, "jobs": 2,
-            "summary": {"frfcfs": frfcfs, "fabric-qos": qos}, "interpreter": "PyPy 3.9.16",
-            "speed": {"with prefills": {"cycles_per_cpu_s": rate + 5_000, "cycles_per_wall_s": rate}},
-            "runs_done": 16, "wall_s": 600.0}
+            "draws": [{}, {}], "targets": {"p99_ratio": 1.2, "prefill_ratio": 0.9}, "jobs": 2, "steps": 500,
+            "summary": {"frfcfs": frfcfs, "fabric-qos": qos}, "interpreter": "PyPy 3.9.16", "rows": rows,
+            "speed": {"with prefills": {"cycles_per_cpu_s": rate, "cycles_per_wall_s": rate - 5_000}},
+            "runs_done": 16, "wall_s": 600.0, "predicted_default_wall_s_own_cores": 80 * 60.0}
 
 
 def test_family_rows_judge_every_target_from_the_report():
     (tail, speed) = readme_figures._family_rows(_family_report(1.19, 0.91))
     assert tail[0].startswith("decode tail over drawn workloads") and tail[2] == "`make family` → `reports/family.md`"
-    assert "2 drawn workloads x 2 seeds" in tail[1] and "1.19x worst (draw 1, seed 2; FR-FCFS 3.50x)" in tail[1]
+    assert "2 drawn workloads x 2 seeds (family seed 26, 500-step runs)" in tail[1]
+    assert "1.19x worst (draw 1, seed 2; FR-FCFS 3.50x)" in tail[1]
+    assert "at most 0.75x their FR-FCFS p99 (1 runs)" in tail[1]
     assert tail[1].endswith(": met)") and tail[3] == "`0123456`"
-    assert ("110 k memory cycles per wall second of a worker (PyPy 3.9.16; target 100 k: met); 16 runs in 10.0 min"
-            in speed[1])
+    assert ("210 k channel-cycles per CPU second with prefills running (PyPy 3.9.16; target 200 k: met); "
+            "16 runs in 10.0 min on 2 workers; the default family predicted at 80 min on 2 workers "
+            "(target 90 min: met)") == speed[1]
     for args in ((1.21, 0.91), (1.19, 0.89), (1.19, 0.91, (1, 2))):
         assert readme_figures._family_rows(_family_report(*args))[0][1].endswith(": not met)")
-    assert "target 100 k: not met" in readme_figures._family_rows(_family_report(1.0, 1.0, rate=99_000))[1][1]
+    late = _family_report(1.0, 1.0, under=(401.0, 400.0))
+    assert readme_figures._family_rows(late)[0][1].endswith(": not met)")
+    assert "target 200 k: not met" in readme_figures._family_rows(_family_report(1.0, 1.0, rate=199_000))[1][1]
+    slow = {**_family_report(1.0, 1.0), "predicted_default_wall_s_own_cores": 91 * 60.0}
+    assert "(target 90 min: not met)" in readme_figures._family_rows(slow)[1][1]
