@@ -381,7 +381,7 @@ def _sim_fingerprint() -> str:
                 # one level meet their cap; protected writes only in every other 3,000 cycles.
                 r.seq, r.axqos = seq, (15, 10, 4)[k] if rng.randrange(4) else rng.randrange(16)
                 r.qclass = k if not r.is_write or ((now // 3000) % 2 and not rng.randrange(4)) else c.BURST_CLASS
-                r.rank = c.qos_rank(r.axqos, r.seq) if name == "qos" else r.seq
+                r.rank = c.qos_rank(r.axqos, r.seq, r.qclass) if name == "qos" else r.seq
                 if ch.has_room(1, r.is_write, r.qclass):
                     ch.enqueue(r, now)
                 i += 1

@@ -55,7 +55,7 @@ _AXQOS_SHIFT = 50
 _CLASS_SHIFT = 54
 
 
-def qos_rank(axqos, seq, qclass=URGENT_CLASS):
+def qos_rank(axqos, seq, qclass):
     """Rank of a request: lower class first, then higher AxQOS, then arrival order.
 
     The class comes first because AxQOS alone does not order the classes:
@@ -137,9 +137,9 @@ class FrFcfsScheduler:
 class QosScheduler(FrFcfsScheduler):
     """Class first, then AxQOS, then FR-FCFS inside a QoS level.
 
-    A row hit may only bypass an older request of its own AxQOS level (a
-    burst or lower-priority request's open row never delays a guaranteed
-    one: the guaranteed request's precharge wins), and best-effort hits are
+    A row hit may only bypass an older request of its own class and AxQOS
+    level (a burst or lower-priority request's open row never delays a
+    guaranteed one: the guaranteed request's precharge wins), and best-effort hits are
     capped harder (FR-FCFS-Cap) than guaranteed ones.
 
     Commands already issued are not preemptible, so class-first ordering
@@ -187,9 +187,11 @@ class QosScheduler(FrFcfsScheduler):
         return max(ch.pc_faw[pc]) <= window_start  # every activation of the window before it
 
     def _may_bypass(self, ch, b, hit, head):
-        # Same QoS level (AxQOS, which also fixes the class): a lower
-        # priority's open row never delays a higher one's request.
-        return hit.axqos == head.axqos and ch.bypassed[b] < self.row_hit_caps[hit.qclass]
+        # Same QoS level, the rank's class and AxQOS (qos_rank): a lower
+        # level's open row never delays a higher one's request, and every
+        # request the hit passes is of its level.
+        return (hit.qclass == head.qclass and hit.axqos == head.axqos
+                and ch.bypassed[b] < self.row_hit_caps[hit.qclass])
 
 
 def make_scheduler(spec):

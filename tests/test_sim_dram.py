@@ -290,7 +290,7 @@ class _QosClassesPolicy(FrFcfsPolicy):
                 axqos = self.rng.randrange(16)
                 if system.channel.has_room(len(txn.accesses), txn.is_write, k):
                     for a in txn.accesses:
-                        a.qclass, a.axqos, a.rank = k, axqos, qos_rank(axqos, a.seq)
+                        a.qclass, a.axqos, a.rank = k, axqos, qos_rank(axqos, a.seq, k)
                     system.admit(txn, now)
                     return now + 1
         return NEVER if not system.waiting else now + 1
@@ -363,7 +363,7 @@ def _read_feeder(ch):
         nonlocal seq
         seq += 1
         r = Request(0, False, bank, row, now)
-        r.seq, r.qclass, r.axqos, r.rank = seq, qclass, axqos, qos_rank(axqos, seq)
+        r.seq, r.qclass, r.axqos, r.rank = seq, qclass, axqos, qos_rank(axqos, seq, qclass)
         ch.enqueue(r, now)
         return r
 
@@ -404,7 +404,7 @@ def test_urgent_read_cuts_a_write_drain_short():
     t = ch.tick(0)
     assert ch.write_mode[0]
     r = Request(0, False, G.bank_id(0, 0, 0, 1), 5, t)
-    r.seq, r.qclass, r.rank = 100, 0, qos_rank(15, 100)
+    r.seq, r.qclass, r.rank = 100, 0, qos_rank(15, 100, 0)
     ch.enqueue(r, t)
     ch.tick(t)
     assert not ch.write_mode[0], "an urgent read must end the drain at once"
@@ -427,7 +427,7 @@ def test_protected_reads_hold_and_cut_drains_but_never_starve_writes():
         nonlocal seq
         seq += 1
         req = Request(0, is_write, bank, row, t)
-        req.seq, req.qclass, req.rank = seq, qclass, qos_rank(11 if qclass == GUARANTEED_CLASS else 4, seq)
+        req.seq, req.qclass, req.rank = seq, qclass, qos_rank(11 if qclass == GUARANTEED_CLASS else 4, seq, qclass)
         ch.enqueue(req, t)
         return req
 

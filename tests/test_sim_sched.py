@@ -588,7 +588,8 @@ class RuleObserver:
             self.counts["bypass"] += 1
             assert self.bypass[b] < self._cap(r), f"hit cap exceeded in bank {b}"
             if self.scheduler == "qos":
-                assert all(q.axqos == r.axqos for q in older), "a hit bypassed a higher AxQOS"
+                assert all((q.qclass, q.axqos) == (r.qclass, r.axqos) for q in older), \
+                    "a hit bypassed a request of a higher class or AxQOS"
             self.bypass[b] += 1
         if r.is_write:
             self.batch[pc] += 1
@@ -618,7 +619,8 @@ class RuleObserver:
         hits = [q for q in self._same_dir(queue, write_mode) if q.row == open_row]
         if hits:
             hit = min(hits, key=lambda q: q.rank)
-            may = self.bypass[b] < self._cap(hit) and (self.scheduler != "qos" or hit.axqos == head.axqos)
+            may = self.bypass[b] < self._cap(hit) and (
+                self.scheduler != "qos" or (hit.qclass, hit.axqos) == (head.qclass, head.axqos))
             assert not may, "a precharge while a hit could still bypass"
 
     def _check_drain(self, now, pc, queue, was, mode):

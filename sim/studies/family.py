@@ -975,7 +975,7 @@ def _under_section(w, doc):
     entries = under_table(doc["rows"])
     if not entries:
         return
-    w(f"## Under-guaranteed decodes (issue #41: served no worse than by FR-FCFS)")
+    w("## Under-guaranteed decodes (issue #41: served no worse than by FR-FCFS)")
     w("")
     w(f"Draws {', '.join(str(k) for k in sorted({e['draw'] for e in entries}))} guarantee their first decode "
       f"{UNDER_HEADROOM}x its mean demand on purpose (`under_guaranteed`; a contract written with a unit "
