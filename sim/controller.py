@@ -267,6 +267,20 @@ class WatermarkDrain:
     or no read can proceed); leave at ``low``, after ``high - low`` writes,
     when no write is left or none can proceed.
 
+    A drain that left with reads waiting owes them a read turn: the next
+    drain starts on the watermark or the timer only once ``read_run`` reads
+    (default ``high - low``, a turn as long as a write batch) have issued
+    in the pseudo-channel, or when no read is queued or none can proceed.
+    Without the turn, a writer that keeps ``high`` writes queued (the burst
+    class's entries are shared by its reads and writes, so it refills them
+    as fast as a batch drains) puts the pseudo-channel straight back into
+    write mode after every batch, before a read can pass the write-to-read
+    turnaround, and its reads wait without bound (measured: a decode read
+    held 58,804 cycles by one prefill writing every other KiB).  The turn
+    is the read side of uMCTL2's ``lpr_xact_run_length`` and
+    ``w_xact_run_length``: each direction, once it has the bus, keeps it
+    for a run of transactions.
+
     ``interval`` (cycles, None: off) also makes a drain due when more than
     ``low`` writes are queued and ``interval`` cycles have passed since the
     pseudo-channel last left write mode: a write-starvation timer, like
@@ -282,15 +296,19 @@ class WatermarkDrain:
     starts at that command's cycle.
     """
 
-    def __init__(self, high=28, low=4, *, interval=None):
+    def __init__(self, high=28, low=4, *, interval=None, read_run=None):
         if not 0 <= low < high:
             raise ValueError(f"Write watermarks must satisfy 0 <= low < high, not {low}, {high}")
         if interval is not None and (not isinstance(interval, int) or interval < 1):
             raise ValueError(f"Drain interval must be a positive number of cycles or None, not {interval!r}")
+        if read_run is not None and (not isinstance(read_run, int) or read_run < 0):
+            raise ValueError(f"Read run must be a non-negative number of reads or None, not {read_run!r}")
         self.high = high
         self.low = low
         self.interval = interval
+        self.read_run = high - low if read_run is None else read_run
         self._left_at = {}        # pc -> cycle it last left write mode
+        self._turn_owed = set()   # pcs whose last drain left with reads waiting
 
     def update(self, ch, now):
         """The ``(pc, write_mode)`` changes of this cycle (the channel applies
@@ -313,10 +331,17 @@ class WatermarkDrain:
                 if writes == 0 or (reads > 0 and (stuck or self._leave(ch, pc, writes))):
                     mode = False
                     self._left_at[pc] = now
-            elif writes >= self.high or (writes > 0 and (reads == 0 or stuck)) or (
-                    interval is not None and writes > self.low and now - self._left_at.get(pc, 0) >= interval):
+                    if reads > 0:
+                        self._turn_owed.add(pc)
+            elif writes > 0 and (reads == 0 or stuck):
                 mode = self._may_enter(ch, pc, writes, now)
+            elif writes >= self.high or (
+                    interval is not None and writes > self.low and now - self._left_at.get(pc, 0) >= interval):
+                if pc not in self._turn_owed or ch.read_turn[pc] >= self.read_run:
+                    mode = self._may_enter(ch, pc, writes, now)
             if mode != was:
+                if mode:
+                    self._turn_owed.discard(pc)
                 changes += ((pc, mode),)
         return changes
 

@@ -133,7 +133,7 @@ class Channel:
         timing checker in the tests.
 
     What a policy may read: ``pc_of``, ``open_row``, ``bank_queue``,
-    ``bypassed``, ``write_mode``, ``write_batch``, ``stuck``, ``pc_queued``,
+    ``bypassed``, ``write_mode``, ``write_batch``, ``read_turn``, ``stuck``, ``pc_queued``,
     ``pc_writes``, ``pc_class_reads``, ``pc_class_writes``, ``class_queued``,
     ``class_freed``, the timing and the bank timers.  It writes none of them
     (tests/test_sim_sched.py checks the source).
@@ -210,6 +210,7 @@ class Channel:
         self.pc_writes = [0] * npc
         self.write_mode = [False] * npc
         self.write_batch = [0] * npc  # writes issued in the current write batch
+        self.read_turn = [0] * npc    # reads issued since the pseudo-channel last left write mode
         self.stuck = [False] * npc    # no candidate in the current direction
         self.pc_class_reads = [[0] * 3 for _ in range(npc)]
         self.pc_class_writes = [[0] * 3 for _ in range(npc)]
@@ -333,6 +334,7 @@ class Channel:
             self.pc_next_rd[pc] = max(self.pc_next_rd[pc], end + tm.tWTR_S)
         else:
             self.pc_class_reads[pc][k] -= 1
+            self.read_turn[pc] += 1
             end = now + tm.CL + tm.burst
             self.next_pre[b] = max(self.next_pre[b], now + tm.tRTP)
             self.bg_next_rd[bg] = max(self.bg_next_rd[bg], now + tm.tCCD_L)
@@ -684,10 +686,12 @@ class Channel:
 
     def set_write_mode(self, pc, mode):
         """Turn pseudo-channel ``pc``'s data bus to writes (True) or reads; a
-        new write batch starts counting from 0."""
+        new write batch, or a new read turn, starts counting from 0."""
         self.write_mode[pc] = mode
         if mode:
             self.write_batch[pc] = 0
+        else:
+            self.read_turn[pc] = 0
         per_pc = self.geometry.banks_per_pc
         for b in range(pc * per_pc, (pc + 1) * per_pc):
             self._invalidate(b)

@@ -415,9 +415,10 @@ def test_urgent_read_cuts_a_write_drain_short():
 
 def test_protected_reads_hold_and_cut_drains_but_never_starve_writes():
     """A protected read waits on pseudo-channel 0 all the time (a fresh one
-    replaces it as soon as it is served).  A due drain must wait for it, but
-    at most ``max_hold`` cycles, and then run uninterrupted; writes keep
-    flowing."""
+    replaces it as soon as it is served).  A due drain (``high`` writes
+    queued, and the read turn of ``high - low`` reads since the last drain
+    served) must wait for it, but at most ``max_hold`` cycles, and then run
+    uninterrupted; writes keep flowing."""
     drain = PreemptingDrain(8, 2, preempt_below=2, min_batch=3, max_hold=150)
     ch = Channel(refresh=False, n_tenants=1, scheduler=QosScheduler(), admission=ReservedEntries((8, 64, 64)),
                  drain=drain, log_commands=True)
@@ -433,7 +434,7 @@ def test_protected_reads_hold_and_cut_drains_but_never_starve_writes():
 
     t = 0
     read = add(False, G.bank_id(0, 0, 0, 1), 7, GUARANTEED_CLASS, t)
-    due_since, holds, writes_done = None, [], 0
+    due_since, holds, writes_done, left = None, [], 0, None
     for step in range(6000):
         if ch.pc_writes[0] < 12 and step % 3 == 0:
             add(True, G.bank_id(0, 0, step % 4, 0), 1, BURST_CLASS, t)
@@ -442,8 +443,11 @@ def test_protected_reads_hold_and_cut_drains_but_never_starve_writes():
         t = ch.tick(t)
         if read.done >= 0:
             read = add(False, G.bank_id(0, 0, 0, 1), 7 + step % 5, GUARANTEED_CLASS, t)
-        if not ch.write_mode[0] and ch.pc_writes[0] >= drain.high and due_since is None:
-            due_since = t  # the drain sees the new write at its next tick
+        if ch.write_mode[0]:
+            left = t  # the drain, if it ends, ends at a later tick
+        turn = left is None or sum(c[1] == "RD" and c[0] >= left for c in ch.log) >= drain.high - drain.low
+        if not ch.write_mode[0] and ch.pc_writes[0] >= drain.high and turn and due_since is None:
+            due_since = t  # the drain sees the new write (or the turn's last read) at its next tick
         if ch.write_mode[0] and due_since is not None:
             holds.append(prev - due_since)
             due_since = None
@@ -467,7 +471,8 @@ def test_drain_interval_drains_a_slow_writer_below_the_high_watermark(interval):
     40 cycles, never reaching the high watermark (28).  With watermarks only,
     no drain starts while reads wait; with a drain interval, a drain starts
     no earlier than ``interval`` cycles after the last one ended and, once
-    more than ``low`` writes are queued, no later than a few cycles after
+    more than ``low`` writes are queued and the read turn (``high - low``
+    reads since that drain) is served, no later than a few cycles after
     that; every drain ends at the low watermark."""
     drain = WatermarkDrain(28, 4, interval=interval)
     ch = Channel(refresh=False, n_tenants=1, drain=drain, log_commands=True)
@@ -501,9 +506,12 @@ def test_drain_interval_drains_a_slow_writer_below_the_high_watermark(interval):
         assert ch.pc_writes[0] >= 20
     else:
         assert len(entries) >= 6, entries
+        reads_at = [c[0] for c in ch.log if c[1] == "RD"]
         for (left, _), (entered, queued) in zip(exits, entries[1:]):
+            turn = [r for r in reads_at if r >= left][drain.high - drain.low - 1]
             assert entered - left >= interval, "a drain started before the interval had passed"
-            assert entered - left <= interval + 45, "a due drain waited for the next write or longer"
+            assert entered > turn, "a drain started before the read turn was served"
+            assert entered - max(left + interval, turn) <= 45, "a due drain waited for the next write or longer"
             assert queued > drain.low
         assert all(queued <= drain.low for _, queued in exits)
     check_command_log(ch.log)

@@ -288,6 +288,34 @@ def test_drain_with_reads_waiting_writes_high_minus_low_then_leaves():
     assert all(d[3] is not None for d in drains) and rig.ch.pc_writes[0] == 2
 
 
+@pytest.mark.parametrize("read_run", [None, 3])
+def test_read_turn_between_drains_is_exactly_read_run_reads(read_run):
+    """40 writes at once keep at least ``high`` queued after each batch: every
+    drain writes high - low = 6 and leaves with reads waiting, and the next
+    starts only once exactly ``read_run`` reads (default high - low) have
+    issued; without the turn it would start at once and the reads would wait
+    until the writes ran out."""
+    rig = DrainRig(WatermarkDrain(8, 2, read_run=read_run))
+    rig.write(100, 40)
+    drains = rig.run(3000)
+    run = 6 if read_run is None else read_run
+    assert [d[2] for d in drains[:5]] == [6] * 5
+    reads = [c[0] for c in rig.ch.log if c[1] == "RD"]
+    for done, following in zip(drains, drains[1:5]):
+        assert sum(done[3] <= t < following[0] for t in reads) == run
+
+
+def test_read_turn_is_owed_only_with_reads_waiting():
+    """No read queued: drains follow one another with no read between them
+    (the writes arrive in two groups of ``high``)."""
+    rig = DrainRig(WatermarkDrain(8, 2), reads=0)
+    rig.write(100, 8)
+    rig.write(400, 8)
+    drains = rig.run(1000)
+    assert [d[:3] for d in drains] == [[100, 8, 8], [400, 8, 8]]
+    assert not [c for c in rig.ch.log if c[1] == "RD"]
+
+
 def test_drain_without_reads_runs_until_no_write_is_left():
     rig = DrainRig(WatermarkDrain(8, 2), reads=0)
     rig.write(100, 5)
@@ -494,7 +522,8 @@ class RuleObserver:
     ----------
     scheduler : "fcfs", "frfcfs" or "qos"
     caps : tuple of 3 ints (qos) or int (frfcfs)
-    drain : (high, low, interval) or None (FCFS: no batching)
+    drain : (high, low, interval) or None (FCFS: no batching); the read turn
+        between drains is high - low reads (WatermarkDrain's default)
     preempt : dict(below, min_batch, max_hold, force) or None
     guard : bool
     reserved : tuple of 3 ints or None
@@ -513,6 +542,8 @@ class RuleObserver:
         self.batch = [0] * npc
         self.released = [False] * npc
         self.left_at = [0] * npc
+        self.turn_owed = [False] * npc  # the last drain left with reads waiting
+        self.turn_reads = [0] * npc     # reads issued since the last drain left
         self.due_since = [None] * npc
         self.stuck = [False] * npc
         self.counts = {"column": 0, "bypass": 0, "ACT": 0, "guarded": 0, "PRE": 0, "entry": 0, "exit": 0,
@@ -593,6 +624,8 @@ class RuleObserver:
             self.bypass[b] += 1
         if r.is_write:
             self.batch[pc] += 1
+        else:
+            self.turn_reads[pc] += 1
 
     def _head(self, queue, write_mode):
         if self.scheduler == "fcfs":
@@ -632,7 +665,8 @@ class RuleObserver:
         protected = p is not None and self._protected(queue, False) and not self._protected(queue, True)
         if not was:
             overdue = interval is not None and writes > low and now - self.left_at[pc] >= interval
-            due = writes >= high or (writes > 0 and (reads == 0 or stuck)) or overdue
+            turn_done = not self.turn_owed[pc] or self.turn_reads[pc] >= high - low
+            due = (writes > 0 and (reads == 0 or stuck)) or ((writes >= high or overdue) and turn_done)
             if not due:
                 self.due_since[pc] = None
                 assert not mode, f"a drain entered at {now} that was not due"
@@ -648,6 +682,7 @@ class RuleObserver:
             self.counts["released"] += may_hold
             self.released[pc] = may_hold
             self.batch[pc] = 0
+            self.turn_owed[pc] = False
             self.due_since[pc] = None
         else:
             may_cut = (p is not None and protected and writes < p["force"]
@@ -660,6 +695,8 @@ class RuleObserver:
                 self.counts["exit"] += 1
                 self.counts["preempted"] += may_cut and not self.released[pc] and self.batch[pc] < high - low
                 self.left_at[pc] = now
+                self.turn_owed[pc] = reads > 0
+                self.turn_reads[pc] = 0
 
     def _note_stuck(self, snap, per_pc, mode, new):
         """The channel's 'no candidate in this direction' of this tick, from the definition."""
