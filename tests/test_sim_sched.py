@@ -305,7 +305,7 @@ def test_read_turn_between_drains_is_exactly_read_run_reads(read_run):
         assert sum(done[3] <= t < following[0] for t in reads) == run
 
 
-def test_read_turn_is_owed_only_with_reads_waiting():
+def test_drains_need_no_read_turn_without_reads():
     """No read queued: drains follow one another with no read between them
     (the writes arrive in two groups of ``high``)."""
     rig = DrainRig(WatermarkDrain(8, 2), reads=0)
@@ -314,6 +314,20 @@ def test_read_turn_is_owed_only_with_reads_waiting():
     drains = rig.run(1000)
     assert [d[:3] for d in drains] == [[100, 8, 8], [400, 8, 8]]
     assert not [c for c in rig.ch.log if c[1] == "RD"]
+
+
+def test_read_turn_is_owed_only_when_the_last_drain_left_reads_waiting():
+    """The first drain empties the queue with no read waiting, so it owes no
+    turn: when reads are waiting again and ``high`` writes are queued at
+    400, the next drain starts at once, with no read issued before it."""
+    rig = DrainRig(WatermarkDrain(8, 2), reads=0)
+    rig.write(100, 8)
+    rig.run(400)
+    rig.reads = 2
+    rig.write(400, 8)
+    drains = rig.run(1000)
+    assert [d[:2] for d in drains[:2]] == [[100, 8], [400, 8]]
+    assert not [c for c in rig.ch.log if c[1] == "RD" and c[0] < 400]
 
 
 def test_drain_without_reads_runs_until_no_write_is_left():
