@@ -274,7 +274,12 @@ def _credit_registers(fab: dict, tenants: list[TenantContract], params: FabricPa
                 f"ceil({float(b):.4g} B/cycle x {float(cycles):.4g} cycles / {size} B) = {need} grants "
                 f"in flight, but the {CREDIT_BITS}-bit limit allows 0..{(1 << CREDIT_BITS) - 1}; give "
                 f"{name} explicitly or a larger memory_request_bytes")
-        limits[name] = need
+        # Spec §12: the latency-bound class gets twice its Little's-law need (up
+        # to the register's range). Its steps arrive all at once, and a memory
+        # side orders by class only the accesses it holds: at 1x the step's
+        # last grants wait in the arbiter while the bulk class keeps its share
+        # of the controller's entries.
+        limits[name] = min(2 * need, (1 << CREDIT_BITS) - 1) if name == "credit_guaranteed" else need
     # Urgent grants rescue heads older than starve_limit; the contract bounds
     # their rate nowhere, so one in flight per contracted tenant.
     limits.setdefault("credit_urgent", min(len(tenants), (1 << CREDIT_BITS) - 1))

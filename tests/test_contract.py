@@ -214,25 +214,31 @@ def test_credit_limits_and_bulk_priorities_as_written():
 def test_credit_limits_sized_by_littles_law():
     # L = 100 ns = 100 cycles at 1 GHz, s = 256 B. Guaranteed class: decode-a alone
     # (the prefill's priority 2 is bulk) at its 50 B/cycle peak: 50 * 100 / 256 =
-    # 19.5 -> 20. Burst: the channel, 400 * 100 / 256 = 156.25 -> 157. Urgent: one
-    # per contracted tenant, 2.
+    # 19.5 -> 20, doubled (spec §12) -> 40. Burst: the channel, 400 * 100 / 256 =
+    # 156.25 -> 157, not doubled. Urgent: one per contracted tenant, 2.
     c = compile_contract(_two_tenants(memory_round_trip_ns=100, memory_request_bytes=256,
                                       bulk_priorities=[2]))
-    assert c.config.credits == (2, 20, 157)
+    assert c.config.credits == (2, 40, 157)
     # Without bulk priorities the prefill is latency-bound too: 50 + 400 B/cycle,
-    # capped at the channel's 400, the same as the burst class.
+    # capped at the channel's 400, 157 like the burst class; doubled, 314 passes
+    # the 8-bit register, so the doubling stops at 255 (the need itself fits).
     assert compile_contract(_two_tenants(memory_round_trip_ns=100, memory_request_bytes=256)
-                            ).config.credits == (2, 157, 157)
+                            ).config.credits == (2, 255, 157)
     # A limit the contract gives wins over its Little's-law default; the rest stay sized.
     c = compile_contract(_two_tenants(memory_round_trip_ns=100, memory_request_bytes=256,
                                       bulk_priorities=[2], credit_burst=64))
-    assert c.config.credits == (2, 20, 64)
-    # s defaults to max_request_bytes (4096): 5000 / 4096 -> 2, 40000 / 4096 -> 10.
+    assert c.config.credits == (2, 40, 64)
+    c = compile_contract(_two_tenants(memory_round_trip_ns=100, memory_request_bytes=256,
+                                      bulk_priorities=[2], credit_guaranteed=20))
+    assert c.config.credits == (2, 20, 157)
+    # s defaults to max_request_bytes (4096): 5000 / 4096 -> 2, doubled 4;
+    # 40000 / 4096 -> 10.
     c = compile_contract(_two_tenants(memory_round_trip_ns=100, bulk_priorities=[2]))
-    assert c.config.credits == (2, 2, 10)
-    # Every tenant bulk: the guaranteed class carries nothing, yet it is checked (1).
+    assert c.config.credits == (2, 4, 10)
+    # Every tenant bulk: the guaranteed class carries nothing, yet it is checked
+    # (a need of 1, doubled).
     c = compile_contract(_two_tenants(memory_round_trip_ns=100, bulk_priorities=[1, 2]))
-    assert c.config.credits[1] == 1
+    assert c.config.credits[1] == 2
 
 
 def test_credit_sizing_follows_the_clock():

@@ -126,8 +126,14 @@ SIMULATED_BEFORE = {
 @pytest.mark.parametrize("policy", ["frfcfs", "fabric-qos"])
 def test_one_channel_gives_the_json_recorded_before_channels(tmp_path, policy):
     """A one-channel contract: the same JSON as at d72ef1d, field for field,
-    apart from the fields added since (the mapping, whether it rescaled)."""
-    c, w = write(tmp_path, CONTRACT, WORKLOAD)
+    apart from the fields added since (the mapping, whether it rescaled).  The
+    guaranteed class's limit is given as the Little's-law default of d72ef1d
+    (80 ns x 400 MHz x 128 B/cycle / 128 B = 32; spec §12 has doubled the default
+    since), so the recorded run's inputs are the ones it was recorded with."""
+    pinned = CONTRACT.replace("memory_request_bytes = 128\n",
+                              "memory_request_bytes = 128\ncredit_guaranteed = 32\n")
+    assert pinned != CONTRACT
+    c, w = write(tmp_path, pinned, WORKLOAD)
     out = tmp_path / "r.json"
     assert main(["system", "--contract", str(c), "--workload", str(w), "--policy", policy,
                  "--json", str(out)]) == 0
