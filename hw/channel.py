@@ -70,7 +70,7 @@ from .ingress import Ingress
 from .keys import ChannelTiming, lt_logic, mod_lt, or_all, shift_lag, tenant_candidates
 from .layouts import (Kind, acceptance_layout, grant_signature, queue_entry_layout, request_signature,
                       tenant_config_layout)
-from kvfabric.spec import ARRIVAL_PRIO_BITS, BULK_PRIO_BITS, CREDIT_BITS, CREDIT_CLASSES, check_params
+from kvfabric.spec import ARRIVAL_PRIO_BITS, BULK_PRIO_BITS, BULK_RUN_BITS, CREDIT_BITS, CREDIT_CLASSES, check_params
 
 from .checks import ChannelView, channel_checks, check_names
 
@@ -145,6 +145,10 @@ class ChannelArbiter(wiring.Component):
         ``CREDITS.arrival_prio`` in the next cycle: bit p set, conforming heads
         of priority p are ordered oldest first (spec §6.2). Read one cycle
         early because it decides each head's registered key and order value.
+    bulk_run : In(8)
+        ``CTRL.bulk_run`` in this cycle: the fabric grants in a row a bulk
+        tenant keeps while the other bulk tenants' non-urgent heads wait
+        (spec §6.2), 0 = off.
     dropped : Out(1)
         Pulse: an invalid request is accepted in this cycle.
     occupancy : Out(range(D + 1)).array(N)
@@ -161,6 +165,9 @@ class ChannelArbiter(wiring.Component):
         Per-channel virtual-time registers (spec §6.4).
     inflight : list of Signal
         Per-channel credit counters ``inflight_k`` (spec §6.6).
+    run_tenant, run_count : Signal
+        The bulk run (spec §6.2): the tenant of the last bulk fabric grant
+        and its bulk grants in a row (0: no run yet, saturating).
     """
 
     def __init__(self, params, *, checks=False):
@@ -188,6 +195,7 @@ class ChannelArbiter(wiring.Component):
             "credit_return": In(CREDIT_CLASSES),
             "bulk_prio_next": In(BULK_PRIO_BITS),
             "arrival_prio_next": In(ARRIVAL_PRIO_BITS),
+            "bulk_run":     In(BULK_RUN_BITS),
             "dropped":      Out(1),
             "occupancy":    Out(range(p.queue_depth + 1)).array(n),
             "accepted":     Out(acceptance_layout(p)),
@@ -200,6 +208,8 @@ class ChannelArbiter(wiring.Component):
         self.vmin = Signal(p.tag_bits, name="vmin")
         self.vmin_valid = Signal(name="vmin_valid")
         self.inflight = [Signal(CREDIT_BITS, name=f"inflight_{k}") for k in range(CREDIT_CLASSES)]
+        self.run_tenant = Signal(p.tenant_bits, name="run_tenant")
+        self.run_count = Signal(BULK_RUN_BITS, name="run_count")
 
     @property
     def params(self):
@@ -230,10 +240,12 @@ class ChannelArbiter(wiring.Component):
                                       arrival_prio_next=self.arrival_prio_next, fill=fill[i])
                    for i in range(n)]
 
-        win, any_win, has_credit = self._selection(m, tenants)
+        bulk = self._bulk_tenants(m)
+        win, any_win, has_credit = self._selection(m, tenants, bulk)
         pops, fab_wins = self._update_state(m, tenants, queues, win, load)
         w_bytes = self._load_grant(m, grant, load, tenants, win, any_win)
         self._count_credits(m, tenants, win, any_win, load, has_credit)
+        self._count_run(m, win, any_win, load, bulk)
         self._update_served(m, w_bytes, load)
         self._update_vmin(m, [t.head_valid for t in tenants])
 
@@ -353,9 +365,59 @@ class ChannelArbiter(wiring.Component):
         m.d.comb += starve_on_next.eq(self.starve_limit_next != 0)
         return starve_on_next
 
-    def _selection(self, m, tenants):
-        """Spec §6.2 with §6.6's credit gate: the one-hot winner from the
-        registered keys by all-pairs comparison (spec §11)."""
+    def _bulk_tenants(self, m):
+        """Per tenant, a register holding whether its priority is marked in
+        ``bulk_prio`` in this cycle (computed from next-cycle inputs a cycle
+        early, like the keys: ``key_bulk_i``), for the bulk run (spec §6.2)."""
+        bulk = []
+        for i in range(self._params.tenants):
+            b = Signal(name=f"key_bulk_{i}")
+            m.d.sync += b.eq(or_all((self.priority_next[i] == prio) & self.bulk_prio_next[prio]
+                                    for prio in range(BULK_PRIO_BITS)))
+            bulk.append(b)
+        return bulk
+
+    def _run_gate(self, m, tenants, credit_ok, bulk):
+        """Spec §6.2's bulk run: per tenant, whether the run holds its head out
+        of this cycle's selection. While ``0 < run_count < bulk_run`` and the
+        run tenant is bulk and its head competes with credit, every other bulk
+        tenant's non-urgent head (key 0 is urgent, §11) waits. Registers and
+        one credit LUT in, beside the pair comparisons."""
+        n = self._params.tenants
+        is_run = [Signal(name=f"run_is_{i}") for i in range(n)]
+        holds = Signal(name="run_holds")
+        m.d.comb += [is_run[i].eq(self.run_tenant == i) for i in range(n)]
+        m.d.comb += holds.eq(~self.fcfs_bypass & (self.run_count != 0) & (self.run_count < self.bulk_run)
+                             & or_all(is_run[i] & bulk[i] & tenants[i].key_competes & credit_ok[i]
+                                      for i in range(n)))
+        gate = []
+        for i in range(n):
+            g = Signal(name=f"run_gate_{i}")
+            m.d.comb += g.eq(holds & bulk[i] & ~is_run[i] & (tenants[i].key_class != 0))
+            gate.append(g)
+        return gate
+
+    def _count_run(self, m, win, any_win, load, bulk):
+        """Spec §6.2: a fabric grant to a bulk tenant extends its run (the
+        count saturates at 2^8 - 1) or starts a new one at 1; other grants
+        leave the run alone."""
+        n = self._params.tenants
+        w_tenant = Signal(self._params.tenant_bits, name="run_winner")
+        w_bulk = Signal(name="run_winner_bulk")
+        m.d.comb += [
+            w_tenant.eq(or_all(win[i].replicate(self._params.tenant_bits) & i for i in range(n))),
+            w_bulk.eq(or_all(win[i] & bulk[i] for i in range(n))),
+        ]
+        with m.If(load & any_win & ~self.fcfs_bypass & w_bulk):
+            with m.If((w_tenant == self.run_tenant) & (self.run_count != 0)):
+                with m.If(self.run_count != (1 << BULK_RUN_BITS) - 1):
+                    m.d.sync += self.run_count.eq(self.run_count + 1)
+            with m.Else():
+                m.d.sync += [self.run_tenant.eq(w_tenant), self.run_count.eq(1)]
+
+    def _selection(self, m, tenants, bulk):
+        """Spec §6.2 with §6.6's credit gate and the bulk run's: the one-hot
+        winner from the registered keys by all-pairs comparison (spec §11)."""
         p = self._params
         n = p.tenants
         W = max(p.tag_bits, p.ts_bits)
@@ -380,10 +442,18 @@ class ChannelArbiter(wiring.Component):
         # all clear in FCFS mode, where credits are not checked). So a head's
         # credit test is one LUT of registers.
         has_credit = [Signal(name=f"key_has_credit_{k}", init=1) for k in range(CREDIT_CLASSES)]
-        credit_ok = []
+        has_class_credit = []
         for i in range(n):
             ok = Signal(name=f"credit_ok_{i}")
             m.d.comb += ok.eq(~(tenants[i].key_credit & ~Cat(*has_credit)).any())
+            has_class_credit.append(ok)
+        # A head the bulk run holds out is treated as one without credit:
+        # it neither wins nor keeps another head from winning.
+        gate = self._run_gate(m, tenants, has_class_credit, bulk)
+        credit_ok = []
+        for i in range(n):
+            ok = Signal(name=f"select_ok_{i}")
+            m.d.comb += ok.eq(has_class_credit[i] & ~gate[i])
             credit_ok.append(ok)
 
         win = []

@@ -187,6 +187,7 @@ class KvFabric(FabricComponent):
                 ch.credit_return.eq(self.credit_return[c]),
                 ch.bulk_prio_next.eq(regs.cfg_bulk_prio_next_copy[c]),
                 ch.arrival_prio_next.eq(regs.cfg_arrival_prio_next_copy[c]),
+                ch.bulk_run.eq(regs.cfg_bulk_run),
                 *(ch.credit_limit[k].eq(getattr(regs, f"cfg_{name}"))
                   for k, name in enumerate(CREDIT_CLASS_NAMES)),
                 *(ch.credit_limit_next[k].eq(getattr(regs, f"cfg_{name}_next_copy")[c])

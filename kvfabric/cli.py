@@ -53,6 +53,15 @@ def _credits_line(compiled) -> str:
             f"arrival_prio=0b{cfg.arrival_prio:04b} ({why})")
 
 
+def _ctrl_line(compiled) -> str:
+    """The ``CTRL`` word and its arbitration fields (spec §6.2, §9, §12)."""
+    cfg = compiled.config
+    word = FABRIC.register("CTRL").word(config_values(cfg))
+    why = "the bulk run off" if not cfg.bulk_run else (
+        f"a bulk tenant keeps up to {cfg.bulk_run} grants in a row against the other bulk tenants")
+    return f"CTRL=0x{word:08X}: fcfs_bypass={cfg.fcfs_bypass} bulk_run={cfg.bulk_run} ({why})"
+
+
 def _coord_line(compiled) -> str:
     """The ``COORD`` and ``COORD_EPOCH`` words and their fields (spec §12, §13)."""
     cfg, values = compiled.config, config_values(compiled.config)
@@ -83,6 +92,7 @@ def cmd_compile(args) -> int:
             ("inv_weight", "INV_WEIGHT", "d"), ("slo_cycles", "SLO_CYCLES", "d")]))
         print(f"starve_limit={compiled.config.starve_limit} epoch_cycles={compiled.config.epoch_cycles} "
               f"bytes/cycle/channel={float(compiled.bytes_per_cycle):g}")
+        print(_ctrl_line(compiled))
         print(_credits_line(compiled))
         print(_coord_line(compiled))
     return 0

@@ -24,6 +24,7 @@ REGISTER_MAP = {
             {'name': 'CTRL', 'offset': 0x000C, 'title': 'Control', 'staged': False, 'commit': False, 'snapshot': False, 'fields': [
                 {'name': 'fcfs_bypass', 'lsb': 0, 'width': 1, 'sw': 'rw', 'hw': 'r', 'reset': 0, 'pulse': False, 'counter': False, 'param': False, 'value_lsb': 0, 'desc': 'FCFS bypass of the arbitration'},
                 {'name': 'snapshot', 'lsb': 1, 'width': 1, 'sw': 'w', 'hw': 'r', 'reset': 0, 'pulse': True, 'counter': False, 'param': False, 'value_lsb': 0, 'desc': 'write 1 = take a snapshot now (reads 0; needs WSTRB[0])'},
+                {'name': 'bulk_run', 'lsb': 8, 'width': 8, 'sw': 'rw', 'hw': 'r', 'reset': 0, 'pulse': False, 'counter': False, 'param': False, 'value_lsb': 0, 'desc': "fabric grants in a row a bulk tenant keeps while other bulk tenants' non-urgent heads wait (the bulk run), 0 = off"},
             ]},
             {'name': 'EPOCH_CYCLES', 'offset': 0x0010, 'title': 'Snapshot period', 'staged': False, 'commit': False, 'snapshot': False, 'fields': [
                 {'name': 'epoch_cycles', 'lsb': 0, 'width': 32, 'sw': 'rw', 'hw': 'r', 'reset': 0, 'pulse': False, 'counter': False, 'param': False, 'value_lsb': 0, 'desc': 'snapshot period in cycles, 0 = off'},

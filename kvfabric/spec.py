@@ -52,6 +52,8 @@ assert all(_width("CREDITS", name) == CREDIT_BITS for name in CREDIT_CLASS_NAMES
 BULK_PRIO_BITS = _width("CREDITS", "bulk_prio")
 #: Width of ``CREDITS.arrival_prio``: one bit per priority (spec §6.2, §9).
 ARRIVAL_PRIO_BITS = _width("CREDITS", "arrival_prio")
+#: Width of ``CTRL.bulk_run``: grants in a row of a bulk tenant's run (spec §6.2, §9).
+BULK_RUN_BITS = _width("CTRL", "bulk_run")
 
 _CREDIT_CLASS_OF_KIND = {URGENT: CREDIT_URGENT, GUARANTEED: CREDIT_GUARANTEED,
                          BURST: CREDIT_BURST, FCFS: None}

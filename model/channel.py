@@ -17,7 +17,7 @@ from __future__ import annotations
 from collections import deque
 
 from .compat import frozen_record
-from kvfabric.spec import (BURST, CREDIT_BITS, CREDIT_CLASSES, FCFS, GUARANTEED, KIND_NAMES, URGENT,
+from kvfabric.spec import (BULK_RUN_BITS, BURST, CREDIT_BITS, CREDIT_CLASSES, FCFS, GUARANTEED, KIND_NAMES, URGENT,
                            credit_class)
 
 from .registers import FabricConfig
@@ -26,6 +26,7 @@ NO_CLASS = 6  # a head that does not compete
 _KIND_OF_SELECTION = (URGENT, GUARANTEED, GUARANTEED, GUARANTEED, GUARANTEED, BURST)
 NO_CREDIT_RETURN = (0, 0, 0)
 _INFLIGHT_MAX = (1 << CREDIT_BITS) - 1
+_RUN_MAX = (1 << BULK_RUN_BITS) - 1
 
 
 @frozen_record
@@ -122,6 +123,11 @@ class ChannelModel:
         self.vmin_valid = 0
         #: Per-channel in-flight counters of the credit classes (spec §6.6).
         self.inflight = [0] * CREDIT_CLASSES
+        #: The bulk run (spec §6.2): the bulk tenant of the last bulk fabric
+        #: grant and how many bulk grants in a row it has had (0: no run yet),
+        #: saturating at 2^BULK_RUN_BITS - 1.
+        self.run_tenant = 0
+        self.run_count = 0
         #: Each tenant's ``enable`` in the previous cycle (0 before cycle 0):
         #: a tenant enabled in this cycle starts with full buckets (spec §6.3).
         self.enable_prev = [0] * n
@@ -221,18 +227,46 @@ class ChannelModel:
                     best, best_key = i, q[0].ts
             return None if best is None else (best, FCFS)
         credit = self.has_credit()
+        run = self._run_holder(now, credit)
         for i, q in enumerate(self.fifo):
             if not q:
                 continue
             key = self._head_key(i, q[0], now)
             if key[0] == NO_CLASS or not credit[self._credit_class_of(key[0], i)]:
                 continue  # a head without credit for its own class does not compete
+            if run is not None and i != run and key[0] != 0 and self._is_bulk(i):
+                continue  # another bulk tenant's run holds this non-urgent head out
             if best is None or self._beats(key, best_key):
                 best, best_key = i, key
         if best is None:
             return None
         cls = best_key[0]
         return best, (URGENT if cls == 0 else GUARANTEED if cls <= 4 else BURST)
+
+    def _is_bulk(self, tenant: int) -> bool:
+        """Whether ``tenant``'s priority is marked in ``bulk_prio`` (spec §6.6)."""
+        return self.config.bulk_prio >> self.config.tenants[tenant].priority & 1 == 1
+
+    def _run_holder(self, now: int, credit) -> int | None:
+        """Spec §6.2's bulk run: the run tenant while its run is shorter than
+        ``bulk_run`` and its head competes with credit (it is bulk), else None."""
+        n, t = self.run_count, self.run_tenant
+        if not 0 < n < self.config.bulk_run or not self.fifo[t] or not self._is_bulk(t):
+            return None
+        cls = self._head_key(t, self.fifo[t][0], now)[0]
+        if cls == NO_CLASS or not credit[self._credit_class_of(cls, t)]:
+            return None
+        return t
+
+    def _count_run(self, choice: tuple[int, int] | None) -> None:
+        """Spec §6.2: a fabric grant to a bulk tenant extends its run (the count
+        saturates) or starts a new one at 1; other grants leave the run alone."""
+        if choice is None or choice[1] == FCFS or not self._is_bulk(choice[0]):
+            return
+        if choice[0] == self.run_tenant and self.run_count:
+            self.run_count = min(self.run_count + 1, _RUN_MAX)
+        else:
+            self.run_tenant, self.run_count = choice[0], 1
 
     # ---- one clock cycle ----------------------------------------------------------------
     def step(self, now: int, req: Request | None, grant_ready: bool,
@@ -261,6 +295,7 @@ class ChannelModel:
         self._update_buckets(winner if fabric_grant else -1, kind, head)
         self._update_tags(winner if fabric_grant else -1, head)
         self._count_credits(choice, credit_return)
+        self._count_run(choice)
         self.vt_prev, self.vt = self.vt, next_vt
         self._advance_queues(now, req if accepted and not dropped else None, choice, load)
         return StepResult(accepted, dropped, transferred)

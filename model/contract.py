@@ -15,7 +15,7 @@ from pathlib import Path
 
 from kvfabric.spec import FabricParams
 
-from kvfabric.spec import (ARRIVAL_PRIO_BITS, BULK_PRIO_BITS, COORD_EPOCH_BITS, COORD_FLOOR_BITS,
+from kvfabric.spec import (ARRIVAL_PRIO_BITS, BULK_PRIO_BITS, BULK_RUN_BITS, COORD_EPOCH_BITS, COORD_FLOOR_BITS,
                            COORD_MIN_EPOCH, CREDIT_BITS, CREDIT_CLASS_NAMES)
 
 from .compat import tomllib
@@ -35,7 +35,7 @@ CREDIT_KEYS = (*CREDIT_CLASS_NAMES, "bulk_priorities", "arrival_priorities", "me
 #: The coordinator's keys (``COORD``, ``COORD_EPOCH``, spec §12, §13).
 COORD_KEYS = ("coordinator", "coordinator_epoch_us", "coordinator_floor")
 FABRIC_OPTIONAL = {"tenants", "queue_depth", "max_request_bytes", "tag_bits", "starvation_limit_us",
-                   "epoch_ms", "fcfs_bypass", *CREDIT_KEYS, *COORD_KEYS}
+                   "epoch_ms", "fcfs_bypass", "bulk_run", *CREDIT_KEYS, *COORD_KEYS}
 TENANT_REQUIRED = {"id", "name", "guaranteed_gbps", "burst_gbps", "burst_duration_ms",
                    "priority", "latency_slo_us"}
 TENANT_OPTIONAL = {"weight", "hbm_quota_mb", "cxl_quota_mb", "page_color", "channels"}
@@ -170,6 +170,13 @@ def _parse_fabric(doc: dict, source: str) -> dict:
         raise ContractError(f"[fabric].fcfs_bypass must be true or false, not {fcfs!r}")
     out["fcfs_bypass"] = fcfs
     out.update(_parse_credit_keys(fabric))
+    # Spec §6.2, §12: absent, the longest run when some priority is bulk, else off.
+    run = (1 << BULK_RUN_BITS) - 1 if out["bulk_priorities"] else 0
+    if "bulk_run" in fabric:
+        run = _integer_in(fabric["bulk_run"], "[fabric].bulk_run", 0, (1 << BULK_RUN_BITS) - 1,
+                          "fabric grants in a row a bulk tenant keeps while the other bulk tenants "
+                          "wait, 0 = off")
+    out["bulk_run"] = run
     out["coord"] = _coord_registers(fabric, out["clock_mhz"])
     sizes = {}
     for key, pkey in (("channels", "channels"), ("tenants", "tenants"),
@@ -397,7 +404,8 @@ def compile_contract(doc: dict, source: str = "contract") -> CompiledContract:
         config=FabricConfig(
             regs,
             fcfs_bypass=int(fab["fcfs_bypass"]),
-            credits=credits, bulk_prio=bulk_prio, arrival_prio=arrival_prio, **fab["coord"],
+            credits=credits, bulk_prio=bulk_prio, arrival_prio=arrival_prio, bulk_run=fab["bulk_run"],
+            **fab["coord"],
             starve_limit=_register(math.ceil(fab["starvation_limit_us"] * fab["clock_mhz"]),
                                    STARVE_LIMIT_BITS, "[fabric].starvation_limit_us", "the limit"),
             epoch_cycles=_register(math.ceil(fab["epoch_ms"] * 1000 * fab["clock_mhz"]),

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
 
-from kvfabric.spec import (ARRIVAL_PRIO_BITS, BULK_PRIO_BITS, COORD_EPOCH_BITS, COORD_FLOOR_BITS,
+from kvfabric.spec import (ARRIVAL_PRIO_BITS, BULK_PRIO_BITS, BULK_RUN_BITS, COORD_EPOCH_BITS, COORD_FLOOR_BITS,
                            COORD_MIN_EPOCH, CREDIT_BITS, CREDIT_CLASS_NAMES, CREDIT_CLASSES, EPOCH_CYCLES_BITS,
                            STARVE_LIMIT_BITS, TENANT_FIELD_BITS)
 
@@ -59,6 +59,10 @@ class FabricConfig:
     ``coord_enable``, ``coord_floor`` (UQ0.8) and ``coord_epoch_cycles`` are
     the ``COORD`` and ``COORD_EPOCH`` registers of the coordinator (spec §13),
     which rewrites each channel's rates from measured demand when enabled.
+
+    ``bulk_run`` is ``CTRL.bulk_run`` (spec §6.2): the fabric grants in a row
+    a bulk tenant keeps while the other bulk tenants' non-urgent heads wait,
+    0 = off.
     """
 
     tenants: list[TenantConfig]
@@ -71,6 +75,7 @@ class FabricConfig:
     coord_enable: int = 0
     coord_floor: int = 0
     coord_epoch_cycles: int = 0
+    bulk_run: int = 0
 
     def __post_init__(self):
         check_field("starve_limit", self.starve_limit, STARVE_LIMIT_BITS)
@@ -84,6 +89,7 @@ class FabricConfig:
                              for name, value in zip(CREDIT_CLASS_NAMES, credits))
         check_field("bulk_prio", self.bulk_prio, BULK_PRIO_BITS, "CREDITS register ")
         check_field("arrival_prio", self.arrival_prio, ARRIVAL_PRIO_BITS, "CREDITS register ")
+        check_field("bulk_run", self.bulk_run, BULK_RUN_BITS, "CTRL register ")
         check_field("coord_enable", self.coord_enable, 1, "COORD register ")
         check_field("coord_floor", self.coord_floor, COORD_FLOOR_BITS, "COORD register ")
         check_field("coord_epoch_cycles", self.coord_epoch_cycles, COORD_EPOCH_BITS,

@@ -98,9 +98,12 @@ async def program(axil, config: FabricConfig) -> None:
         await axil.write_dword(addr, data)
 
 
-async def take_snapshot(axil, fcfs_bypass: int) -> None:
-    """``CTRL`` bit 1: snapshot now (bit 0 rewritten with its current value)."""
-    await axil.write_dword(CTRL, 2 | int(fcfs_bypass))
+async def take_snapshot(axil, config: FabricConfig) -> None:
+    """``CTRL.snapshot``: snapshot now, ``CTRL``'s other fields rewritten with
+    ``config``'s values (the configuration the fabric holds)."""
+    ctrl = FABRIC.register("CTRL")
+    await axil.write_dword(CTRL, ctrl.word({"fcfs_bypass": int(config.fcfs_bypass), "snapshot": 1,
+                                            "bulk_run": config.bulk_run}))
 
 
 async def read_telemetry(axil, params) -> dict:

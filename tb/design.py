@@ -120,6 +120,7 @@ def config_to_json(config: FabricConfig) -> str:
         "credits": list(config.credits),
         "bulk_prio": config.bulk_prio,
         "arrival_prio": config.arrival_prio,
+        "bulk_run": config.bulk_run,
         "coord_enable": config.coord_enable,
         "coord_floor": config.coord_floor,
         "coord_epoch_cycles": config.coord_epoch_cycles,
@@ -131,7 +132,7 @@ def config_from_json(text: str) -> FabricConfig:
     return FabricConfig([TenantConfig(**t) for t in d["tenants"]], fcfs_bypass=d["fcfs_bypass"],
                         starve_limit=d["starve_limit"], epoch_cycles=d["epoch_cycles"],
                         credits=tuple(d.get("credits", (0, 0, 0))), bulk_prio=d.get("bulk_prio", 0),
-                        arrival_prio=d.get("arrival_prio", 0),
+                        arrival_prio=d.get("arrival_prio", 0), bulk_run=d.get("bulk_run", 0),
                         coord_enable=d.get("coord_enable", 0), coord_floor=d.get("coord_floor", 0),
                         coord_epoch_cycles=d.get("coord_epoch_cycles", 0))
 

@@ -243,8 +243,7 @@ class TB:
             assert not d.busy(), f"driver {c} still holds requests (seed {self.seed})"
         assert await self.run_task(self.axil.read_dword(regs.ID)) == regs.ID_VALUE
         assert await self.run_task(self.axil.read_dword(regs.PARAMS)) == regs.params_word(self.params)
-        fcfs = sb.mirror.config.fcfs_bypass
-        await self.run_task(regs.take_snapshot(self.axil, fcfs))
+        await self.run_task(regs.take_snapshot(self.axil, sb.mirror.config))
         await self.run(2)
         counters = await self.run_task(regs.read_telemetry(self.axil, self.params))
         live = sb.model.telemetry.live

@@ -78,7 +78,7 @@ def random_bulk_prio(rng: random.Random) -> int:
 
 def random_config(params, rng: random.Random, *, fcfs: int = 0, credits=False, drainable: bool = True,
                   starve=(0, 0, 64, 300, 2000), epoch=(0, 0, 97, 500), coordinator: bool = False,
-                  arrival: bool = False, **tenant_options) -> FabricConfig:
+                  arrival: bool = False, bulk_run: bool = False, **tenant_options) -> FabricConfig:
     """A random configuration of ``params.tenants`` tenants (:func:`random_tenant`
     with ``drainable`` and ``tenant_options``); tenant 0 is always enabled in the
     drainable range, so a test always has a tenant to send to.
@@ -90,7 +90,9 @@ def random_config(params, rng: random.Random, *, fcfs: int = 0, credits=False, d
     ``coordinator``: the coordinator on (spec §13) with a random floor and its
     shortest epoch or a little more (no draws without it, so other
     configurations keep their random streams). ``arrival``: a random
-    ``arrival_prio`` mask (spec §6.2; likewise drawn only then)."""
+    ``arrival_prio`` mask (spec §6.2; likewise drawn only then). ``bulk_run``:
+    a random ``CTRL.bulk_run`` (spec §6.2: 1, a few grants or the longest run)
+    with a non-zero ``bulk_prio`` (drawn only then too)."""
     tenants = []
     for i in range(params.tenants):
         opts = dict(tenant_options)
@@ -110,8 +112,13 @@ def random_config(params, rng: random.Random, *, fcfs: int = 0, credits=False, d
                      coord_epoch_cycles=rng.choice([0, COORD_MIN_EPOCH + 451]))
     # Every priority marked half the time, so that marked heads meet often.
     arrival_prio = rng.choice([15, rng.randrange(1, 16)]) if arrival else 0
+    run = 0
+    if bulk_run:
+        run = rng.choice([1, 2, 7, 255])
+        # Every priority bulk half the time, so that bulk heads meet often.
+        bulk = rng.choice([15, bulk or rng.randrange(1, 16)])
     return FabricConfig(tenants, fcfs_bypass=fcfs, starve_limit=starve_limit, epoch_cycles=epoch_cycles,
-                        credits=limits, bulk_prio=bulk, arrival_prio=arrival_prio, **coord)
+                        credits=limits, bulk_prio=bulk, arrival_prio=arrival_prio, bulk_run=run, **coord)
 
 
 def drainable_config(params, rng: random.Random) -> FabricConfig:

@@ -201,6 +201,18 @@ def test_arrival_priorities_set_the_arrival_mask_and_nothing_else():
     assert compile_contract(_two_tenants(arrival_priorities=[])).config.arrival_prio == 0
 
 
+def test_bulk_run_defaults_to_the_longest_run_with_bulk_priorities():
+    # Spec §12: bulk_run absent is 255 (8 bits all set) when some priority is
+    # bulk and 0 (off) when none is; given, it is used as written.
+    assert compile_contract(_two_tenants(bulk_priorities=[2])).config.bulk_run == 255
+    assert compile_contract(_two_tenants()).config.bulk_run == 0
+    assert compile_contract(_two_tenants(bulk_priorities=[2], bulk_run=0)).config.bulk_run == 0
+    assert compile_contract(_two_tenants(bulk_priorities=[2], bulk_run=17)).config.bulk_run == 17
+    # The arbiter register, so replays without credits keep it too.
+    c = compile_contract(_two_tenants(bulk_priorities=[2], bulk_run=17))
+    assert c.config_without_credits.bulk_run == 17
+
+
 def test_credit_limits_and_bulk_priorities_as_written():
     c = compile_contract(_two_tenants(credit_urgent=3, credit_guaranteed=0, credit_burst=255,
                                       bulk_priorities=[3, 2]))
@@ -274,10 +286,14 @@ def test_compile_emits_the_credits_register(tmp_path, capsys):
     assert main(["compile", "--config", str(path)]) == 0
     # Spec §9: CREDITS [7:0] urgent, [15:8] guaranteed, [23:16] burst, [27:24] bulk_prio.
     word = 3 | 17 << 8 | 200 << 16 | 0b0100 << 24
-    assert f"CREDITS=0x{word:08X}" in capsys.readouterr().out
+    out = capsys.readouterr().out
+    assert f"CREDITS=0x{word:08X}" in out
+    # Spec §9: CTRL [15:8] bulk_run, 255 by default with bulk priorities (§12).
+    assert "CTRL=0x0000FF00: fcfs_bypass=0 bulk_run=255" in out
     assert main(["compile", "--config", str(path), "--writes"]) == 0
     writes = [line.split() for line in capsys.readouterr().out.splitlines()]
     assert ["0x001C", f"0x{word:08X}", "CREDITS"] in writes
+    assert ["0x000C", "0x0000FF00", "CTRL"] in writes
     # Every tenant of the 8 is programmed (uncontracted ones disabled), the last
     # write tenant 7's COMMIT at 0x100 + 7 * 0x20 + 0x18.
     names = [w[2] for w in writes]

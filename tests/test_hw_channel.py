@@ -54,6 +54,7 @@ class Traffic:
     p_return: float = 0.2        # probability of each credit_return bit per cycle
     p_credit_change: float = 0.0  # probability the CREDITS limits are redrawn per cycle
     arrival: bool = False        # a random CREDITS.arrival_prio, redrawn with the limits (spec §6.2)
+    bulk_run: bool = False       # a random CTRL.bulk_run and bulk_prio, redrawn with the limits (spec §6.2)
 
 
 def random_tenant(rng, params, traffic):
@@ -73,6 +74,7 @@ def random_bulk_prio(rng, traffic):
 def random_config(rng, params, traffic, fcfs=0):
     return stimulus.random_config(params, rng, fcfs=fcfs, credits=traffic.credits, drainable=False,
                                   starve=traffic.starve, epoch=(0,), enable=0.9, arrival=traffic.arrival,
+                                  bulk_run=traffic.bulk_run,
                                   max_inv_weight=traffic.max_inv_weight, full_buckets=traffic.full_buckets)
 
 
@@ -122,6 +124,7 @@ def config_inputs(dut, config):
                   (dut.burst_level[i], min(t.rate, t.capacity))]
     pairs.append((dut.fcfs_bypass, config.fcfs_bypass))
     pairs += [(dut.credit_limit[k], limit) for k, limit in enumerate(config.credits)]
+    pairs.append((dut.bulk_run, config.bulk_run))
     return pairs
 
 
@@ -154,7 +157,7 @@ def run_random(params, traffic, seed):
     dut = ChannelArbiter(params, checks=True)
     stats = {"grants": 0, "accepted": 0, "dropped": 0, "kinds": [0, 0, 0, 0], "stalls": 0,
              "max_occupancy": 0,
-             "no_credit": 0, "arrival_decided": 0, "latency_burst": 0}
+             "no_credit": 0, "arrival_decided": 0, "latency_burst": 0, "run_decided": 0}
 
     async def testbench(ctx):
         nonlocal config
@@ -187,6 +190,12 @@ def run_random(params, traffic, seed):
                 ordered = model.select(now)
                 model.config = replace(config, arrival_prio=0)
                 stats["arrival_decided"] += model.select(now) != ordered
+                model.config = config
+            if traffic.bulk_run:
+                # Cycles in which the bulk run picks another winner than it would without.
+                ruled = model.select(now)
+                model.config = replace(config, bulk_run=0)
+                stats["run_decided"] += model.select(now) != ruled
                 model.config = config
             held = model.grant
             result = model.step(now, pending, bool(grant_ready), credit_return)
@@ -223,6 +232,9 @@ def run_random(params, traffic, seed):
                                  bulk_prio=random_bulk_prio(rng, traffic))
                 if traffic.arrival:
                     config = replace(config, arrival_prio=rng.choice([15, rng.randrange(16)]))
+                if traffic.bulk_run:
+                    config = replace(config, bulk_run=rng.choice([0, 1, 2, 7, 255]),
+                                     bulk_prio=rng.choice([15, rng.randrange(1, 16)]))
             set_all(ctx, next_config_inputs(dut, config))
             await ctx.tick()
             model.config = config
@@ -243,6 +255,8 @@ EXPECT_KINDS = {"default": (0, 1), "fcfs_toggle": (0, 1, 2), "starvation": (0, 1
                 "credits": (0, 1, 3), "credits_fcfs": (0, 1, 2), "arrival": (0,)}
 # Cases whose default seed must meet cycles in which arrival order decides the winner.
 EXPECT_ARRIVAL = ("arrival",)
+# Cases whose default seed must meet cycles in which the bulk run decides the winner.
+EXPECT_RUN = ("bulk_run",)
 # Cases whose default seed must select burst winners that take guaranteed credits.
 EXPECT_LATENCY_BURST = ("arrival_burst",)
 # Cases whose default seed must meet cycles in which some class lacks credit.
@@ -300,6 +314,14 @@ CASES = {
     "arrival_burst": (FabricParams(tenants=4),
                       Traffic(cycles=1500, p_req=0.95, p_ready=0.8, starve=(0, 60), credits=(0, 1, 2, 3),
                               p_return=0.15, p_credit_change=0.01, p_commit=0.005, arrival=True), 13),
+    # The bulk run (spec §6.2), its length and the bulk mask redrawn now and
+    # then, with priorities, credits, urgency and arrival order in play: a
+    # bulk tenant keeps the grant while its run is short and its head
+    # competes, the other bulk tenants' non-urgent heads wait.
+    "bulk_run": (FabricParams(tenants=5),
+                 Traffic(cycles=1500, p_req=0.9, p_ready=0.7, starve=(0, 60, 200), credits=(0, 4, 8),
+                         p_return=0.5, p_credit_change=0.01, p_commit=0.005, arrival=True,
+                         bulk_run=True), 14),
     # The deepest queues the parameters allow (D = 64, spec §1): grants rarely
     # taken, so queues fill past the LUT-RAM ring's 16-entry cells and wrap.
     "deep_queues": (FabricParams(tenants=3, queue_depth=64, max_request_bytes=256, id_width=8,
@@ -349,6 +371,8 @@ def _check_case(case, traffic):
             assert stats["max_occupancy"] == params.queue_depth, "no queue ever filled"
         if case in EXPECT_ARRIVAL:
             assert stats["arrival_decided"] > 0, "arrival order never decided a winner"
+        if case in EXPECT_RUN:
+            assert stats["run_decided"] > 0, "the bulk run never decided a winner"
         if case in EXPECT_LATENCY_BURST:
             assert stats["latency_burst"] > 0, "no burst winner took a guaranteed credit"
             assert stats["no_credit"] > 0, "no cycle without credit"

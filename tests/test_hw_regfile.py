@@ -103,6 +103,7 @@ class _ConfigHarness(wiring.Component):
             "bulk_prio":    Out(4),
             "arrival_prio": Out(4),
             "arrival_prio_next": Out(4),
+            "bulk_run":     Out(8),
             "snapshot":     Out(1),
             "fcfs_bypass_next":  Out(1),
             "starve_limit_next": Out(23),
@@ -139,6 +140,7 @@ class _ConfigHarness(wiring.Component):
             self.bulk_prio.eq(regs.cfg_bulk_prio),
             self.arrival_prio.eq(regs.cfg_arrival_prio),
             self.arrival_prio_next.eq(regs.cfg_arrival_prio_next),
+            self.bulk_run.eq(regs.cfg_bulk_run),
             self.snapshot.eq(regs.cfg_snapshot),
             self.fcfs_bypass_next.eq(regs.cfg_fcfs_bypass_next),
             self.starve_limit_next.eq(regs.cfg_starve_limit_next),
@@ -170,7 +172,8 @@ def _get_active(ctx, dut, params):
                         ctx.get(dut.bulk_prio), arrival_prio=ctx.get(dut.arrival_prio),
                         coord_enable=ctx.get(dut.coord_enable),
                         coord_floor=ctx.get(dut.coord_floor),
-                        coord_epoch_cycles=ctx.get(dut.coord_epoch_cycles))
+                        coord_epoch_cycles=ctx.get(dut.coord_epoch_cycles),
+                        bulk_run=ctx.get(dut.bulk_run))
 
 
 def test_register_file_commit_atomic(seed):
@@ -284,7 +287,7 @@ def test_register_file_read_map():
         ("r", tenant_reg(1, "CAPACITY"), 0x0FFF_FFFF), ("r", tenant_reg(1, "PRIO_EN"), 0x103),
         ("r", tenant_reg(1, "COMMIT"), 0),  # write-only
         ("w", ID, 0), ("r", ID, ID_VALUE),  # read-only
-        ("w", CTRL, 0xFFFF_FFFF), ("r", CTRL, 1),  # snapshot bit reads 0
+        ("w", CTRL, 0xFFFF_FFFF), ("r", CTRL, 0xFF01),  # snapshot bit reads 0; bulk_run [15:8]
         ("w", STARVE_LIMIT, 0xFFFF_FFFF), ("r", STARVE_LIMIT, 0x7F_FFFF),
         ("w", tenant_reg(2, "RATE"), 5), ("w", tenant_reg(2, "COMMIT"), 0),  # tenant >= N
         ("r", tenant_reg(2, "RATE"), 0),
@@ -299,7 +302,7 @@ def test_register_file_read_map():
         ("r", tenant_reg(0, "PRIO_EN") + 2, 0x100), ("r", tenant_reg(0, "RATE") + 3, 0x3400),
         ("w", STARVE_LIMIT + 3, 0x0000_0000, 0b1000), ("r", STARVE_LIMIT, 0x7F_FFFF),  # [31:24] unused
         ("w", STARVE_LIMIT + 2, 0x0012_0000, 0b0100), ("r", STARVE_LIMIT + 1, 0x12_FFFF),
-        ("w", CTRL + 1, 0x0000_0000, 0b0010), ("r", CTRL, 1),  # byte 1 holds no field
+        ("w", CTRL + 1, 0x0000_0000, 0b0010), ("r", CTRL, 1),  # byte 1 is bulk_run: cleared alone
         ("w", CTRL, 0x0000_0000, 0b0000), ("r", CTRL, 1),  # no strobes: no change
         ("w", ID + 2, 0, 0b0100), ("r", ID + 3, ID_VALUE),
     ]

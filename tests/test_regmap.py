@@ -73,7 +73,9 @@ def test_description_says_what_spec_9_says():
         ("credit_urgent", 0, 8), ("credit_guaranteed", 8, 8), ("credit_burst", 16, 8),
         ("bulk_prio", 24, 4), ("arrival_prio", 28, 4)]
     ctrl = fabric.register("CTRL")
-    assert ctrl.field("snapshot").pulse and ctrl.read_mask == 1
+    # fcfs_bypass [0] and bulk_run [15:8] read back; the snapshot pulse [1] reads 0.
+    assert ctrl.field("snapshot").pulse and ctrl.read_mask == 0xFF01
+    assert (ctrl.field("bulk_run").lsb, ctrl.field("bulk_run").width) == (8, 8)
     assert tenant.address("COMMIT", 3) == 0x0100 + 0x20 * 3 + 0x18
     assert tenant.register("COMMIT").commit and tenant.register("COMMIT").access == "WO"
     assert all(r.staged for r in tenant.registers if not r.commit)

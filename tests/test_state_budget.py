@@ -77,9 +77,9 @@ def test_default_fabric():
 
     # The registered selection keys are exactly spec §11's fields: competes,
     # the 4-bit class key, the order value (max(T, TS_BITS) bits), conform,
-    # the finish tag and the 3-bit credit class per tenant, and has_credit
-    # (3 bits) per channel.
-    key_bits = 1 + 4 + max(params.tag_bits, params.ts_bits) + 1 + params.tag_bits + 3
+    # the finish tag, the 3-bit credit class and whether its priority is bulk
+    # (the bulk run, spec §6.2) per tenant, and has_credit (3 bits) per channel.
+    key_bits = 1 + 4 + max(params.tag_bits, params.ts_bits) + 1 + params.tag_bits + 3 + 1
     assert report["categories"]["key"]["bits"] == key_bits * tc + 3 * params.channels, \
         report["categories"]["key"]
 

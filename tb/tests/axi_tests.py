@@ -107,6 +107,8 @@ class AxiTB:
         dut._log.info("seed %d (KVF_SEED)", self.seed)
         self.rng = random.Random(self.seed)
         p, axi = self.params, self.axi
+        #: What the registers hold (reset until program() writes them).
+        self.config = FabricConfig.reset(p.tenants)
         self.errors: list[str] = []
         if axi.shared_port:
             self.shared = AxiMaster(AxiBus.from_prefix(dut, "s_axi_"), dut.clk, dut.rst, max_burst_len=256)
@@ -249,12 +251,13 @@ class AxiTB:
             tenants = [TenantConfig(rate=0 if t == 1 else 16, capacity=0 if t == 1 else 1 << 16, peak_rate=0xFFFF,
                                     inv_weight=256, enable=1, priority=t % 4)
                        for t in range(n)]
-        await regs.program(self.axil, FabricConfig(tenants, bulk_prio=0b0100, arrival_prio=0b0010))
+        self.config = FabricConfig(tenants, bulk_prio=0b0100, arrival_prio=0b0010)
+        await regs.program(self.axil, self.config)
 
     async def axi_errors(self, tenant):
         """``TEL[tenant].AXI_ERRORS`` after a snapshot taken now (spec §14.6):
         (unsupported bursts, WLAST errors), read over the register port."""
-        await regs.take_snapshot(self.axil, fcfs_bypass=0)
+        await regs.take_snapshot(self.axil, self.config)
         await ClockCycles(self.dut.clk, 2)
         word = await self.axil.read_dword(regs.tel_reg(tenant, "AXI_ERRORS"))
         return word & 0xFFFF, word >> 16

@@ -136,8 +136,9 @@ async def random_long(dut):
         span = min(20000, max(500, total - tb.total_cycles))
         coordinator = span > 2 * COORD_MIN_EPOCH and rng.random() < 0.4
         arrival = rng.random() < 0.3  # arrival-ordered priorities (spec §6.2) in some phases
+        bulk_run = rng.random() < 0.3  # the bulk run (spec §6.2) in some phases
         await tb.program(random_config(p, rng, fcfs=fcfs, credits=credits, coordinator=coordinator,
-                                       arrival=arrival))
+                                       arrival=arrival, bulk_run=bulk_run))
         coordinated += coordinator
         random_traffic(tb, rng, count=span // rng.choice([2, 4, 8]), start=tb.cycle, span=span)
         if rng.random() < 0.2:
@@ -458,7 +459,7 @@ async def reprogram_under_traffic(dut):
             await tb.run_task(tb.axil.write_dword(regs.STARVE_LIMIT, rng.choice([0, 32, 500])))
             await tb.run_task(tb.axil.write_dword(regs.EPOCH_CYCLES, rng.choice([0, 50, 333])))
         elif action == 4:
-            await tb.run_task(regs.take_snapshot(tb.axil, tb.scoreboard.mirror.config.fcfs_bypass))
+            await tb.run_task(regs.take_snapshot(tb.axil, tb.scoreboard.mirror.config))
             await tb.run_task(regs.read_telemetry(tb.axil, p))  # checked against the model
         else:
             # Read back configuration registers (checked by the scoreboard), incl. unmapped ones.
