@@ -44,6 +44,7 @@ MODULE = "kvfabric.model.channel"
 #: Fast model-level tests, most discriminating first (the run stops at the first failure).
 TESTS = [
     "tests/test_model_credits.py",  # seconds: kills the credit mutants before the long oracles run
+    "tests/test_model_bulk_run.py",  # a second: the bulk run's mutants
     "tests/test_model_bucket_start.py",
     "tests/test_oracles.py",
     "tests/test_model_bounds.py",
@@ -207,6 +208,20 @@ MUTANTS = [
       ("min(previous[i][c] >> 1, t.rate - f)", "min(previous[i][c], t.rate - f)"), file="model/coordinator.py"),
     M("coord_previous_kept_when_off", "the previous rates survive the coordinator being turned off (spec §13.5)",
       ("            self.previous = None", "            pass"), file="model/coordinator.py"),
+    # ---- the bulk run (spec §6.2, issue #41) ----
+    M("run_holds_urgent", "the bulk run holds other bulk tenants' urgent heads out too",
+      ("if run is not None and i != run and key[0] != 0 and self._is_bulk(i):",
+       "if run is not None and i != run and self._is_bulk(i):")),
+    M("run_holds_every_tenant", "the bulk run holds out tenants that are not bulk too",
+      ("if run is not None and i != run and key[0] != 0 and self._is_bulk(i):",
+       "if run is not None and i != run and key[0] != 0:")),
+    M("run_count_unsaturated", "the run's 8-bit count wraps instead of saturating at 255",
+      ("self.run_count = min(self.run_count + 1, _RUN_MAX)", "self.run_count = (self.run_count + 1) & _RUN_MAX")),
+    M("run_counts_every_grant", "a grant to a tenant that is not bulk starts a run too",
+      ("if choice is None or choice[1] == FCFS or not self._is_bulk(choice[0]):",
+       "if choice is None or choice[1] == FCFS:")),
+    M("run_one_grant_long", "a run lasts bulk_run + 1 grants",
+      ("if not 0 < n < self.config.bulk_run or", "if not 0 < n <= self.config.bulk_run or")),
 ]
 
 
