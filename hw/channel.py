@@ -40,8 +40,9 @@ in parallel:
 V, served and vmin are per-channel registers updated from registers only.
 
 One method per spec rule: ``_ingress_and_queues`` (§4), ``_selection``
-(§6.2 with §6.6's gate), ``_update_state`` (§6.3-§6.4 registers),
-``_load_grant`` (§6.2's grant register), ``_count_credits`` (§6.6),
+(§6.2 with §6.6's gate and ``_run_gate``, the bulk run's), ``_update_state``
+(§6.3-§6.4 registers), ``_load_grant`` (§6.2's grant register),
+``_count_credits`` (§6.6), ``_count_run`` (§6.2's bulk run),
 ``_virtual_time``, ``_update_served`` and ``_update_vmin`` (§6.4).
 
 Memory-side credits (spec §6.6): per channel ``inflight_k`` for the credit
@@ -240,12 +241,11 @@ class ChannelArbiter(wiring.Component):
                                       arrival_prio_next=self.arrival_prio_next, fill=fill[i])
                    for i in range(n)]
 
-        bulk = self._bulk_tenants(m)
-        win, any_win, has_credit = self._selection(m, tenants, bulk)
+        win, any_win, has_credit = self._selection(m, tenants)
         pops, fab_wins = self._update_state(m, tenants, queues, win, load)
-        w_bytes = self._load_grant(m, grant, load, tenants, win, any_win)
+        w_bytes, w_tenant = self._load_grant(m, grant, load, tenants, win, any_win)
         self._count_credits(m, tenants, win, any_win, load, has_credit)
-        self._count_run(m, win, any_win, load, bulk)
+        self._count_run(m, tenants, win, any_win, load, w_tenant)
         self._update_served(m, w_bytes, load)
         self._update_vmin(m, [t.head_valid for t in tenants])
 
@@ -365,25 +365,14 @@ class ChannelArbiter(wiring.Component):
         m.d.comb += starve_on_next.eq(self.starve_limit_next != 0)
         return starve_on_next
 
-    def _bulk_tenants(self, m):
-        """Per tenant, a register holding whether its priority is marked in
-        ``bulk_prio`` in this cycle (computed from next-cycle inputs a cycle
-        early, like the keys: ``key_bulk_i``), for the bulk run (spec §6.2)."""
-        bulk = []
-        for i in range(self._params.tenants):
-            b = Signal(name=f"key_bulk_{i}")
-            m.d.sync += b.eq(or_all((self.priority_next[i] == prio) & self.bulk_prio_next[prio]
-                                    for prio in range(BULK_PRIO_BITS)))
-            bulk.append(b)
-        return bulk
-
-    def _run_gate(self, m, tenants, credit_ok, bulk):
+    def _run_gate(self, m, tenants, credit_ok):
         """Spec §6.2's bulk run: per tenant, whether the run holds its head out
         of this cycle's selection. While ``0 < run_count < bulk_run`` and the
         run tenant is bulk and its head competes with credit, every other bulk
         tenant's non-urgent head (key 0 is urgent, §11) waits. Registers and
         one credit LUT in, beside the pair comparisons."""
         n = self._params.tenants
+        bulk = [t.key_bulk for t in tenants]
         is_run = [Signal(name=f"run_is_{i}") for i in range(n)]
         holds = Signal(name="run_holds")
         m.d.comb += [is_run[i].eq(self.run_tenant == i) for i in range(n)]
@@ -397,17 +386,13 @@ class ChannelArbiter(wiring.Component):
             gate.append(g)
         return gate
 
-    def _count_run(self, m, win, any_win, load, bulk):
-        """Spec §6.2: a fabric grant to a bulk tenant extends its run (the
-        count saturates at 2^8 - 1) or starts a new one at 1; other grants
-        leave the run alone."""
-        n = self._params.tenants
-        w_tenant = Signal(self._params.tenant_bits, name="run_winner")
+    def _count_run(self, m, tenants, win, any_win, load, w_tenant):
+        """Spec §6.2: a fabric grant to a bulk tenant (``w_tenant``, the
+        grant multiplexer's winner index) extends its run (the count
+        saturates at 2^8 - 1) or starts a new one at 1; other grants leave
+        the run alone."""
         w_bulk = Signal(name="run_winner_bulk")
-        m.d.comb += [
-            w_tenant.eq(or_all(win[i].replicate(self._params.tenant_bits) & i for i in range(n))),
-            w_bulk.eq(or_all(win[i] & bulk[i] for i in range(n))),
-        ]
+        m.d.comb += w_bulk.eq(or_all(win[i] & t.key_bulk for i, t in enumerate(tenants)))
         with m.If(load & any_win & ~self.fcfs_bypass & w_bulk):
             with m.If((w_tenant == self.run_tenant) & (self.run_count != 0)):
                 with m.If(self.run_count != (1 << BULK_RUN_BITS) - 1):
@@ -415,7 +400,7 @@ class ChannelArbiter(wiring.Component):
             with m.Else():
                 m.d.sync += [self.run_tenant.eq(w_tenant), self.run_count.eq(1)]
 
-    def _selection(self, m, tenants, bulk):
+    def _selection(self, m, tenants):
         """Spec §6.2 with §6.6's credit gate and the bulk run's: the one-hot
         winner from the registered keys by all-pairs comparison (spec §11)."""
         p = self._params
@@ -449,7 +434,7 @@ class ChannelArbiter(wiring.Component):
             has_class_credit.append(ok)
         # A head the bulk run holds out is treated as one without credit:
         # it neither wins nor keeps another head from winning.
-        gate = self._run_gate(m, tenants, has_class_credit, bulk)
+        gate = self._run_gate(m, tenants, has_class_credit)
         credit_ok = []
         for i in range(n):
             ok = Signal(name=f"select_ok_{i}")
@@ -506,7 +491,8 @@ class ChannelArbiter(wiring.Component):
 
     def _load_grant(self, m, g, load, tenants, win, any_win):
         """Spec §6.2's grant register write: a one-hot AND-OR multiplexer of
-        the heads and the winner's kind. Returns the winner's byte count."""
+        the heads and the winner's kind. Returns the winner's byte count and
+        tenant index (the bulk run counts it, spec §6.2)."""
         p = self._params
         n = p.tenants
         heads = [t.head for t in tenants]
@@ -547,7 +533,7 @@ class ChannelArbiter(wiring.Component):
                 m.d.sync += g.kind.eq(Kind.GUARANTEED)
             with m.Else():
                 m.d.sync += g.kind.eq(Kind.BURST)
-        return w_bytes
+        return w_bytes, w_tenant
 
     def _count_credits(self, m, tenants, win, any_win, load, has_credit):
         """Spec §6.6: ``inflight_k`` at t+1 = ``sat255(inflight_k + sel_k) -

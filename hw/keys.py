@@ -58,6 +58,7 @@ class TenantCandidates:
     key_conform: Signal
     key_finish: Signal
     key_credit: Signal
+    key_bulk: Signal
     lvl_win: Signal
     lvl_idle: Signal
     pk_win: Signal
@@ -95,6 +96,10 @@ def tenant_candidates(m, p, i, timing, *, cfg, q, push_cost, level, peak, tag, b
     # arrival_prio: the same for the kept and the popped head.
     bulk_next = _priority_marked(m, f"bulk_next_{i}", priority_next, bulk_prio_next, BULK_PRIO_BITS)
     arrival_next = _priority_marked(m, f"arrival_next_{i}", priority_next, arrival_prio_next, ARRIVAL_PRIO_BITS)
+    # Whether the tenant is bulk in this cycle, for the bulk run (spec §6.2):
+    # a register like the key, whatever the head.
+    k_bulk = Signal(name=f"key_bulk_{i}")
+    m.d.sync += k_bulk.eq(bulk_next)
     need = Signal(p.peak_bits, name=f"need_{i}")
     # The head's finish tag, tag + cost, precomputed like the key.
     s_fin = Signal(T, name=f"key_finish_{i}")
@@ -179,7 +184,7 @@ def tenant_candidates(m, p, i, timing, *, cfg, q, push_cost, level, peak, tag, b
 
     return TenantCandidates(
         head_valid=q.r_rdy, head=head, key_competes=k_comp, key_class=k_key, key_order=k_order,
-        key_conform=k_conf, key_finish=s_fin, key_credit=k_credit, lvl_win=buckets.level_win,
+        key_conform=k_conf, key_finish=s_fin, key_credit=k_credit, key_bulk=k_bulk, lvl_win=buckets.level_win,
         lvl_idle=buckets.level_idle, pk_win=buckets.peak_win, pk_idle=buckets.peak_idle,
         tag_idle=ti, key_next_keep=keep, key_next_pop=won)
 

@@ -171,9 +171,10 @@ def _parse_fabric(doc: dict, source: str) -> dict:
     out["fcfs_bypass"] = fcfs
     out.update(_parse_credit_keys(fabric))
     # Spec §6.2, §12: absent, the longest run when some priority is bulk, else off.
-    run = (1 << BULK_RUN_BITS) - 1 if out["bulk_priorities"] else 0
+    longest = (1 << BULK_RUN_BITS) - 1
+    run = longest if out["bulk_priorities"] else 0
     if "bulk_run" in fabric:
-        run = _integer_in(fabric["bulk_run"], "[fabric].bulk_run", 0, (1 << BULK_RUN_BITS) - 1,
+        run = _integer_in(fabric["bulk_run"], "[fabric].bulk_run", 0, longest,
                           "fabric grants in a row a bulk tenant keeps while the other bulk tenants "
                           "wait, 0 = off")
     out["bulk_run"] = run

@@ -150,6 +150,18 @@ def check_state(ctx, dut, model, cycle):
     assert [ctx.get(dut.occupancy[i]) for i in range(p.tenants)] == model.occupancy(), where
 
 
+def _decides(model, now, **off):
+    """Whether the model's winner at ``now`` changes with the configuration
+    fields ``off`` replaced (a rule switched off); the model is left as it was."""
+    config = model.config
+    chosen = model.select(now)
+    model.config = replace(config, **off)
+    try:
+        return model.select(now) != chosen
+    finally:
+        model.config = config
+
+
 def run_random(params, traffic, seed):
     rng = random.Random(seed)
     config = random_config(rng, params, traffic)
@@ -187,16 +199,10 @@ def run_random(params, traffic, seed):
 
             if traffic.arrival:
                 # Cycles in which arrival order picks another winner than WF2Q+ order would.
-                ordered = model.select(now)
-                model.config = replace(config, arrival_prio=0)
-                stats["arrival_decided"] += model.select(now) != ordered
-                model.config = config
+                stats["arrival_decided"] += _decides(model, now, arrival_prio=0)
             if traffic.bulk_run:
                 # Cycles in which the bulk run picks another winner than it would without.
-                ruled = model.select(now)
-                model.config = replace(config, bulk_run=0)
-                stats["run_decided"] += model.select(now) != ruled
-                model.config = config
+                stats["run_decided"] += _decides(model, now, bulk_run=0)
             held = model.grant
             result = model.step(now, pending, bool(grant_ready), credit_return)
             assert ctx.get(dut.dropped) == result.dropped, f"cycle {cycle} dropped"
