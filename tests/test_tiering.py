@@ -13,8 +13,8 @@ from kvfabric.sim.tiering import Request, TierConfig, make_policy, simulate
 from kvfabric.sim.tiering import metrics as M
 from kvfabric.sim.tiering import workloads as W
 from kvfabric.sim.tiering.engine import _Engine
-from kvfabric.sim.tiering.policies import (LRU, Footprint, GrowingQuota, ReadBudget, RequestQuota, StalledFirst,
-                                           TenantQuota, View)
+from kvfabric.sim.tiering.policies import (LRU, Footprint, GrowingQuota, ReadBudget, RequestQuota, SloBudget,
+                                           StalledFirst, TenantQuota, View)
 
 # Small numbers that divide evenly: 16-token pages of 1 KiB per token = 16 KiB pages;
 # the fast tier reads 16 B/ns (1024 ns a page), the slow tier moves 8 B/ns (2048 ns a
@@ -485,17 +485,47 @@ def test_slo_budget_references_and_gate():
     assert target == 1.2 * 8191 and cap == 0.75 * 1.2 * 8191 and deadline == 10_500
     # The gate: the running short requests' pages plus the newcomer's within what the cap
     # reads after the weights: floor((7371.9 - 1000) / 1024) = 6 pages.
-    p.cap_ns = cap
+    p.cap_ns, p.deadline_ns = cap, deadline
     assert p.gate_pages(cfg()) == 6
-    run = [running(0, 3), running(1, 2), running(2, 50)]
+    run = [running(0, 3), running(1, 2)]
     newcomer = Request(9, 0, prompt=16, generated=2)
     assert p.admits(newcomer, 1, run, cfg()) and not p.admits(newcomer, 2, run, cfg())
+    # A long one running (50 pages; k = max(1, floor(10500 / 7371.9)) = 1) keeps all 50: none joins.
+    assert not p.admits(newcomer, 1, [*run, running(2, 50)], cfg())
     p.cap_ns = 2000  # never below one short request: a chunk, 4 pages
     assert p.gate_pages(cfg()) == 4
     with pytest.raises(ValueError, match="SloBudget.minnow_target must be a number above 1"):
         SloBudget(minnow_target=1)
     q = make_policy("lru", slo={"margin": 0.1})
     assert q.name == "lru+slo" and q.margin == 0.1 and isinstance(q, SloBudget)
+
+
+def test_slo_budget_gate_keeps_the_long_requests_share():
+    # slo(): cap 9600 ns, deadline 30000 ns, so a long token may take k = floor(30000 / 9600) = 3
+    # steps; the gate reads floor((9600 - 1000) / 1024) = 8 pages after the weights.
+    p = slo()
+    short = running(0, 2)
+    p.reads([short], cfg())                              # sets the cap and the deadline
+    assert (p.cap_ns, p.deadline_ns) == (9600, 30_000) and p.gate_pages(cfg()) == 8
+    newcomer = Request(9, 0, prompt=16, generated=2)
+    # Short ones alone: 2 running + 3 = 5 <= 8.
+    assert p.admits(newcomer, 3, [short], cfg())
+    # A long one of 10 pages keeps ceil(10 / 3) = 4 of them: 2 + 4 + 2 = 8 joins, 2 + 4 + 3 = 9 waits.
+    whale = running(1, 10)
+    assert p.admits(newcomer, 2, [short, whale], cfg())
+    assert not p.admits(newcomer, 3, [short, whale], cfg())
+    # A long one of 30 pages keeps 10, more than the 8: no short one joins while it runs.
+    assert not p.admits(newcomer, 1, [running(2, 30)], cfg())
+    # Long newcomers need only the engine's page budget; without the gate every one joins.
+    assert p.admits(newcomer, 5, [running(2, 30)], cfg())
+    assert slo(gate=False).admits(newcomer, 3, [short, whale], cfg())
+    # A deadline shorter than two caps: k = 1, the long one keeps all its pages (2 + 10 > 8).
+    q = SloBudget(margin=0, chunk_pages=4, short_ref_ns=8000, long_ref_ns=10_000)   # deadline 15000
+    q.reads([short], cfg())
+    assert not q.admits(newcomer, 1, [short, running(1, 7)], cfg())  # 2 + 7 + 1 = 10 > 8
+    assert q.admits(newcomer, 1, [short, running(1, 5)], cfg())      # 2 + 5 + 1 = 8
+    # The fixed budget keeps no share for long requests (ReadBudget's gate counts short ones only).
+    assert ReadBudget(budget_pages=8, chunk_pages=4).admits(newcomer, 3, [short, running(2, 30)], cfg())
 
 
 def test_bound_max_reads_in_a_deadline():

@@ -252,10 +252,16 @@ class ReadBudget(Policy):
         """The short requests' pages the admission gate lets run at once."""
         return self.budget_pages
 
+    def long_share(self, running):
+        """The pages a step keeps for the running long requests before short ones are
+        admitted (none here: the fixed budget's room is what the short ones leave)."""
+        return 0
+
     def admits(self, r, pages, running, config):
         if not self.gate or pages > self.chunk_pages:
             return True
-        return sum(x.pages for x in running if x.pages <= self.chunk_pages) + pages <= self.gate_pages(config)
+        shorts = sum(x.pages for x in running if x.pages <= self.chunk_pages)
+        return shorts + self.long_share(running) + pages <= self.gate_pages(config)
 
     def reads(self, batch, config):
         out = {r: _left(r) for r in batch if _left(r) <= self.chunk_pages}
@@ -355,8 +361,18 @@ class SloBudget(ReadBudget):
        ``slack`` x 1 % of their gaps, a long token still within the long
        class's ``slack`` x 1 % reads only the room (it is late) instead.
     6. **Admission gate** (``gate``): a short request joins only if the running
-       short requests' pages plus its own fit the pages ``cap - fixed`` reads
-       (the last step's cap; no gate before the first step).
+       short requests' pages, its own and each running long request's share of
+       a step fit the pages ``cap - fixed`` reads (never fewer than one short
+       request's ``chunk_pages``; the last step's cap and deadline, no gate
+       before the first step).  A long request's share is ``ceil(pages / k)``,
+       ``k = max(1, floor(deadline / cap))``: its token spread evenly over the
+       steps of at most ``cap`` its deadline allows, the floor of rule 4 for a
+       token just begun.  The running requests are served first, a waiting one
+       from what they leave (vLLM's order): without the long requests' share,
+       short ones admitted while a long one runs take the room its floor needs,
+       and the floor then pushes steps past the short requests' bound.  While
+       the long requests' shares fill the cap, short requests wait in the queue
+       (the report shows that wait).
 
     Why these and not a fitted page count: every quantity is one the batcher
     has at run time (its cost model, the pages of the requests in the step,
@@ -379,7 +395,7 @@ class SloBudget(ReadBudget):
         self.short_ref_ns, self.long_ref_ns = short_ref_ns, long_ref_ns
         self.name = f"{self.evict.name}+slo"
         self.short_tail, self.long_tail = TailEstimate(q), TailEstimate(q)
-        self.cap_ns = None
+        self.cap_ns = self.deadline_ns = None
         #: [short gaps, of them in steps over the cap, long tokens, of them past the deadline]
         self.spent = [0, 0, 0, 0]
 
@@ -388,6 +404,12 @@ class SloBudget(ReadBudget):
         if self.cap_ns is None:
             return math.inf
         return max(self.chunk_pages, _pages_in(self.cap_ns - config.step_fixed_ns, config))
+
+    def long_share(self, running):
+        if self.cap_ns is None:
+            return 0
+        k = max(1, int(self.deadline_ns // self.cap_ns))
+        return sum(-(-x.pages // k) for x in running if x.pages > self.chunk_pages)
 
     def limits(self, t_short, t_full):
         """(target, cap, deadline) in ns for a step whose short requests alone take
@@ -415,7 +437,7 @@ class SloBudget(ReadBudget):
         if longs:
             self.long_tail.add(t_full, len(longs))
         target, cap, deadline = self.limits(t_short, t_full)
-        self.cap_ns = cap
+        self.cap_ns, self.deadline_ns = cap, deadline
         room = _pages_in(cap - t_short, config)
         spent = self.spent
         for r in longs:
