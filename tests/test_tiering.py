@@ -570,6 +570,23 @@ def test_bound_verdict_on_a_hand_worked_example():
     assert not bound(steps, c, 5000, 10_000, minnow_gaps=500, whale_gaps=50)["feasible"]
 
 
+def test_bound_minnow_floor_is_the_smallest_feasible_target():
+    from kvfabric.sim.tiering.bound import WhaleStep, minnow_floor
+    c = cfg()
+    steps = [WhaleStep(2, 3, (6,)), WhaleStep(2, 4, (3, 3)), WhaleStep(5, 5, (9,)), WhaleStep(2, 2, (5,))]
+    # P 5000, D 15000, no whale slack (50 gaps), 5 minnow gaps of slack. The two 6-page steps
+    # (T_s 3048, 6144 ns of whale reads) need R >= 6144: for Tmax <= 5976 R is 5856 (n = 2 or 3
+    # steps and a last one), above it R = 2 Tmax - 6096 >= 6144 from Tmax = 6120, a = 1.224; the
+    # first point of the 0.005 grid at or above it is 1.225 (Tmax 6125: R = 6154). There the
+    # 9-page step (T_s 6120 < 6125) is no longer free: R = 2 x 5 = 10 ns < 9216, 1 token, rescued
+    # by its 5 minnows' gaps, the whole minnow slack: feasible. At 1.22 (Tmax 6100): R = 6104.
+    assert minnow_floor(steps, c, 5000, 10_000, minnow_gaps=500, whale_gaps=50) == 1.225
+    # One whale gap of slack (100 gaps): feasible already at 1 (2/3 of a token late, as at 1.2).
+    assert minnow_floor(steps, c, 5000, 10_000, minnow_gaps=500, whale_gaps=100) == 1.0
+    # Nothing up to 1.2: None.
+    assert minnow_floor(steps, c, 5000, 10_000, minnow_gaps=500, whale_gaps=50, hi=1.2) is None
+
+
 def test_bound_recorder_sees_lru_steps():
     from kvfabric.sim.tiering.bound import Recorder, WhaleStep
     whale = Request(0, 0, prompt=48, generated=2, whale=True)   # 49 tokens: 4 pages

@@ -57,7 +57,7 @@ from dataclasses import dataclass
 
 from .policies import LRU
 
-__all__ = ["max_reads_ns", "WhaleStep", "Recorder", "bound"]
+__all__ = ["max_reads_ns", "WhaleStep", "Recorder", "bound", "minnow_floor"]
 
 
 def max_reads_ns(D, Tmax, T_s):
@@ -140,3 +140,20 @@ def bound(steps, config, P, L, minnow_gaps, whale_gaps, minnow_target=1.2, whale
             "infeasible_tokens": sum(t for _, t in bad), "rescued_tokens": rescued, "late_tokens": late,
             "minnow_slack": m_slack, "whale_slack": w_slack, "median_minnow_step_ns": median,
             "largest_feasible_pages": largest}
+
+
+def minnow_floor(steps, config, P, L, minnow_gaps, whale_gaps, whale_target=1.5, q=99, hi=2.0):
+    """The smallest minnow target (p99 ratio), in steps of 0.005 from 1 to ``hi``, at which
+    :func:`bound` calls ``steps`` feasible with the minnows admitted as they come (None if
+    none): the minnow ratio the bound's assumptions leave a batcher that admits them so.
+
+    A scan, not a bisection: the verdict is not monotone in the target, because a step whose
+    minnows alone reach the step cap reads its whales for free (assumption 4) and a higher
+    cap can make it pay.  Under assumptions 3 and 5 (not conservative) this is the bound's
+    figure, not a proof that no batcher does better; without assumption 5 (minnows may
+    queue) the bound rules out no target above 1."""
+    for k in range(200, int(round(hi * 200)) + 1):
+        a = k / 200
+        if bound(steps, config, P, L, minnow_gaps, whale_gaps, a, whale_target, q)["feasible"]:
+            return a
+    return None
