@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from kvfabric.sim.studies import family as fam
-from kvfabric.sim.studies.pypy import PYPY_ENV, PyPyError, call, default_pypy, interpreter_of
+from kvfabric.sim.studies.pypy import PYPY_ENV, PyPyError, Worker, call, default_pypy, interpreter_of
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -47,6 +47,49 @@ def test_a_family_run_under_pypy_is_the_run_under_cpython(pypy, draw_files, poli
     assert _without_times(there) == _without_times(here)
     assert sum(len(d["lat"]) for d in here["decodes"].values()) > 0  # something was compared
     assert type(here["utilisation"]) is float and 0 < here["utilisation"] <= 1  # plain data for the JSON report
+
+
+def test_a_kept_process_gives_each_run_the_result_of_a_fresh_one(pypy, draw_files):
+    """The family keeps one PyPy process per worker (.pypy.warm_call): a run
+    after other runs in it is the run in a process of its own, bit for bit."""
+    qos, frfcfs = (fam.plan([draw_files], policies=[p], seeds=[3], cycles=30_000)[0] for p in ("fabric-qos", "frfcfs"))
+    args = ("kvfabric.sim.studies.family_run", "simulate")
+    fresh = _without_times(call(pypy, *args, {**qos, "python": None})[1])
+    worker = Worker(pypy)
+    try:
+        first = _without_times(worker.call(*args, {**qos, "python": None})[1])
+        other = _without_times(worker.call(*args, {**frfcfs, "python": None})[1])
+        again = _without_times(worker.call(*args, {**qos, "python": None})[1])
+        assert worker.calls == 3  # one process answered all three
+    finally:
+        worker.close()
+    assert first == again == fresh
+    assert other != fresh  # the runs differ, so the equality above says something
+    assert sum(len(d["lat"]) for d in fresh["decodes"].values()) > 0
+
+
+def test_a_kept_process_reports_a_failed_call_and_serves_the_next(pypy):
+    worker = Worker(pypy)
+    try:
+        with pytest.raises(PyPyError, match=r"family_run.simulate failed:\n(.|\n)*No such file"):
+            worker.call("kvfabric.sim.studies.family_run", "simulate",
+                        {"draw": 0, "policy": "frfcfs", "seed": 1, "contract": "/nonexistent.toml",
+                         "workload": "/nonexistent.toml", "cycles": 1000})
+        assert worker.call("kvfabric.sim.studies.family_run", "union_length", [(0, 5), (3, 9)]) == 9
+        assert worker.calls == 1
+        # A child that dies is a clear error, and the next call starts another.
+        with pytest.raises(PyPyError, match=r"os._exit: the interpreter died \(exit 3\)"):
+            worker.call("os", "_exit", 3)
+        assert worker.call("kvfabric.sim.studies.family_run", "union_length", [(2, 4)]) == 2
+        assert worker.calls == 1
+    finally:
+        worker.close()
+
+
+def test_a_kept_process_for_an_interpreter_that_does_not_exist_is_a_clear_error(tmp_path):
+    worker = Worker(str(tmp_path / "no-such-python"))
+    with pytest.raises(PyPyError, match="no-such-python.*cannot start"):
+        worker.call("kvfabric.sim.studies.family_run", "union_length", [])
 
 
 def test_every_simulation_module_is_python_3_9_for_pypy(pypy, tmp_path):

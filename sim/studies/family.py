@@ -90,7 +90,7 @@ from ..hbm3 import CHANNEL_GBPS, MEMORY_MHZ
 from .metrics import NS_PER_CYCLE, PEAK_BYTES_PER_CYCLE, SPLIT_PARTS, pct
 from .metrics import tail_split as metrics_tail_split
 from .family_run import CHUNK_CYCLES, WAIT_PARTS, build_system, simulate, union_length
-from .pypy import call as pypy_call
+from .pypy import warm_call as pypy_call
 from .pypy import default_pypy, interpreter_of
 
 __all__ = ["FAMILY_SEED", "DEFAULT_DRAWS", "RUN_SEEDS", "POLICIES", "MIN_STEPS", "RANGES", "FIXED",
@@ -380,8 +380,9 @@ def plan(paths, seeds=RUN_SEEDS, policies=POLICIES, cycles=None, python=None):
 def run_spec(spec):
     """Run one spec (:func:`.family_run.simulate`); return ``(key, result)`` of plain data.
 
-    Under the PyPy named by ``spec["python"]`` when it names one
-    (:func:`.pypy.call`, one process per run), else in this process.
+    Under the PyPy named by ``spec["python"]`` when it names one, in this
+    worker's kept PyPy process (:func:`.pypy.warm_call`: the JIT compiles
+    once per worker, not once per run), else in this process.
     """
     python = spec.get("python")
     if not python:
