@@ -401,6 +401,11 @@ def _md_ratio(x):
     return "-" if x is None or math.isnan(x) else ("inf" if math.isinf(x) else f"{x:.2f}x")
 
 
+def _floor(x):
+    """bound.minnow_floor's figure (a 0.005 grid: three decimals)."""
+    return "-" if x is None else f"{x:.3f}x"
+
+
 def _ms(x):
     return "-" if x is None or math.isnan(x) else f"{x:.2f}"
 
@@ -462,7 +467,7 @@ def markdown(doc, plot):
                     f"{_md_ratio(x['minnow'])} minnow, {_md_ratio(x['whale'])} whale ({x['policy']})")
         for key, v in doc["wall"].items():
             floor = (doc.get("bound") or {}).get(key, {}).get("minnow_floor")
-            w(f"| {key} | {side(v['minnow'])} | {side(v['whale'])} | {_md_ratio(floor)} |")
+            w(f"| {key} | {side(v['minnow'])} | {side(v['whale'])} | {_floor(floor)} |")
         w("")
     w(BUDGET_TEXT)
     w("")
@@ -618,7 +623,7 @@ def bound_section(doc, w):
             f"come, slack {b['whale_slack']}; largest whale read at the median minnow load "
             f"{b['largest_feasible_pages']} pages"
             + ("" if "minnow_floor" not in b else "; feasible from a minnow ratio of "
-               + (_md_ratio(b["minnow_floor"]) if b["minnow_floor"] else "none up to 2x"))
+               + (_floor(b["minnow_floor"]) if b["minnow_floor"] else "none up to 2x"))
             + ")")
         cells = [_three(by.get((name, int(pages), p))) for p in BOUND_POLICIES]
         met = doc["frontier"].get(key, {}).get("meets_all", [])
@@ -665,7 +670,7 @@ def bound_section(doc, w):
     if queued:
         w("* The \"only if the minnows queue\" workloads, the bound's smallest minnow ratio (minnows admitted as they "
           "come) against `lru+admit+slo-ref`'s measured one (its minnow queue wait p99 against lru+admit's): "
-          + "; ".join(f"{k} {_md_ratio(b['minnow_floor'])} against {_md_ratio(r['minnow_p99_ratio'])} "
+          + "; ".join(f"{k} {_floor(b['minnow_floor'])} against {_md_ratio(r['minnow_p99_ratio'])} "
                       f"({'all three met' if r['meets_all'] else 'whale ' + _md_ratio(r['whale_p99_ratio'])}; "
                       f"{r['minnow_wait_p99_ms'] / 1e3:.1f} s against {a['minnow_wait_p99_ms'] / 1e3:.1f} s)"
                       for k, b, r, a in queued if r and a)
