@@ -586,6 +586,8 @@ FITTED_DRAWS = 3
 #: Draws seen while +slo was written (its rule has no constant fitted to them, but it was
 #: debugged on them); the others were seen by neither.
 SLO_SEEN_DRAWS = 6
+#: Draws first drawn after SloBudget's gate took the long requests' share (the report at 1fb1edb had 8).
+GATE_UNSEEN_DRAWS = 8
 BOUND_POLICIES = ("lru+admit+slo", "lru+admit+slo-ref", "lru+admit+budget")
 
 
@@ -594,7 +596,8 @@ def _draw_set(name):
         return "trace"
     k = int(name.split("-")[1])
     return ("budget fitted here" if k < FITTED_DRAWS else
-            "held out (seen writing +slo)" if k < SLO_SEEN_DRAWS else "held out")
+            "held out (seen writing +slo)" if k < SLO_SEEN_DRAWS else
+            "held out" if k < GATE_UNSEEN_DRAWS else "held out (drawn after +slo's long-share gate)")
 
 
 def _three(r):
@@ -739,7 +742,7 @@ BOUND_TEXT = (
     "allows) fit the cap, so the short ones admitted while a whale runs leave the room its deadline needs (the "
     "running requests first, a waiting one from what they leave, as vLLM schedules). That share was added after "
     "the runs of mix-0@10240 and mix-5@10240 showed the whale's deadline floor pushing steps past the minnows' "
-    "bound; it has no constant, and mix-6 and mix-7 were first run with it as it is here. `lru+admit+slo-ref` is the same rule told `P` and `L` (the references the targets "
+    "bound; it has no constant, mix-6 and mix-7 were first run with it as it is here, and mix-8 and up were drawn after it. `lru+admit+slo-ref` is the same rule told `P` and `L` (the references the targets "
     "name, measured on the same workload): a given SLO, not something a batcher measures. `L'` errs low (LRU's "
     "whale p99 also carries its promotions and the minnows it admits into the slow tier), so `+slo` keeps whales "
     "well inside their target at the minnows' cost where the large whales need two steps.")
