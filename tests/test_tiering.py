@@ -516,15 +516,25 @@ def test_slo_budget_gate_keeps_the_long_requests_share():
     assert not p.admits(newcomer, 3, [short, whale], cfg())
     # A long one of 30 pages keeps 10, more than the 8: no short one joins while it runs.
     assert not p.admits(newcomer, 1, [running(2, 30)], cfg())
-    # Long newcomers need only the engine's page budget; without the gate every one joins.
-    assert p.admits(newcomer, 5, [running(2, 30)], cfg())
+    # Without the gate every one joins.
     assert slo(gate=False).admits(newcomer, 3, [short, whale], cfg())
+    assert slo(gate=False).admits(newcomer, 30, [short, running(2, 30)], cfg())
     # A deadline shorter than two caps: k = 1, the long one keeps all its pages (2 + 10 > 8).
     q = SloBudget(margin=0, chunk_pages=4, short_ref_ns=8000, long_ref_ns=10_000)   # deadline 15000
     q.reads([short], cfg())
     assert not q.admits(newcomer, 1, [short, running(1, 7)], cfg())  # 2 + 7 + 1 = 10 > 8
     assert q.admits(newcomer, 1, [short, running(1, 5)], cfg())      # 2 + 5 + 1 = 8
-    # The fixed budget keeps no share for long requests (ReadBudget's gate counts short ones only).
+    # A long newcomer (more than 4 pages) counts its own share: 10 pages keep ceil(10 / 3) = 4,
+    # 2 + 4 = 6 <= 8 joins; 20 keep 7, 2 + 7 = 9 waits; beside the 10-page one (4) a 5-page one
+    # keeps 2: 2 + 4 + 2 = 8 joins, a 7-page one 3: 9 waits.  With nothing running any joins.
+    assert p.admits(newcomer, 10, [short], cfg())
+    assert not p.admits(newcomer, 20, [short], cfg())
+    assert p.admits(newcomer, 5, [short, whale], cfg())
+    assert not p.admits(newcomer, 7, [short, whale], cfg())
+    assert p.admits(newcomer, 30, [], cfg())
+    # The fixed budget keeps no share for long requests (ReadBudget's gate counts short ones only,
+    # long newcomers need only the engine's page budget).
+    assert ReadBudget(budget_pages=8, chunk_pages=4).admits(newcomer, 30, [short, running(2, 30)], cfg())
     assert ReadBudget(budget_pages=8, chunk_pages=4).admits(newcomer, 3, [short, running(2, 30)], cfg())
 
 

@@ -360,19 +360,22 @@ class SloBudget(ReadBudget):
        the step over the cap and the short requests have spent
        ``slack`` x 1 % of their gaps, a long token still within the long
        class's ``slack`` x 1 % reads only the room (it is late) instead.
-    6. **Admission gate** (``gate``): a short request joins only if the running
-       short requests' pages, its own and each running long request's share of
-       a step fit the pages ``cap - fixed`` reads (never fewer than one short
-       request's ``chunk_pages``; the last step's cap and deadline, no gate
-       before the first step).  A long request's share is ``ceil(pages / k)``,
-       ``k = max(1, floor(deadline / cap))``: its token spread evenly over the
-       steps of at most ``cap`` its deadline allows, the floor of rule 4 for a
-       token just begun.  The running requests are served first, a waiting one
-       from what they leave (vLLM's order): without the long requests' share,
-       short ones admitted while a long one runs take the room its floor needs,
-       and the floor then pushes steps past the short requests' bound.  While
-       the long requests' shares fill the cap, short requests wait in the queue
-       (the report shows that wait).
+    6. **Admission gate** (``gate``): a request joins only if the running short
+       requests' pages, each running long request's share of a step and its
+       own (its pages if short, its share if long) fit the pages ``cap -
+       fixed`` reads (never fewer than one short request's ``chunk_pages``; a
+       long request with nothing running joins; the last step's cap and
+       deadline, no gate before the first step).  A long request's share is
+       ``ceil(pages / k)``, ``k = max(1, floor(deadline / cap))``: its token
+       spread evenly over the steps of at most ``cap`` its deadline allows, the
+       floor of rule 4 for a token just begun.  The running requests are served
+       first, a waiting one from what they leave (vLLM's order): without the
+       long requests' share, short ones admitted while a long one runs take the
+       room its floor needs, and a long one admitted beside short ones that
+       fill the cap has no room; either way the floor then pushes steps past the
+       short requests' bound.  What the gate holds back waits in the queue
+       (admission is first come, first served: the requests behind a long one
+       wait with it; the report shows the queue waits).
 
     Why these and not a fitted page count: every quantity is one the batcher
     has at run time (its cost model, the pages of the requests in the step,
@@ -405,11 +408,21 @@ class SloBudget(ReadBudget):
             return math.inf
         return max(self.chunk_pages, _pages_in(self.cap_ns - config.step_fixed_ns, config))
 
+    def share(self, pages):
+        """A long request's share of a step (rule 6): ``pages`` over the steps of at
+        most the cap its deadline allows."""
+        return -(-pages // max(1, int(self.deadline_ns // self.cap_ns)))
+
     def long_share(self, running):
         if self.cap_ns is None:
             return 0
-        k = max(1, int(self.deadline_ns // self.cap_ns))
-        return sum(-(-x.pages // k) for x in running if x.pages > self.chunk_pages)
+        return sum(self.share(x.pages) for x in running if x.pages > self.chunk_pages)
+
+    def admits(self, r, pages, running, config):
+        if not self.gate or pages <= self.chunk_pages or self.cap_ns is None or not running:
+            return super().admits(r, pages, running, config)
+        shorts = sum(x.pages for x in running if x.pages <= self.chunk_pages)
+        return shorts + self.long_share(running) + self.share(pages) <= self.gate_pages(config)
 
     def limits(self, t_short, t_full):
         """(target, cap, deadline) in ns for a step whose short requests alone take
