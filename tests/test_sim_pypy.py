@@ -86,6 +86,27 @@ def test_a_kept_process_reports_a_failed_call_and_serves_the_next(pypy):
         worker.close()
 
 
+def test_warm_call_keeps_one_process_per_thread(pypy):
+    """A kept process answers one call at a time, so threads of one process
+    (a sweep's local workers as threads) each get their own."""
+    from concurrent.futures import ThreadPoolExecutor
+    from threading import Barrier
+
+    from kvfabric.sim.studies.pypy import warm_call
+
+    together = Barrier(2)
+
+    def pids(_):
+        first = warm_call(pypy, "os", "getpid")
+        together.wait(timeout=60)  # both threads have started their process
+        return first, warm_call(pypy, "os", "getpid")
+
+    with ThreadPoolExecutor(2) as pool:
+        (a1, a2), (b1, b2) = pool.map(pids, range(2))
+    assert a1 == a2 and b1 == b2  # each thread's calls went to its kept process
+    assert a1 != b1  # and the two threads' processes are different
+
+
 def test_a_kept_process_for_an_interpreter_that_does_not_exist_is_a_clear_error(tmp_path):
     worker = Worker(str(tmp_path / "no-such-python"))
     with pytest.raises(PyPyError, match="no-such-python.*cannot start"):

@@ -34,6 +34,7 @@ import pickle
 import platform
 import subprocess
 import tempfile
+import threading
 from pathlib import Path
 
 __all__ = ["PYPY_ENV", "default_pypy", "interpreter_of", "package_folders", "call", "Worker", "warm_call",
@@ -160,7 +161,9 @@ class Worker:
     A call that raises in the child comes back as :class:`PyPyError` and the
     process goes on serving; a child that dies or cannot start is a
     :class:`PyPyError` too, after which the worker starts a new process at
-    its next call.
+    its next call.  One call at a time: its pipe carries one job and its
+    answer, so a worker is never shared between threads (:func:`warm_call`
+    keeps one per thread).
     """
 
     def __init__(self, python):
@@ -221,20 +224,27 @@ class Worker:
             self._stderr = None
 
 
-_WORKERS: dict[str, Worker] = {}
+# Kept workers per thread: a worker's pipe carries one call at a time, and a
+# sweep's workers may be threads of one process (kvfabric.sweep, processes=False).
+_KEPT = threading.local()
+_ALL_WORKERS: list[Worker] = []
 
 
 def warm_call(python, module, function, *args):
-    """:func:`call`, but in this process's kept :class:`Worker` for ``python``
-    (started at the first call, ended when this process exits)."""
-    worker = _WORKERS.get(python)
+    """:func:`call`, but in this thread's kept :class:`Worker` for ``python``
+    (started at the thread's first call, ended when this process exits)."""
+    kept = getattr(_KEPT, "workers", None)
+    if kept is None:
+        kept = _KEPT.workers = {}
+    worker = kept.get(python)
     if worker is None:
-        worker = _WORKERS[python] = Worker(python)
+        worker = kept[python] = Worker(python)
+        _ALL_WORKERS.append(worker)
     return worker.call(module, function, *args)
 
 
 @atexit.register
 def _close_workers():
-    for worker in _WORKERS.values():
+    for worker in _ALL_WORKERS:
         worker.close()
-    _WORKERS.clear()
+    _ALL_WORKERS.clear()
