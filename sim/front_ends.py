@@ -2,19 +2,20 @@
 studies build the memory system's policy with.
 
 A front end decides what reaches the controller (the FCFS and FR-FCFS
-baselines, software throttling, static partitioning, the fabric's arbiter
-with or without the QoS controller) and which controller policies it needs.
+baselines, FR-FCFS with strict tenant priorities, software throttling,
+static partitioning, the fabric's arbiter with or without the QoS
+controller) and which controller policies it needs.
 """
 
 from fractions import Fraction
 
 from .fabric import FabricPolicy, FabricQosPolicy
 from .hbm3 import MEMORY_MHZ
-from .policies import FcfsPolicy, FrFcfsPolicy, StaticPartitionPolicy, ThrottlePolicy
+from .policies import FcfsPolicy, FrFcfsPolicy, PriorityFrFcfsPolicy, StaticPartitionPolicy, ThrottlePolicy
 
 __all__ = ["FRONT_ENDS", "THROTTLE_PERIOD", "make_front_end"]
 
-FRONT_ENDS = ("fcfs", "frfcfs", "throttle", "partition", "fabric", "fabric-qos")
+FRONT_ENDS = ("fcfs", "frfcfs", "prio-frfcfs", "throttle", "partition", "fabric", "fabric-qos")
 
 #: How often the software throttle decides: one essay millisecond at the
 #: system model's time compression (K = 25), 40 us of memory cycles.
@@ -37,7 +38,11 @@ def make_front_end(name, contract_doc=None, *, throttle_period=THROTTLE_PERIOD, 
         cls = FabricQosPolicy if name == "fabric-qos" else FabricPolicy
         kw = dict(memory_mhz=MEMORY_MHZ, coloring=coloring, kind_aware=kind_aware)
         return cls(contract_doc, **kw, **({"name": label} if label else {}))
-    if name == "throttle":
+    if name == "prio-frfcfs":
+        if contract_doc is None:
+            raise ValueError(f"policy {name!r} needs a contract (its tenants' priorities)")
+        policy = PriorityFrFcfsPolicy({t["id"]: t["priority"] for t in contract_doc.get("tenant", [])})
+    elif name == "throttle":
         # The prefill sleeps to average half the channel, deciding once per
         # throttle period (a kernel-launch granularity).
         policy = ThrottlePolicy(share=Fraction(1, 2), period=throttle_period, scheduler="fcfs")

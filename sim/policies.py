@@ -101,6 +101,55 @@ class FrFcfsPolicy(Policy):
     scheduler = "frfcfs"
 
 
+#: An access's rank is its tenant's priority shifted above every arrival rank.
+_PRIORITY_SHIFT = 48
+
+
+class PriorityFrFcfsPolicy(FrFcfsPolicy):
+    """Strict priority by the contract's tenant priorities, FR-FCFS within a
+    priority: a conventional QoS controller without kvfabric (a high-priority
+    read queue, as in uMCTL2), the reference that shows what serving the
+    latency-bound tenants first costs the others while row hits are kept.
+
+    The front end admits the head of the best (lowest) priority first,
+    arrival order within it.  In the banks an access ranks by its tenant's
+    priority, then by arrival: every rank of one priority lies below every
+    rank of the next.  The first-ready rule and its row-hit cap are FR-FCFS's,
+    so a row hit of a worse priority passes an older access of a better one
+    only while the bank's hits have bypassed fewer than ``row_hit_cap`` older
+    requests since its row opened, as between two accesses of one priority.
+
+    Parameters
+    ----------
+    priorities : dict
+        Tenant id -> priority (0-15, lower first): the contract's.
+    """
+
+    name = "priority FR-FCFS"
+
+    def __init__(self, priorities):
+        for tid, prio in priorities.items():
+            if not isinstance(prio, int) or not 0 <= prio <= 15:
+                raise ValueError(f"tenant {tid}: priority must be an integer 0-15, not {prio!r}")
+        self.priorities = dict(priorities)
+
+    def prepare(self, tenants, system):
+        missing = [t.tenant_id for t in tenants if t.tenant_id not in self.priorities]
+        if missing:
+            raise ValueError(f"priority FR-FCFS: tenants {missing} have no priority in the contract "
+                             f"(it gives tenants {sorted(self.priorities)})")
+        super().prepare(tenants, system)
+
+    def on_arrival(self, txn, now):
+        offset = self.priorities[txn.tenant] << _PRIORITY_SHIFT
+        for a in txn.accesses:
+            a.rank += offset
+
+    def pick(self, now, heads):
+        priorities = self.priorities
+        return min(heads, key=lambda txn: (priorities[txn.tenant], txn.seq))
+
+
 class ThrottlePolicy(Policy):
     """Software sleeps capping the prefill tenants, in front of a plain controller.
 

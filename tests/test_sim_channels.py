@@ -145,7 +145,7 @@ def test_one_channel_gives_the_json_recorded_before_channels(tmp_path, policy):
                  "simulated": SIMULATED_BEFORE}
 
 
-@pytest.mark.parametrize("policy", ["frfcfs", "fabric-qos"])
+@pytest.mark.parametrize("policy", ["frfcfs", "prio-frfcfs", "fabric-qos"])
 def test_every_tenant_on_channel_0_of_two_is_the_one_channel_run(tmp_path, policy):
     """Two channels, every tenant on channel 0 (the contract's totals doubled, so
     channel 0's registers are the one-channel contract's): channel 0 gives the

@@ -12,7 +12,7 @@ from kvfabric.sim.fabric import FabricPolicy, FabricQosPolicy, QosKnobs, contrac
 from kvfabric.sim.hbm3 import HBM3_GEOMETRY as G
 from kvfabric.sim.hbm3 import ns_to_cycles
 from kvfabric.sim.mapping import AddressMap
-from kvfabric.sim.policies import FcfsPolicy, FrFcfsPolicy, StaticPartitionPolicy, ThrottlePolicy
+from kvfabric.sim.policies import FcfsPolicy, FrFcfsPolicy, PriorityFrFcfsPolicy, StaticPartitionPolicy, ThrottlePolicy
 from kvfabric.sim.fabric import FABRIC_MHZ
 from kvfabric.sim.hbm3 import CHANNEL_GBPS
 from kvfabric.sim.system import CxlLink, System
@@ -119,6 +119,65 @@ def test_fcfs_front_end_admits_in_arrival_order(seed):
     admitted = _record_enqueued(system, lambda txn: txn.seq)
     system.run(10_000)
     assert admitted == sorted(admitted) and len(admitted) > 100
+
+
+def test_priority_frfcfs_admits_the_best_waiting_priority_first(seed):
+    """The reference controller's front end: whenever it admits a transaction,
+    no tenant of a better (lower) priority has a head waiting that fits."""
+    priorities = {0: 2, 1: 1, 2: 3}
+    # Windows small enough that the better priorities leave room (strict
+    # priority starves a worse one otherwise).
+    tenants = [GreedyTenant(i, window=w, pattern="random", seed=seed + i) for i, w in enumerate((6, 6, 40))]
+    system = System(tenants, PriorityFrFcfsPolicy(priorities))
+    admitted, passed_over = [], []
+    enqueue = system.enqueue
+
+    def spy(txn, now):
+        better = [q[0].tenant for q in system.sources
+                  if q and q[0] is not txn and system.room_for(q[0]) and priorities[q[0].tenant] < priorities[txn.tenant]]
+        passed_over.extend(better)
+        admitted.append(txn.tenant)
+        enqueue(txn, now)
+
+    system.enqueue = spy
+    system.run(20_000)
+    assert not passed_over
+    assert {0, 1, 2} <= set(admitted) and len(admitted) > 300  # every priority was admitted at some point
+
+
+def test_priority_frfcfs_ranks_every_access_of_a_better_priority_first(seed):
+    """In the banks an access ranks by its tenant's priority, then arrival:
+    every access of the decode (priority 1) ranks below every access of a
+    streaming writer of priority 2, and its steps finish sooner than under
+    FR-FCFS's arrival order (the writer's drains and row hits within the cap
+    still delay it)."""
+    results, ranks = {}, {}
+    for name in ("frfcfs", "prio"):
+        tenants = [GreedyTenant(0, window=300, pattern="stream", write_share=4),
+                   DecodeTenant(1, seed=seed, step_bytes=4096, think=3000)]
+        policy = PriorityFrFcfsPolicy({0: 2, 1: 1}) if name == "prio" else FrFcfsPolicy()
+        system = System(tenants, policy)
+        seen = _record_enqueued(system, lambda txn: (txn.tenant, [a.rank for a in txn.accesses]))
+        system.run(60_000)
+        ranks[name] = seen
+        steps = sorted(lat for _, lat in tenants[1].steps)
+        results[name] = sum(steps) / len(steps)
+    by_tenant = {t: [r for tid, rs in ranks["prio"] if tid == t for r in rs] for t in (0, 1)}
+    assert by_tenant[0] and by_tenant[1]
+    assert max(by_tenant[1]) < min(by_tenant[0])
+    assert results["prio"] < results["frfcfs"], results
+
+
+def test_priority_frfcfs_names_what_it_lacks():
+    from kvfabric.sim.front_ends import make_front_end
+    with pytest.raises(ValueError, match="prio-frfcfs.*needs a contract"):
+        make_front_end("prio-frfcfs")
+    with pytest.raises(ValueError, match="tenant 3: priority must be an integer 0-15, not 16"):
+        PriorityFrFcfsPolicy({3: 16})
+    policy = make_front_end("prio-frfcfs", _contract([_tenant(0, priority=2), _tenant(1, priority=0)]))
+    assert policy.priorities == {0: 2, 1: 0}
+    with pytest.raises(ValueError, match=r"tenants \[2\] have no priority in the contract \(it gives tenants \[0, 1\]\)"):
+        System([GreedyTenant(i, window=4) for i in range(3)], policy).run(10)
 
 
 class _ReversedBankSet(set):
@@ -414,7 +473,7 @@ def test_front_ends_are_built_in_one_place():
     from kvfabric.sim.front_ends import FRONT_ENDS, make_front_end
     from kvfabric.system import POLICIES
     assert POLICIES == FRONT_ENDS
-    with pytest.raises(ValueError, match="policy must be one of fcfs, frfcfs, throttle"):
+    with pytest.raises(ValueError, match="policy must be one of fcfs, frfcfs, prio-frfcfs, throttle"):
         make_front_end("fr-fcfs")
     with pytest.raises(ValueError, match="page coloring is an option of frfcfs and fabric"):
         make_front_end("fcfs", coloring=True)
