@@ -72,6 +72,11 @@ sys.stdout.buffer.write(pickle.dumps(result, protocol=4))
 """
 
 
+def _tail(text):
+    """The last 15 lines of a child's error output, for a :class:`PyPyError`."""
+    return "\n".join(text.strip().splitlines()[-15:])
+
+
 class PyPyError(RuntimeError):
     """The child interpreter failed: its command and the end of its error output."""
 
@@ -120,8 +125,7 @@ def call(python, module, function, *args, timeout=None):
     except OSError as e:
         raise PyPyError(f"{what}: cannot start the interpreter: {e}") from None
     if done.returncode != 0:
-        tail = done.stderr.decode(errors="replace").strip().splitlines()[-15:]
-        raise PyPyError(f"{what} failed (exit {done.returncode}):\n" + "\n".join(tail))
+        raise PyPyError(f"{what} failed (exit {done.returncode}):\n" + _tail(done.stderr.decode(errors="replace")))
     return pickle.loads(done.stdout)
 
 
@@ -173,6 +177,7 @@ class Worker:
         self.calls = 0  # calls answered by the current process
 
     def _start(self):
+        self.close()  # a process that died between calls: reaped, its error file closed
         self._stderr = tempfile.TemporaryFile()
         try:
             self._proc = subprocess.Popen([self.python, "-c", _SERVER], stdin=subprocess.PIPE,
@@ -184,7 +189,7 @@ class Worker:
 
     def _stderr_tail(self):
         self._stderr.seek(0)
-        return self._stderr.read().decode(errors="replace").strip().splitlines()[-15:]
+        return _tail(self._stderr.read().decode(errors="replace"))
 
     def call(self, module, function, *args):
         """``module.function(*args)`` evaluated by this worker's process; its result."""
@@ -200,9 +205,9 @@ class Worker:
             code = self._proc.wait()
             tail = self._stderr_tail()
             self.close()
-            raise PyPyError(f"{what}: the interpreter died (exit {code}):\n" + "\n".join(tail)) from None
+            raise PyPyError(f"{what}: the interpreter died (exit {code}):\n" + tail) from None
         if status != "ok":
-            raise PyPyError(f"{what} failed:\n" + "\n".join(value.strip().splitlines()[-15:]))
+            raise PyPyError(f"{what} failed:\n" + _tail(value))
         self.calls += 1
         return value
 
