@@ -611,6 +611,12 @@ def _three(r):
 def bound_section(doc, w):
     """The feasibility bound beside the +slo, +slo-ref and +budget policies, per workload."""
     by = {(r["workload"], r["pages"], r["policy"]): r for r in doc["rows"]}
+
+    def row(key, policy):
+        """The judged row of policy ``policy`` on workload ``key`` ("name@pages"), or None."""
+        name, pages = key.split("@")
+        return by.get((name, int(pages), policy))
+
     w("### Feasibility bound and the SLO budget, per workload")
     w("")
     w(BOUND_TEXT)
@@ -620,7 +626,7 @@ def bound_section(doc, w):
     w("|---|---|---|" + "---|" * len(BOUND_POLICIES) + "---|")
     wrong = []
     for key, b in doc["bound"].items():
-        name, pages = key.split("@")
+        name = key.split("@")[0]
         verdict = ("yes" if b["feasible"] else "**only if the minnows queue**" if b.get("feasible_any", True)
                    else "**no**") + (
             f" ({b['late_tokens']:.0f} of {b['whale_tokens']:,} whale tokens unrescued with minnows admitted as they "
@@ -629,7 +635,7 @@ def bound_section(doc, w):
             + ("" if "minnow_floor" not in b else "; feasible from a minnow ratio of "
                + (_floor(b["minnow_floor"]) if b["minnow_floor"] else "none up to 2x"))
             + ")")
-        cells = [_three(by.get((name, int(pages), p))) for p in BOUND_POLICIES]
+        cells = [_three(row(key, p)) for p in BOUND_POLICIES]
         met = doc["frontier"].get(key, {}).get("meets_all", [])
         w(f"| {key} | {_draw_set(name)} | {verdict} | " + " | ".join(cells) + f" | {', '.join(met) or 'none'} |")
         if not b["feasible"]:
@@ -637,7 +643,7 @@ def bound_section(doc, w):
     w("")
     judged = [(k, b) for k, b in doc["bound"].items() if b["feasible"]]
     for p in BOUND_POLICIES:
-        ok = [k for k, _ in judged if (by.get((k.split("@")[0], int(k.split("@")[1]), p)) or {}).get("meets_all")]
+        ok = [k for k, _ in judged if (row(k, p) or {}).get("meets_all")]
         w(f"* `{p}` meets all three on {len(ok)} of the {len(judged)} workloads the bound calls feasible"
           + (f" (not on {', '.join(k for k, _ in judged if k not in ok)})" if len(ok) < len(judged) else "") + ".")
     if wrong:
@@ -668,8 +674,7 @@ def bound_section(doc, w):
       "(a verdict \"no\" would need whales alone to miss `D` beyond their slack); a batcher that queues the "
       "minnows while whales run can meet the whale target, and what that costs is the minnows' queue wait, which "
       "no target counts.")
-    queued = [(k, b, by.get((k.split("@")[0], int(k.split("@")[1]), "lru+admit+slo-ref")),
-               by.get((k.split("@")[0], int(k.split("@")[1]), "lru+admit")))
+    queued = [(k, b, row(k, "lru+admit+slo-ref"), row(k, "lru+admit"))
               for k, b in doc["bound"].items() if not b["feasible"] and b.get("minnow_floor") is not None]
     if queued:
         w("* The \"only if the minnows queue\" workloads, the bound's smallest minnow ratio (minnows admitted as they "
@@ -680,8 +685,7 @@ def bound_section(doc, w):
                       for k, b, r, a in queued if r and a)
           + ". Where the measured ratio is below the bound's, the policy is outside the bound's class: its gate held "
           "minnows in the queue while whales ran (assumption 5).")
-    waits = [(k, by.get((k.split("@")[0], int(k.split("@")[1]), "lru+admit+slo-ref")),
-              by.get((k.split("@")[0], int(k.split("@")[1]), "lru+admit"))) for k in doc["bound"]]
+    waits = [(k, row(k, "lru+admit+slo-ref"), row(k, "lru+admit")) for k in doc["bound"]]
     waits = [(k, r, a) for k, r, a in waits if r and a and not math.isnan(r.get("whale_wait_p99_ms", math.nan))]
     if waits:
         w("* The whales' queue wait p99 under `lru+admit+slo-ref` (its gate holds a whale until the running requests "

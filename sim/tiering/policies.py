@@ -257,11 +257,14 @@ class ReadBudget(Policy):
         admitted (none here: the fixed budget's room is what the short ones leave)."""
         return 0
 
+    def short_pages(self, running):
+        """The running short requests' pages (those of at most ``chunk_pages``)."""
+        return sum(x.pages for x in running if x.pages <= self.chunk_pages)
+
     def admits(self, r, pages, running, config):
         if not self.gate or pages > self.chunk_pages:
             return True
-        shorts = sum(x.pages for x in running if x.pages <= self.chunk_pages)
-        return shorts + self.long_share(running) + pages <= self.gate_pages(config)
+        return self.short_pages(running) + self.long_share(running) + pages <= self.gate_pages(config)
 
     def reads(self, batch, config):
         out = {r: _left(r) for r in batch if _left(r) <= self.chunk_pages}
@@ -421,8 +424,7 @@ class SloBudget(ReadBudget):
     def admits(self, r, pages, running, config):
         if not self.gate or pages <= self.chunk_pages or self.cap_ns is None or not running:
             return super().admits(r, pages, running, config)
-        shorts = sum(x.pages for x in running if x.pages <= self.chunk_pages)
-        return shorts + self.long_share(running) + self.share(pages) <= self.gate_pages(config)
+        return self.short_pages(running) + self.long_share(running) + self.share(pages) <= self.gate_pages(config)
 
     def limits(self, t_short, t_full):
         """(target, cap, deadline) in ns for a step whose short requests alone take
