@@ -32,6 +32,25 @@ def cost_parts(params, product):
     return product[shift:][:params.cost_bits], product[:shift] != 0
 
 
+def rounds_up(params, bytes_, weight):
+    """Whether ``bytes * weight`` has a low ``k = WFRAC + TAG_SHIFT`` bit set
+    (:func:`cost_parts`'s bit), from the operands' trailing zeros instead of
+    the product: ``2^k`` divides ``b * w`` exactly when ``b``'s low ``j`` bits
+    and ``w``'s low ``k - j`` bits are zero for some ``j`` in ``0..k`` (a zero
+    operand has all of them), so the bit is an OR of ANDs of prefix-zero
+    tests, a few gates beside the multiplier rather than behind it. The
+    ingress register holds it, so the finish tags' adders take their carry-in
+    from a register (issue #42: the OR of the product's low bits was in
+    front of them)."""
+    k = params.wfrac + params.tag_shift
+    zb = [bytes_[:j] == 0 if j else 1 for j in range(k + 1)]
+    zw = [weight[:j] == 0 if j else 1 for j in range(k + 1)]
+    divisible = 0
+    for j in range(k + 1):
+        divisible = divisible | (zb[j] & zw[k - j])
+    return ~divisible
+
+
 def cost_of_product(params, product):
     """``ceil(product / 2^(WFRAC + TAG_SHIFT))`` truncated to the cost width (spec §3)."""
     floor, up = cost_parts(params, product)
@@ -127,6 +146,7 @@ class Ingress(wiring.Component):
                 with m.Case(i):
                     m.d.comb += weight.eq(self.inv_weight[i])
         q_product = Signal(p.bytes_bits + p.inv_weight_bits, name="q_in_product")
+        q_up = Signal(name="q_in_up")
 
         accept = self.req.valid & valid_req & has_room
         m.d.sync += q_valid.eq(accept)
@@ -137,16 +157,19 @@ class Ingress(wiring.Component):
                 q_id.eq(payload.id),
                 q_ts.eq(self.now),
                 q_product.eq(payload.bytes * weight),
+                q_up.eq(rounds_up(p, payload.bytes, weight)),
             ]
 
-        floor, up = cost_parts(p, q_product)
+        # The rounding bit is q_in_up, equal to cost_parts's bit of the product.
+        floor, _ = cost_parts(p, q_product)
+        up = q_up
         m.d.comb += [
             self.push_valid.eq(q_valid),
             self.push_tenant.eq(q_tenant),
             self.push_entry.bytes.eq(q_bytes),
             self.push_entry.id.eq(q_id),
             self.push_entry.ts.eq(q_ts),
-            self.push_entry.cost.eq(cost_of_product(p, q_product)),
+            self.push_entry.cost.eq((floor + up)[:p.cost_bits]),
             self.push_cost_floor.eq(floor),
             self.push_cost_up.eq(up),
         ]

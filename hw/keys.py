@@ -153,11 +153,15 @@ def tenant_candidates(m, p, i, timing, *, cfg, q, push_cost, level, peak, tag, b
     # Each test compares pop_need with a sum of registers directly (ge_sum):
     # level + rate (fcfs: not debited), level + rate - need (a guaranteed
     # grant, whose level covered need), peak + peak_rate (- need).
-    pop_level_ok = Mux(fill, pop_cap_ok,
-                       Mux(fcfs, ge_sum(m, f"pop_level_ok_i_{i}", [level, cfg.rate], [pop_need]) & pop_cap_ok,
-                           Mux(k_conf, ge_sum(m, f"pop_level_ok_g_{i}", [level, cfg.rate], [need, pop_need])
-                               & pop_cap_ok,
-                               _ge(burst_level, pop_need))))
+    # After a burst grant the level is burst_level = min(rate, cap), and
+    # min(rate, cap) >= pop_need is rate >= pop_need and cap >= pop_need: two
+    # comparisons beside each other, not the top's min() and then one (issue
+    # #42: capacity -> burst_level -> this test was the keys' longest path).
+    # Every outcome needs cap >= pop_need, so it is taken once, last.
+    pop_level_ok = pop_cap_ok & (fill | Mux(
+        fcfs, ge_sum(m, f"pop_level_ok_i_{i}", [level, cfg.rate], [pop_need]),
+        Mux(k_conf, ge_sum(m, f"pop_level_ok_g_{i}", [level, cfg.rate], [need, pop_need]),
+            _ge(cfg.rate, pop_need))))
     pop_peak_ok = fill | Mux(fcfs, ge_sum(m, f"pop_peak_ok_i_{i}", [peak, cfg.peak_rate], [pop_need]),
                              ge_sum(m, f"pop_peak_ok_w_{i}", [peak, cfg.peak_rate], [need, pop_need]))
     # The next head's finish tag: its start tag (the finish tag of a
@@ -463,12 +467,20 @@ def sum_mod(m, name, pos, neg, width, ones=()):
     tree: each takes bit 0 of a row's carry vector, which the shift leaves
     free, or the final adder's carry-in (a row against a constant 1 would
     cost two gates per bit and a level: Yosys does not fold it). The first
-    ones take the first rows; there must be no more of them than rows plus
-    one."""
+    ones take the first rows; there must be no more of ``ones`` than rows
+    plus one."""
     ops = [_extend(m, f"{name}_p{k}", x, width) for k, x in enumerate(pos)]
     ops += [~_extend(m, f"{name}_n{k}", x, width) for k, x in enumerate(neg)]
-    bits = [Value.cast(b) for b in ones] + ([C(1, 1)] if neg else [])
-    if len(neg) > 1:
+    bits = [Value.cast(b) for b in ones]
+    # Each negation's +1 is a one-bit addend while there is room for it: a
+    # row holding their sum as a constant would be a half-adder level of its
+    # own in front of the carry chain (issue #42: the bucket tests' fourth
+    # carry-save level). Beyond the room, one row holds the rest.
+    room = max(len(ops) - 2, 0) + 1 - len(bits)
+    if len(neg) <= room:
+        bits += [C(1, 1)] * len(neg)
+    elif neg:
+        bits.append(C(1, 1))
         ops.append(C((len(neg) - 1) % (1 << width), width))
     rows = max(len(ops) - 2, 0)
     if len(bits) > rows + 1:
