@@ -68,7 +68,7 @@ from amaranth.lib.wiring import In, Out
 
 from .fifo import HeadQueue
 from .ingress import Ingress
-from .keys import ChannelTiming, lt_logic, mod_lt, or_all, shift_lag, tenant_candidates
+from .keys import ChannelTiming, lt_logic, mod_lt, or_all, shift_lag, sum_mod, tenant_candidates
 from .layouts import (Kind, acceptance_layout, grant_signature, queue_entry_layout, request_signature,
                       tenant_config_layout)
 from kvfabric.spec import ARRIVAL_PRIO_BITS, BULK_PRIO_BITS, BULK_RUN_BITS, CREDIT_BITS, CREDIT_CLASSES, check_params
@@ -163,7 +163,8 @@ class ChannelArbiter(wiring.Component):
     dyn_level, dyn_peak, dyn_tag : list of Signal
         Per-tenant dynamic state registers (spec §5).
     vt, served, vmin, vmin_valid : Signal
-        Per-channel virtual-time registers (spec §6.4).
+        Per-channel virtual-time registers (spec §6.4); ``served`` is the sum
+        of the registers ``served_floor`` and ``served_up``.
     inflight : list of Signal
         Per-channel credit counters ``inflight_k`` (spec §6.6).
     run_tenant, run_count : Signal
@@ -205,6 +206,11 @@ class ChannelArbiter(wiring.Component):
         self.dyn_peak = [Signal(p.peak_bits, name=f"dyn_peak_{i}") for i in range(n)]
         self.dyn_tag = [Signal(p.tag_bits, name=f"dyn_tag_{i}") for i in range(n)]
         self.vt = Signal(p.tag_bits, name="vt")
+        # served is held as floor(s / TAG_UNIT) and the rounding bit, so no
+        # increment follows the grant multiplexer; V adds the bit as a
+        # carry-in. ``served`` is their sum (spec §6.4's value).
+        self.served_floor = Signal(p.bytes_bits - p.tag_shift, name="served_floor")
+        self.served_up = Signal(name="served_up")
         self.served = Signal(p.served_bits, name="served")
         self.vmin = Signal(p.tag_bits, name="vmin")
         self.vmin_valid = Signal(name="vmin_valid")
@@ -339,13 +345,18 @@ class ChannelArbiter(wiring.Component):
         (spec §6.2), the register itself, so V's choice stays off the keys."""
         p = self._params
         T = p.tag_bits
-        vt, served, vmin, vmin_valid = self.vt, self.served, self.vmin, self.vmin_valid
+        vt, vmin, vmin_valid = self.vt, self.vmin, self.vmin_valid
+        s_floor, s_up = self.served_floor, self.served_up
         v_sum = Signal(T, name="vt_sum")
         vt_take_min = Signal(name="vt_take_min")
         vt_next = Signal(T, name="vt_next")
+        # tag_lt(V + served, vmin) is the top bit of V + served - vmin: one
+        # carry-save level and one chain beside V + served, not behind it;
+        # served's rounding bit is a carry-in of both.
         m.d.comb += [
-            v_sum.eq(vt + served),
-            vt_take_min.eq(vmin_valid & mod_lt(v_sum, vmin, T)),
+            v_sum.eq(vt + s_floor + s_up),
+            vt_take_min.eq(vmin_valid & sum_mod(m, "vt_sum_minus_vmin", [vt, s_floor], [vmin], T,
+                                                ones=[s_up])[T - 1]),
             vt_next.eq(Mux(vt_take_min, vmin, v_sum)),
         ]
         m.d.sync += vt.eq(vt_next)
@@ -391,14 +402,29 @@ class ChannelArbiter(wiring.Component):
         grant multiplexer's winner index) extends its run (the count
         saturates at 2^8 - 1) or starts a new one at 1; other grants leave
         the run alone."""
-        w_bulk = Signal(name="run_winner_bulk")
-        m.d.comb += w_bulk.eq(or_all(win[i] & t.key_bulk for i, t in enumerate(tenants)))
-        with m.If(load & any_win & ~self.fcfs_bypass & w_bulk):
-            with m.If((w_tenant == self.run_tenant) & (self.run_count != 0)):
-                with m.If(self.run_count != (1 << BULK_RUN_BITS) - 1):
-                    m.d.sync += self.run_count.eq(self.run_count + 1)
-            with m.Else():
-                m.d.sync += [self.run_tenant.eq(w_tenant), self.run_count.eq(1)]
+        # Per tenant, from registers only: a grant to it would extend the
+        # run (it is bulk, the run's tenant, and the run has begun) or start
+        # a new one (bulk otherwise); the one-hot winner then picks with one
+        # AND-OR each, and the saturating increment is precomputed.
+        count, n = self.run_count, len(tenants)
+        begun = Signal(name="run_begun")
+        inc = Signal(BULK_RUN_BITS, name="run_count_inc")
+        m.d.comb += [begun.eq(count != 0),
+                     inc.eq(Mux(count != (1 << BULK_RUN_BITS) - 1, count + 1, count))]
+        extends = [tenants[i].key_bulk & (self.run_tenant == i) & begun for i in range(n)]
+        starts = [tenants[i].key_bulk & ~((self.run_tenant == i) & begun) for i in range(n)]
+        w_ext = Signal(name="run_winner_extends")
+        w_new = Signal(name="run_winner_starts")
+        counted = Signal(name="run_counted")
+        m.d.comb += [
+            w_ext.eq(or_all(win[i] & extends[i] for i in range(n))),
+            w_new.eq(or_all(win[i] & starts[i] for i in range(n))),
+            counted.eq(load & ~self.fcfs_bypass),
+        ]
+        with m.If(counted & w_ext):
+            m.d.sync += count.eq(inc)
+        with m.Elif(counted & w_new):
+            m.d.sync += [self.run_tenant.eq(w_tenant), count.eq(1)]
 
     def _selection(self, m, tenants):
         """Spec §6.2 with §6.6's credit gate and the bulk run's: the one-hot
@@ -569,14 +595,16 @@ class ChannelArbiter(wiring.Component):
         """Spec §6.4's work term: ``served(s) = ceil(s / TAG_UNIT)`` of a
         fabric-mode winner, zero without one. Computed behind the grant
         multiplexer: per head before it cost about 2000 LUT4s on ECP5
-        (synthesis duplicated selection logic per bit)."""
+        (synthesis duplicated selection logic per bit). Held as
+        ``floor(s / TAG_UNIT)`` and ``s mod TAG_UNIT != 0`` (``served_floor``,
+        ``served_up``): no increment behind the multiplexer."""
         p = self._params
-        w_served = Signal(p.served_bits)
-        m.d.comb += w_served.eq((w_bytes >> p.tag_shift) + (w_bytes[:p.tag_shift] != 0))
+        m.d.comb += self.served.eq(self.served_floor + self.served_up)
         with m.If(load & ~self.fcfs_bypass):
-            m.d.sync += self.served.eq(w_served)
+            m.d.sync += [self.served_floor.eq(w_bytes >> p.tag_shift),
+                         self.served_up.eq(w_bytes[:p.tag_shift] != 0)]
         with m.Else():
-            m.d.sync += self.served.eq(0)
+            m.d.sync += [self.served_floor.eq(0), self.served_up.eq(0)]
 
     def _update_vmin(self, m, head_valid):
         """Spec §6.4's ``vmin``: ``tag_min`` over the backlogged tenants' start

@@ -73,6 +73,14 @@ EARLY_FIELDS = ("fcfs_bypass", "starve_limit", *CREDIT_CLASS_NAMES, "bulk_prio",
 #: registers load when it is turned off one cycle before they load them.
 TWO_AHEAD_FIELDS = ("coord_enable",)
 
+#: Early fields whose ``cfg_<field>_next_copy`` outputs are registers, loaded
+#: at each edge with the value two edges ahead (the bus write of this cycle
+#: merged into the next value), equal in every cycle to ``cfg_<field>_next``:
+#: no decoded write strobe then lies in front of the channels' keys (issue
+#: #42: ``cfg_wr_starve_limit -> key_order``, through every head's deadline
+#: test, was a channel's longest path).
+REGISTERED_NEXT_FIELDS = ("starve_limit",)
+
 #: The early fields the channels read: with ``copies`` > 1 the register file
 #: gives each channel its own ``cfg_<field>_next_copy[c]`` (issue #42).
 CHANNEL_EARLY_FIELDS = tuple(f for f in EARLY_FIELDS if f != "coord_enable")
@@ -207,7 +215,10 @@ class RegisterFile(FabricComponent):
         loaded at the same edge from the same value, kept from merging), so
         a strobe drives one channel's selection keys, not all C (issue #42:
         ``cfg_wr_starve_limit`` drove 1,536 endpoints of the 8 x 8 top
-        through a buffer tree).
+        through a buffer tree). The copies of :data:`REGISTERED_NEXT_FIELDS`
+        are registers instead, one per copy, each loaded with the value two
+        edges ahead (the same value in every cycle), so no strobe at all lies
+        in front of the keys.
 
     The two-ahead outputs rely on the bus's write spacing (:mod:`hw.axil`: a
     write at least two cycles after the previous one), so that a COMMIT on the
@@ -325,7 +336,19 @@ class RegisterFile(FabricComponent):
                     with m.If(wr_fabric[reg.name]):
                         m.d.comb += nxt.eq(new_word[f.lsb:f.msb + 1])
                     m.d.sync += cfg[f.name].eq(nxt)
-                    if f.name in CHANNEL_EARLY_FIELDS:
+                    if f.name in REGISTERED_NEXT_FIELDS:
+                        # cfg_<field>_next at t+1 is the value at t+2: the bus
+                        # write of t, decoded at this edge, merged into nxt.
+                        outs = getattr(self, f"cfg_{f.name}_next_copy")
+                        bus_field = _merge(nxt << f.lsb, bus.w_data, bus.w_strb)[f.lsb:f.msb + 1]
+                        for k in range(self._copies):
+                            # Copy k's own select (an implied term, as the
+                            # strobes' copies), so the copies are not merged.
+                            hit = implied(bus_hit[reg.name], [offsets[reg.name]], k)
+                            ahead = Signal(f.width, name=f"cfg_{f.name}_next_q{k}", init=cfg[f.name].init)
+                            m.d.sync += ahead.eq(Mux(hit, bus_field, nxt))
+                            m.d.comb += outs[k].eq(ahead)
+                    elif f.name in CHANNEL_EARLY_FIELDS:
                         outs = getattr(self, f"cfg_{f.name}_next_copy")
                         m.d.comb += outs[0].eq(nxt)
                         for k in range(1, self._copies):

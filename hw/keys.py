@@ -126,7 +126,7 @@ def tenant_candidates(m, p, i, timing, *, cfg, q, push_cost, level, peak, tag, b
     keep_cost = Signal.like(keep_head.cost, name=f"keep_cost_floor_{i}")
     keep_up = Signal(name=f"keep_cost_up_{i}")
     m.d.comb += [keep_cost.eq(Mux(q.r_rdy, head.cost, w_floor)), keep_up.eq(~q.r_rdy & w_up)]
-    keep_fin = clamped_plus(m, p, f"keep_{i}", clamp, tag=tag, vt=vt, cost=keep_cost,
+    keep_fin = clamped_plus(m, p, f"keep_{i}", clamp, tag=tag, vt=vt, vt_lo=vt_lo, vt_hi=vt_hi, cost=keep_cost,
                             backlogged=q.r_rdy, cost_up=keep_up)
     keep = next_key(
         m, p, f"keep_{i}",
@@ -172,7 +172,7 @@ def tenant_candidates(m, p, i, timing, *, cfg, q, push_cost, level, peak, tag, b
     pop_fin_fab = Signal(T, name=f"pop_finish_fab_{i}")
     elig_fin = Signal(name=f"eligible_finish_{i}")
     m.d.comb += elig_fin.eq(~mod_lt(vt, s_fin, T))
-    pop_fin_fcfs = clamped_plus(m, p, f"pop_{i}", clamp, tag=tag, vt=vt, cost=pop_cost,
+    pop_fin_fcfs = clamped_plus(m, p, f"pop_{i}", clamp, tag=tag, vt=vt, vt_lo=vt_lo, vt_hi=vt_hi, cost=pop_cost,
                                 backlogged=q.r_rdy, cost_up=pop_up)
     m.d.comb += [
         pop_fin_fab.eq(s_fin + pop_cost + pop_up),
@@ -283,23 +283,37 @@ def tag_clamp(m, p, i, *, tag, vt, vt_lo, vt_hi, backlogged):
     return TagClamp(below=below, above=above, tag=ti, eligible=elig_ti)
 
 
-def clamped_plus(m, p, sfx, clamp, *, tag, vt, cost, backlogged, cost_up=0):
+def clamped_plus(m, p, sfx, clamp, *, tag, vt, vt_lo, vt_hi, cost, backlogged, cost_up=0):
     """``(clamped tag + cost + cost_up) mod 2^T`` (spec §6.4's clamp, then a
     head's cost, ``cost_up`` a carry-in: see :func:`hw.ingress.cost_parts`):
     both sums ``tag + cost`` and ``V + cost`` first, and the clamp's
-    bound chosen after them (``V ∓ LAG_WINDOW + cost`` is ``V + cost``
-    shifted by LAG_WINDOW), so the adders run beside the clamp's comparison
-    instead of behind it. ``clamp`` is the :class:`TagClamp` of ``tag``."""
+    bound chosen after them, so the adders run beside the clamp's comparison
+    instead of behind it. ``clamp`` is the :class:`TagClamp` of ``tag``;
+    ``vt_lo``, ``vt_hi`` are ``V ∓ LAG_WINDOW`` (:func:`shift_lag`).
+
+    ``V ∓ LAG_WINDOW + cost`` differ from ``V + cost`` in their top three
+    bits only: the low bits' sum and its carry are shared, and each top is a
+    3-bit sum of its own bound's top bits, the cost's and that carry, so no
+    increment follows the carry chain (issue #42)."""
     T = p.tag_bits
-    v_cost = Signal(T, name=f"{sfx}_vt_cost")
+    low = T - 3
+    cost = Value.cast(cost)
+    lo_sum = Signal(low + 1, name=f"{sfx}_vt_cost_low")
     t_cost = Signal(T, name=f"{sfx}_tag_cost")
     out = Signal(T, name=f"{sfx}_clamped_finish")
     m.d.comb += [
-        v_cost.eq(vt + cost + cost_up),
+        lo_sum.eq(vt[:low] + cost[:low] + cost_up),
         t_cost.eq(tag + cost + cost_up),
-        out.eq(Mux(clamp.below, Mux(backlogged, shift_lag(v_cost, -1), v_cost),
-                   Mux(clamp.above, shift_lag(v_cost, 1), t_cost))),
     ]
+    cost_top = cost[low:] if len(cost) > low else C(0, 1)
+
+    def plus(bound, name):
+        top = Signal(3, name=f"{sfx}_{name}_cost_top")
+        m.d.comb += top.eq(bound[low:] + cost_top + lo_sum[low])
+        return Cat(lo_sum[:low], top)
+
+    v_cost, v_lo, v_hi = plus(vt, "vt"), plus(vt_lo, "vt_lo"), plus(vt_hi, "vt_hi")
+    m.d.comb += out.eq(Mux(clamp.below, Mux(backlogged, v_lo, v_cost), Mux(clamp.above, v_hi, t_cost)))
     return out
 
 
@@ -346,6 +360,12 @@ def next_key(m, p, sfx, *, valid, head, level_ok, peak_ok, eligible, finish, dea
     arr = Signal(name=f"arrival_{sfx}")
     key = Signal(4, name=f"key_{sfx}")
     order = Signal(W, name=f"order_{sfx}")
+    # The order value is the timestamp when key0 | arr: fcfs_next | arr, or
+    # a conforming head under the guard that is old. Written with ``old``,
+    # the latest of them (a 24-bit sum from the head's ts), entering last,
+    # so one gate lies between it and the multiplexer's select.
+    ts_order = Signal(name=f"ts_order_{sfx}")
+    m.d.comb += ts_order.eq((fcfs_next | arr) | ((conf & starve_on_next) & old))
     m.d.comb += [
         conf.eq(peak_ok & level_ok),
         # old: ts_le(ts, now - starve_limit), the top bit of
@@ -365,7 +385,7 @@ def next_key(m, p, sfx, *, valid, head, level_ok, peak_ok, eligible, finish, dea
         # bits are zero on both sides); keys are only compared by order when
         # equal, so both sides then hold the same kind (spec §11): a class
         # 1 + p key holds arrival-ordered heads only or WF2Q+ ones only.
-        order.eq(Mux(key0 | arr, head.ts << (W - p.ts_bits), finish << (W - T))),
+        order.eq(Mux(ts_order, head.ts << (W - p.ts_bits), finish << (W - T))),
     ]
     # Selection key: class, eligibility and "competes" folded into one
     # 4-bit number so that a pair compares one small key plus one order
