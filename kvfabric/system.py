@@ -49,13 +49,16 @@ def qos_knobs_for(read_queue, bulk_in_use):
     reports/experiments.md) belong to a 128-entry read queue; another
     ``read_queue`` scales them (multiples of 4 entries, at least 4 each).
     Reads and writes of a class share its entries, so ``write_queue`` does
-    not enter.  A class the contract limits (spec §12) reserves four entries
+    not enter.  The burst yield's budget (``yield_budget``, 96 of 128) scales
+    the same way.  A class the contract limits (spec §12) reserves four entries
     per credit instead (:meth:`~kvfabric.sim.fabric.FabricQosPolicy.class_entries`).
     """
     from kvfabric.sim.fabric import QosKnobs
 
-    base = QosKnobs().class_entries(bulk_in_use)
-    return QosKnobs(entries=tuple(max(4, e * read_queue // 128 // 4 * 4) for e in base))
+    defaults = QosKnobs()
+    base = defaults.class_entries(bulk_in_use)
+    return QosKnobs(entries=tuple(max(4, e * read_queue // 128 // 4 * 4) for e in base),
+                    yield_budget=defaults.yield_budget * read_queue // 128)
 
 
 def make_policy(name, contract_doc, workload):

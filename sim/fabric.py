@@ -485,6 +485,14 @@ class QosKnobs:
     yield_max_hold : int
         Cycles in a row the burst credits may be held (best effort's
         starvation bound).
+    yield_budget : int
+        Entries (all classes together) below which a held burst credit
+        goes back anyway while at most ``write_low`` writes are queued
+        (:class:`~sim.controller.YieldingCreditReturn`'s ``budget`` and
+        ``write_limit``; 0: the hold is complete).  96 is three quarters of
+        the default 128-entry read queue: of 64 and 96 entries, measured on
+        the workload family's draws 3, 6 and 8 (issue #41's note), 96 kept
+        draw 8's decode p99 where the complete hold had it.
     """
 
     entries: tuple = None
@@ -500,6 +508,7 @@ class QosKnobs:
     refresh_postpone: int = 8
     yield_burst: bool = None
     yield_max_hold: int = 1000
+    yield_budget: int = 96
 
     def __post_init__(self):
         bulk = self.bulk_priorities
@@ -594,7 +603,9 @@ class FabricQosPolicy(FabricPolicy):
         super().prepare(tenants, system)
         self.class_grants = [0, 0, 0]
         if self.yields_burst:
-            self.credit_return = YieldingCreditReturn(TRANSACTION_ACCESSES, max_hold=self.knobs.yield_max_hold)
+            self.credit_return = YieldingCreditReturn(TRANSACTION_ACCESSES, max_hold=self.knobs.yield_max_hold,
+                                                      budget=self.knobs.yield_budget,
+                                                      write_limit=self.knobs.write_low)
         else:
             self.credit_return = CreditReturn(TRANSACTION_ACCESSES)
 

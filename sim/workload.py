@@ -17,6 +17,7 @@ Format (TOML)::
     drain_interval = 2000    # cycles between forced write drains (0: watermarks only)
     activation_guard = true  # burst reads open rows only into an empty tFAW window
     burst_yield = true       # burst credits wait while protected reads are queued
+    burst_yield_budget = 96  # ... unless fewer entries (and at most 4 writes) are queued (0: always wait)
 
     [[tenant]]               # one per contract tenant, same id
     id = 0
@@ -107,8 +108,9 @@ _SYSTEM = {
     "read_queue": (False, 1, 4096, 128),
     "write_queue": (False, 1, 4096, 64),
 }
-#: [controller] fields: name -> (QosKnobs field, lo, hi) for integers; booleans below.
-_CONTROLLER_INTS = {"drain_interval": ("drain_interval", 0, _MAX)}
+#: [controller] fields: name -> (QosKnobs field, lo, hi, 0 means None) for integers; booleans below.
+_CONTROLLER_INTS = {"drain_interval": ("drain_interval", 0, _MAX, True),
+                    "burst_yield_budget": ("yield_budget", 0, 8192, False)}
 _CONTROLLER_BOOLS = {"activation_guard": "guard_activations", "burst_yield": "yield_burst"}
 _CONTROLLER = {"reserved_entries", *_CONTROLLER_INTS, *_CONTROLLER_BOOLS}
 _KINDS = {
@@ -319,10 +321,10 @@ def _controller(table, read_queue, source):
             raise WorkloadError(f"{where}: field 'reserved_entries' = {v!r} must be three integers "
                                 f"(urgent, guaranteed, burst) in 4..read_queue ({read_queue})")
         knobs["entries"] = tuple(v)
-    for name, (knob, lo, hi) in _CONTROLLER_INTS.items():
+    for name, (knob, lo, hi, zero_is_none) in _CONTROLLER_INTS.items():
         if name in table:
             v = _value(table, name, (False, lo, hi, None), where)
-            knobs[knob] = v or None  # 0: no forced drains
+            knobs[knob] = (v or None) if zero_is_none else v  # drain_interval 0: no forced drains
     for name, knob in _CONTROLLER_BOOLS.items():
         if name in table:
             if not isinstance(table[name], bool):

@@ -524,6 +524,8 @@ class _CreditView:
     def __init__(self):
         self.class_freed = [0, 0, 0]
         self.pc_class_reads = [[0, 0, 0], [0, 0, 0]]
+        self.class_queued = [0, 0, 0]     # entries queued per class, reads and writes
+        self.writes_queued = 0
 
 
 def test_credit_return_gives_one_credit_per_four_freed_entries_one_per_clock():
@@ -561,6 +563,39 @@ def test_yielding_credit_return_holds_burst_credits_for_protected_reads_at_most_
     view.class_freed[2] += 8
     assert [ret.step(view, now)[2] for now in range(500, 550)] == [0] * 50
     assert [ret.step(view, now)[2] for now in range(550, 552)] == [1, 1]
+
+
+def test_yielding_credit_return_budget_returns_held_credits_while_few_entries_are_queued():
+    """The budget: a held burst credit goes back while fewer than ``budget``
+    entries of all classes together are queued, the protected reads' own
+    included, and at most ``write_limit`` writes; from ``budget`` entries
+    or ``write_limit`` + 1 writes on, the hold is complete again."""
+    ret = YieldingCreditReturn(4, max_hold=1000, budget=10, write_limit=2)
+    view = _CreditView()
+    view.pc_class_reads[0][GUARANTEED_CLASS] = 3   # a decode's reads are queued: the hold is on
+    view.class_queued = [0, 3, 6]                  # 9 entries queued in all, under the budget
+    view.class_freed = [0, 0, 12]                  # three burst credits owed
+    assert ret.step(view, 0)[2] == 1, "under the budget a held credit goes back"
+    view.class_queued = [0, 4, 6]                  # 10 queued: the budget is reached
+    assert [ret.step(view, now)[2] for now in range(1, 4)] == [0, 0, 0]
+    view.class_queued = [1, 3, 5]                  # urgent entries count as well: 9 again
+    assert ret.step(view, 4)[2] == 1
+    view.class_queued = [0, 12, 0]                 # the decode step alone fills the budget
+    assert ret.step(view, 5)[2] == 0
+    view.class_queued = [0, 0, 3]
+    view.writes_queued = 3                         # three of them writes: over the write limit
+    assert ret.step(view, 6)[2] == 0
+    view.writes_queued = 2
+    assert ret.step(view, 7)[2] == 1
+    assert ret.step(view, 8)[2] == 0, "nothing more owed"
+    # Budget 0 is the complete hold, whatever is queued.
+    plain = YieldingCreditReturn(4, max_hold=1000)
+    view.class_freed = [0, 0, 4]
+    assert plain.step(view, 0)[2] == 0
+    with pytest.raises(ValueError, match="budget"):
+        YieldingCreditReturn(4, budget=-1)
+    with pytest.raises(ValueError, match="write_limit"):
+        YieldingCreditReturn(4, budget=8, write_limit=-1)
 
 
 def test_yielding_credit_return_does_not_hold_for_burst_reads():

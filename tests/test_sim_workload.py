@@ -60,6 +60,22 @@ def test_controller_knobs_become_the_qos_controllers():
                                    "reserved_entries")
 
 
+@pytest.mark.parametrize("budget", [0, 40])
+def test_burst_yield_budget_is_kept_as_written_zero_included(budget):
+    """0 is the complete hold, not 'no budget field' (drain_interval's 0 means None)."""
+    w = parse_workload(_with_controller(burst_yield_budget=budget), [0, 1, 2], source="w.toml")
+    assert w.controller == {"yield_budget": budget}
+
+
+def test_the_burst_yield_budget_scales_with_the_read_queue_like_the_classes():
+    from kvfabric.sim.fabric import QosKnobs
+    from kvfabric.system import qos_knobs_for
+    default = QosKnobs().yield_budget
+    assert qos_knobs_for(128, True).yield_budget == default
+    assert qos_knobs_for(64, True).yield_budget == default // 2
+    assert qos_knobs_for(256, False).yield_budget == 2 * default
+
+
 @pytest.mark.parametrize("knobs, words", [
     (dict(reserved_entries=[8, 64]), ["w.toml: [controller]", "'reserved_entries'", "three integers", "4..read_queue (128)"]),
     (dict(reserved_entries=[8, 64, 200]), ["'reserved_entries'", "4..read_queue (128)"]),
@@ -67,6 +83,8 @@ def test_controller_knobs_become_the_qos_controllers():
     (dict(drain_interval=-1), ["w.toml: [controller]", "'drain_interval'", "0.."]),
     (dict(activation_guard=1), ["'activation_guard'", "true or false"]),
     (dict(burst_yield="yes"), ["'burst_yield'", "true or false"]),
+    (dict(burst_yield_budget=-4), ["w.toml: [controller]", "'burst_yield_budget'", "0..8192"]),
+    (dict(burst_yield_budget=1.5), ["'burst_yield_budget'", "integer"]),
     (dict(write_high=20), ["[controller]", "unknown field 'write_high'", "reserved_entries"]),
 ])
 def test_bad_controller_knobs_name_file_field_and_range(knobs, words):

@@ -327,8 +327,10 @@ def qos_section(w, results, by):
       "bandwidth.")
     w("* *burst yield* (`yield_burst`, on when bulk priorities are in use): while urgent or guaranteed "
       "reads are queued, the memory side holds burst credits back (at most `yield_max_hold` = 1,000 "
-      "cycles in a row), so the burst class drains by what it holds instead of refilling ahead of a "
-      "decode step. Without it every burst entry is a best-effort access ahead of a decode, and more "
+      "cycles in a row) unless fewer than `yield_budget` = 96 entries of all classes, and at most "
+      "`write_low` writes, are queued, so the "
+      "burst class drains by what it holds instead of refilling ahead of a decode step, and a few queued "
+      "decode reads do not leave the other banks idle. Without it every burst entry is a best-effort access ahead of a decode, and more "
       "entries buy prefill bandwidth with decode tail (the entries sweep above, 'no burst yield' rows).")
     w("* *credits* = entries / 4 per class (one 128 B grant = four 32 B entries): the arbiter's "
       "`CREDITS` register.")
