@@ -559,6 +559,6 @@ class YieldingCreditReturn(CreditReturn):
         if self._held_since is None:
             self._held_since = now
         if now - self._held_since >= self.max_hold or (
-                self.budget and sum(ch.class_queued) < self.budget and ch.writes_queued <= self.write_limit):
+                self.budget and ch.occupancy < self.budget and ch.writes_queued <= self.write_limit):
             return ()
         return (BURST_CLASS,)

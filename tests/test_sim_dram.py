@@ -524,7 +524,7 @@ class _CreditView:
     def __init__(self):
         self.class_freed = [0, 0, 0]
         self.pc_class_reads = [[0, 0, 0], [0, 0, 0]]
-        self.class_queued = [0, 0, 0]     # entries queued per class, reads and writes
+        self.occupancy = 0                # entries queued, every class's reads and writes
         self.writes_queued = 0
 
 
@@ -573,16 +573,16 @@ def test_yielding_credit_return_budget_returns_held_credits_while_few_entries_ar
     ret = YieldingCreditReturn(4, max_hold=1000, budget=10, write_limit=2)
     view = _CreditView()
     view.pc_class_reads[0][GUARANTEED_CLASS] = 3   # a decode's reads are queued: the hold is on
-    view.class_queued = [0, 3, 6]                  # 9 entries queued in all, under the budget
+    view.occupancy = 9                             # 9 entries queued in all, under the budget
     view.class_freed = [0, 0, 12]                  # three burst credits owed
     assert ret.step(view, 0)[2] == 1, "under the budget a held credit goes back"
-    view.class_queued = [0, 4, 6]                  # 10 queued: the budget is reached
+    view.occupancy = 10                            # 10 queued: the budget is reached
     assert [ret.step(view, now)[2] for now in range(1, 4)] == [0, 0, 0]
-    view.class_queued = [1, 3, 5]                  # urgent entries count as well: 9 again
+    view.occupancy = 9                             # 9 again
     assert ret.step(view, 4)[2] == 1
-    view.class_queued = [0, 12, 0]                 # the decode step alone fills the budget
+    view.occupancy = 12                            # the decode step alone fills the budget
     assert ret.step(view, 5)[2] == 0
-    view.class_queued = [0, 0, 3]
+    view.occupancy = 3
     view.writes_queued = 3                         # three of them writes: over the write limit
     assert ret.step(view, 6)[2] == 0
     view.writes_queued = 2
