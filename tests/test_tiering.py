@@ -532,6 +532,17 @@ def test_slo_budget_gate_keeps_the_long_requests_share():
     assert p.admits(newcomer, 5, [short, whale], cfg())
     assert not p.admits(newcomer, 7, [short, whale], cfg())
     assert p.admits(newcomer, 30, [], cfg())
+    # The share's deadline has the cap's margin: margin 0.1, P = 8000 and L = 12000 ns give a
+    # cap of 0.9 x 9600 = 8640 ns and a deadline of 18000 ns.  Two steps of the cap fit the
+    # deadline (17280 <= 18000), but not the deadline less its margin (16200): k = 1, a 6-page
+    # long one keeps all 6 of the floor((8640 - 1000) / 1024) = 7 pages, and only a 1-page
+    # newcomer joins beside it (6 + 1 = 7; with k = 2 it would keep 3 and a 4-page one join).
+    m = SloBudget(margin=0.1, chunk_pages=4, short_ref_ns=8000, long_ref_ns=12_000)
+    m.reads([running(0, 1)], cfg())
+    assert (m.cap_ns, m.deadline_ns) == (pytest.approx(8640), 18_000) and m.gate_pages(cfg()) == 7
+    assert m.share(6) == 6 and m.share(1) == 1
+    assert m.admits(newcomer, 1, [running(1, 6)], cfg())
+    assert not m.admits(newcomer, 2, [running(1, 6)], cfg())
     # The fixed budget keeps no share for long requests (ReadBudget's gate counts short ones only,
     # long newcomers need only the engine's page budget).
     assert ReadBudget(budget_pages=8, chunk_pages=4).admits(newcomer, 30, [short, running(2, 30)], cfg())
