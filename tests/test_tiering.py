@@ -451,23 +451,34 @@ def test_slo_budget_room_then_deadline_floor():
 
 
 def test_slo_budget_late_token_when_the_minnows_slack_is_spent():
-    def state(waited, pages, spent):
+    from kvfabric.sim.tiering.policies import SloBudget
+
+    def state(waited, pages, spent, margin=0):
         s, a, b = running(0, 2), running(1, 10, last_token_ns=0), running(2, pages, last_token_ns=5)
         b.acc = [0, 0, waited, 1, 0]
-        p = slo()
+        p = SloBudget(margin=margin, chunk_pages=4, short_ref_ns=8000, long_ref_ns=20_000)
         p.spent = list(spent)
         return p.reads([s, a, b], cfg())[b]
-    # No slack spent-able for the minnows (1 gap of 1 over the 0.5 % allowed). B (8 pages,
-    # 12000 ns waited) would make the step 17384 ns, 1.81x the 9600 bound; read late, a
-    # chunk of 4 (the room is used up by A), it is done after 2 more steps of the cap:
-    # 12000 + 2 x 9600 = 31200 ns, 1.04x its 30000 deadline, the smaller miss: late.
-    assert state(12_000, 8, [0, 0, 0, 0]) == 4
-    # The whales' slack not spent (0 late of 1000 tokens): late whatever the misses.
-    assert state(40_000, 6, [0, 0, 1000, 0]) == 4
-    # Both spent, B (6 pages) 40000 ns in: late it ends at 40000 + 2 x 9600 = 59200 ns,
-    # 1.97x its deadline; reading its 6 the step is 1000 + 14 x 1024 = 15336 ns, 1.60x the
-    # bound: the smaller miss is the minnows', so B reads all 6.
+    # No slack spent-able for the minnows (1 gap of 1 over the 0.5 % allowed). A takes the
+    # room (6 pages: the step is 1000 + 8 x 1024 = 9192 ns, 408 ns below the 9600 bound, less
+    # than a page). B (8 pages, 12000 ns waited) would make it 17384 ns, 1.81x the bound;
+    # late it could read nothing within the bound, so it would not finish at that rate: with
+    # the whales' slack spent too (1 late of 1), the smaller miss is the step's, and B keeps
+    # its floor, all 8.
+    assert state(12_000, 8, [0, 0, 0, 0]) == 8
+    # The whales' slack not spent (0 late of 1000 tokens): late whatever the misses, reading
+    # nothing this step.
+    assert state(40_000, 6, [0, 0, 1000, 0]) == 0
+    # Both spent, B (6 pages) 40000 ns in: reading its 6 the step is 1000 + 14 x 1024 =
+    # 15336 ns, 1.60x the bound, against a token that would not finish: B reads all 6.
     assert state(40_000, 6, [0, 0, 0, 0]) == 6
+    # Margin 0.2: the cap is 0.8 x 9600 = 7680 ns, the room floor((7680 - 3048) / 1024) = 4
+    # pages, which A (floor ceil(10 / 3) = 4) takes. B (8 pages, 12000 ns in) has a floor of
+    # ceil(8 / floor(18000 / 7680)) = 4, a step of 1000 + 10 x 1024 = 11240 ns past the 9600
+    # bound. Late, it reads up to a chunk within the bound: floor((9600 - 1000 - 6 x 1024) /
+    # 1024) = 2 pages (9192 ns), not the whole chunk of 4 (11240 ns, as far past the bound as
+    # its floor).
+    assert state(12_000, 8, [0, 0, 1000, 0], margin=0.2) == 2
 
 
 def test_slo_budget_references_and_gate():

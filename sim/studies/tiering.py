@@ -591,6 +591,9 @@ SLO_SEEN_DRAWS = 6
 GATE_UNSEEN_DRAWS = 8
 #: Draws first drawn after the gate's share took the cap's margin (the report at e2ccdf3 had 12).
 MARGIN_UNSEEN_DRAWS = 12
+#: Draws first drawn after a late long token's read was bounded by the short requests' bound
+#: (written after the run of mix-12@10240; mix-12..15 were run with it before it was committed).
+LATE_UNSEEN_DRAWS = 16
 BOUND_POLICIES = ("lru+admit+slo", "lru+admit+slo-ref", "lru+admit+budget")
 
 
@@ -602,7 +605,8 @@ def _draw_set(name):
             "held out (seen writing +slo)" if k < SLO_SEEN_DRAWS else
             "held out" if k < GATE_UNSEEN_DRAWS else
             "held out (drawn after +slo's long-share gate)" if k < MARGIN_UNSEEN_DRAWS else
-            "held out (drawn after the share's margin)")
+            "drawn after the share's margin, seen writing the late read" if k < LATE_UNSEEN_DRAWS else
+            "held out (drawn after the late read's bound)")
 
 
 def _three(r):
@@ -752,7 +756,8 @@ BOUND_TEXT = (
     "(weighted by the short requests in it: their ITL without long ones), and spreads a long token over no more "
     "steps of `cap` than fit its deadline `1.5 x L'`, `L'` the running p99 of the step reading every page (a "
     "read-everything batcher's long-request ITL); when the deadline's floor pushes a step past `1.2 x P'`, it "
-    "spends the minnows' p99 slack, then the whales' (the token reads the room and is late), then whichever "
+    "spends the minnows' p99 slack, then the whales' (the token is late: it reads the room, and up to a chunk "
+    "more only within the minnows' bound), then whichever "
     "target it misses by less; a short request is admitted only if the running short requests' pages, its own and "
     "each running long request's share of a step (its pages over the `floor(0.97 x deadline / cap)` steps its "
     "deadline, given the cap's margin, allows) fit the cap, so the short ones admitted while a whale runs leave the room its deadline needs (the "
@@ -764,7 +769,9 @@ BOUND_TEXT = (
     "it, and both were re-run with the long-newcomer rule after it was written; the share's margin was added after "
     "mix-4@10240 still missed both bounds (1.29x minnow, 1.51x whale: three steps of the cap left 0.4 ms of a 23.5 "
     "ms deadline for the whales' promotions and the steps floors push past the cap), and mix-12 and up were drawn "
-    "after it. `lru+admit+slo-ref` is the same rule told `P` and `L` (the references the targets "
+    "after it; a late token's chunk was bounded by the minnows' bound after mix-12@10240 missed (1.21x minnow, "
+    "1.10x whale: a late token's whole chunk put 1.35 % of the minnows' gaps past their bound, the whales' slack "
+    "unused), and mix-16 and up were drawn after that. `lru+admit+slo-ref` is the same rule told `P` and `L` (the references the targets "
     "name, measured on the same workload): a given SLO, not something a batcher measures. `L'` errs low (LRU's "
     "whale p99 also carries its promotions and the minnows it admits into the slow tier), so `+slo` keeps whales "
     "well inside their target at the minnows' cost where the large whales need two steps.")
