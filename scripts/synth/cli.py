@@ -16,7 +16,7 @@ from pathlib import Path
 from .families import DEFAULT_TARGETS, FAMILIES, GENERIC_ADDERS, GENERIC_MAPPINGS, TARGETS
 from .flows import run_target
 from .report import format_markdown, load_default_run, load_results, write_reports
-from .tools import DEFAULT_BUILD_DIR, ToolError, fmt_elapsed, log, source_revision
+from .tools import DEFAULT_BUILD_DIR, MissingInput, ToolError, fmt_elapsed, log, source_revision
 
 __all__ = ["DESCRIPTION", "seed_list", "build_parser", "parse_options", "main"]
 
@@ -137,6 +137,11 @@ def main(argv=None):
     for target in opts.target_list:
         try:
             results[target] = run_target(target, opts)
+        except MissingInput as exc:
+            # Nothing ran: an earlier measurement of this target stays in the report.
+            log(target, f"ERROR: {exc} (the report keeps this target's earlier entry)")
+            failed = True
+            continue
         except (ToolError, ValueError) as exc:
             log(target, f"ERROR: {exc}")
             results[target] = {"target": target, "status": "error", "message": str(exc),

@@ -29,7 +29,7 @@ from .parsers import (cell_counts, count_cells, critical_path, fmax_from_report,
                       parse_ltp, utilisation_from_log, with_percent, yosys_cells)
 from .progress import Progress
 from .report import one_cell
-from .tools import (DEFAULT_BUILD_DIR, ROOT, ToolError, ToolTimeout, command_line, log, rel, run_nextpnr, run_tool,
+from .tools import (DEFAULT_BUILD_DIR, ROOT, MissingInput, ToolError, ToolTimeout, command_line, log, rel, run_nextpnr, run_tool,
                     run_yosys_script, tool_path, tool_versions)
 
 __all__ = ["run_target", "run_pnr", "run_estimate", "run_area", "run_generic", "run_breakdown",
@@ -87,7 +87,7 @@ def run_target(target, opts):
             elif not opts.verilog_given:
                 verilog = subset_verilog(target, opts, spec.channels)
         if not (ROOT / rel(verilog)).exists():
-            raise ToolError(f"{verilog} does not exist: run `make verilog` first")
+            raise MissingInput(f"{verilog} does not exist: run `make verilog` first")
         verilog = rel(verilog)
         tenants, channels, source = design_params(ROOT / verilog, tenants, channels)
         log(target, f"{verilog} (top {opts.top}; {tenants} tenants x {channels} channels; "

@@ -24,7 +24,7 @@ from importlib import metadata
 from pathlib import Path
 
 __all__ = [
-    "ROOT", "DEFAULT_BUILD_DIR", "ToolError", "ToolTimeout", "rel", "tool_path", "run_tool", "tool_versions",
+    "ROOT", "DEFAULT_BUILD_DIR", "MissingInput", "ToolError", "ToolTimeout", "rel", "tool_path", "run_tool", "tool_versions",
     "source_revision", "command_line", "log", "fmt_elapsed",
 ]
 
@@ -40,6 +40,11 @@ class ToolError(RuntimeError):
     def __init__(self, message, log=None):
         super().__init__(message)
         self.log = log
+
+
+class MissingInput(ToolError):
+    """A target's input (its netlist) is missing: nothing was measured, so the
+    report keeps the target's earlier entry instead of an error in its place."""
 
 
 class ToolTimeout(ToolError):
