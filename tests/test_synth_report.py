@@ -322,7 +322,6 @@ def test_reports_round_trip_and_report_only(tmp_path, capsys):
     assert "holds no targets" in capsys.readouterr().err
 
 
-
 def test_a_missing_netlist_keeps_the_earlier_entry(tmp_path, capsys):
     # A target whose netlist is missing measured nothing: the run fails with the
     # file's name, and the report keeps what an earlier run measured for it.
@@ -335,6 +334,7 @@ def test_a_missing_netlist_keeps_the_earlier_entry(tmp_path, capsys):
     assert "no_such_netlist.v does not exist: run `make verilog` first" in capsys.readouterr().out
     assert load_results(json_path) == {"ecp5": COMMITTED["ecp5"], "generic": COMMITTED["generic"]}
     assert md_path.read_text() == format_markdown({"ecp5": COMMITTED["ecp5"], "generic": COMMITTED["generic"]})
+
 
 # --------------------------------------------------------------------------
 # Issue #25: the area line, the 8 x 8 estimate, the generic mapping, the run's time

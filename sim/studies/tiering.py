@@ -760,8 +760,8 @@ BOUND_TEXT = (
     "more only within the minnows' bound), then whichever "
     "target it misses by less; a short request is admitted only if the running short requests' pages, its own and "
     "each running long request's share of a step (its pages over the `floor(0.97 x deadline / cap)` steps its "
-    "deadline, given the cap's margin, allows) fit the cap, so the short ones admitted while a whale runs leave the room its deadline needs (the "
-    "running requests first, a waiting one from what they leave, as vLLM schedules); a long request is admitted "
+    "deadline, given the cap's margin, allows) fit the cap, so the short ones admitted while a whale runs leave "
+    "the room its deadline needs (the running requests first, a waiting one from what they leave, as vLLM schedules); a long request is admitted "
     "by the same rule, its own share counted. The share for short newcomers was added after the runs of "
     "mix-0@10240 and mix-5@10240 showed the whale's deadline floor pushing steps past the minnows' bound, and "
     "counting long newcomers after mix-3@10240 and mix-4@10240 showed both classes past their bounds; the rule "
@@ -771,8 +771,8 @@ BOUND_TEXT = (
     "ms deadline for the whales' promotions and the steps floors push past the cap), and mix-12 and up were drawn "
     "after it; a late token's chunk was bounded by the minnows' bound after mix-12@10240 missed (1.21x minnow, "
     "1.10x whale: a late token's whole chunk put 1.35 % of the minnows' gaps past their bound, the whales' slack "
-    "unused), and mix-16 and up were drawn after that. `lru+admit+slo-ref` is the same rule told `P` and `L` (the references the targets "
-    "name, measured on the same workload): a given SLO, not something a batcher measures. `L'` errs low (LRU's "
+    "unused), and mix-16 and up were drawn after that. `lru+admit+slo-ref` is the same rule told `P` and `L` "
+    "(the references the targets name, measured on the same workload): a given SLO, not something a batcher measures. `L'` errs low (LRU's "
     "whale p99 also carries its promotions and the minnows it admits into the slow tier), so `+slo` keeps whales "
     "well inside their target at the minnows' cost where the large whales need two steps.")
 

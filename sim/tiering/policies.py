@@ -383,10 +383,11 @@ class SloBudget(ReadBudget):
        deadline allows, the floor of rule 4 for a token just begun, with the
        deadline given the margin the cap has.  The gate plans whole steps, and
        a plan with no room to spare is a plan to be late: on the drawn mix
-       mix-4 at 10,240 pages, ``k = floor(23.5 / 7.72) = 3`` steps left 0.4 ms of
-       the whales' deadline for their promotions and the steps the floors had
-       pushed past the cap (whale p99 1.51x LRU's, minnows 1.29x their own); with
-       the margin, ``k = 2`` (1.39x, 1.17x; minnow queue wait p99 6.8 -> 8.6 s).  The running requests are served
+       mix-4 at 10,240 pages, ``k = floor(23.5 / 7.72) = 3`` steps left 0.4 ms
+       of the whales' deadline for their promotions and the steps the floors
+       had pushed past the cap (whale p99 1.51x LRU's, minnows 1.29x their
+       own); with the margin, ``k = 2`` (1.395x, 1.165x; minnow queue wait p99
+       6.8 -> 8.6 s).  The running requests are served
        first, a waiting one from what they leave (vLLM's order): without the
        long requests' share, short ones admitted while a long one runs take the
        room its floor needs, and a long one admitted beside short ones that
