@@ -49,7 +49,7 @@ def qos_knobs_for(read_queue, bulk_in_use):
     reports/experiments.md) belong to a 128-entry read queue; another
     ``read_queue`` scales them (multiples of 4 entries, at least 4 each).
     Reads and writes of a class share its entries, so ``write_queue`` does
-    not enter.  The burst yield's budget (``yield_budget``, 96 of 128) scales
+    not enter.  The burst yield's budget (``yield_budget``, 96 reads of 128) scales
     the same way.  A class the contract limits (spec §12) reserves four entries
     per credit instead (:meth:`~kvfabric.sim.fabric.FabricQosPolicy.class_entries`).
     """

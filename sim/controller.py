@@ -259,6 +259,10 @@ class NoDrain:
     def update(self, ch, now):
         return ()
 
+    def pending(self, ch):
+        """Whether a write drain runs or is due: never, writes go in queue order."""
+        return False
+
 
 class WatermarkDrain:
     """Write batches between watermarks, per pseudo-channel.
@@ -345,6 +349,11 @@ class WatermarkDrain:
                 changes += ((pc, mode),)
         return changes
 
+    def pending(self, ch):
+        """Whether a pseudo-channel is in write mode or has a drain due (the
+        high watermark reached): writes are, or are about to be, on the bus."""
+        return any(ch.write_mode) or any(w >= self.high for w in ch.pc_writes)
+
     def _leave(self, ch, pc, writes):
         return writes <= self.low or ch.write_batch[pc] >= self.high - self.low
 
@@ -368,22 +377,40 @@ class PreemptingDrain(WatermarkDrain):
     step's reads are a burst of a few hundred cycles, so a hold of about
     that long moves the prefill's writes out of their way without cost to
     the prefill.
+
+    ``max_recuts`` (default 0) lets protected reads cut a released drain
+    too, once it has written ``min_batch`` writes and fewer than ``force``
+    are queued, at most ``max_recuts`` times in a row: the writes left are
+    then held again as a new due drain (up to ``max_hold`` cycles), and the
+    release after the last re-cut runs to the low watermark.  A chain of
+    re-cuts ends with a drain that is not re-cut, and the count starts
+    over.  Without it a drain released in the middle of a decode step
+    writes the whole backlog its hold built up while the step's reads wait
+    (issue #41's draw 1: the write-drain part of the decode tail 9 -> 91 ns
+    once the burst class's credits came back during holds); re-cut but not
+    held again, the drain came straight back inside the same step.  Writes
+    still cannot starve: each release writes at least ``min_batch``, a chain
+    ends after ``max_recuts`` cuts, and ``force`` queued writes are never
+    held or cut.
     """
 
     def __init__(self, high=28, low=4, *, preempt_below=URGENT_CLASS + 1, min_batch=8, max_hold=1000,
-                 force=None, interval=None):
+                 force=None, interval=None, max_recuts=0):
         super().__init__(high, low, interval=interval)
         if not 0 <= preempt_below <= N_CLASSES:
             raise ValueError(f"preempt_below must be 0..{N_CLASSES}, not {preempt_below!r}")
-        for name, value in (("min_batch", min_batch), ("max_hold", max_hold)):
+        for name, value in (("min_batch", min_batch), ("max_hold", max_hold), ("max_recuts", max_recuts)):
             if not isinstance(value, int) or value < 0:
                 raise ValueError(f"{name} must be a non-negative integer, not {value!r}")
         self.preempt_below = preempt_below
         self.min_batch = min_batch
         self.max_hold = max_hold
+        self.max_recuts = max_recuts
         self.force = force if force is not None else 2 * high
         self._held_since = {}     # pc -> first cycle a due drain was held off
-        self._released = set()    # pcs whose drain runs to the low watermark
+        self._released = set()    # pcs whose drain was released after its hold
+        self._recuts = {}         # pc -> released drains re-cut in a row
+        self._recut = set()       # pcs whose last drain ended in a re-cut
 
     def _urgent_reads(self, ch, pc):
         # Protected reads wait and no protected write does: a drain of
@@ -396,24 +423,39 @@ class PreemptingDrain(WatermarkDrain):
         """The cycle at which a held drain is released (the channel's wake-up), or None."""
         return min(self._held_since.values()) + self.max_hold if self._held_since else None
 
+    def pending(self, ch):
+        # A due drain held off is pending too.
+        return bool(self._held_since) or super().pending(ch)
+
     def _leave(self, ch, pc, writes):
         if pc in self._released:
             # Released after its hold: every write queued goes in this batch,
             # down to the low watermark (not just high - low of them, which
-            # would leave the rest to be held again for max_hold).
-            return writes <= self.low
+            # would leave the rest to be held again for max_hold), unless it
+            # may still be re-cut.
+            if writes <= self.low:
+                return True
+            if (self._recuts.get(pc, 0) < self.max_recuts and writes < self.force
+                    and ch.write_batch[pc] >= self.min_batch and self._urgent_reads(ch, pc)):
+                self._recuts[pc] = self._recuts.get(pc, 0) + 1
+                self._recut.add(pc)
+                return True
+            return False
         if writes < self.force and ch.write_batch[pc] >= self.min_batch and self._urgent_reads(ch, pc):
             return True
         return super()._leave(ch, pc, writes)
 
     def _may_enter(self, ch, pc, writes, now):
         self._released.discard(pc)
+        if pc not in self._recut:
+            self._recuts.pop(pc, None)    # the last drain was not re-cut: a new chain
         if writes < self.force and self._urgent_reads(ch, pc):
             since = self._held_since.setdefault(pc, now)
             if now - since < self.max_hold:
                 return False
             self._released.add(pc)
         self._held_since.pop(pc, None)
+        self._recut.discard(pc)
         return True
 
 
@@ -512,36 +554,38 @@ class YieldingCreditReturn(CreditReturn):
     clock as usual until no protected read is queued, so best-effort
     traffic cannot starve.
 
-    ``budget`` (entries; 0: none) keeps the hold work-conserving: while the
-    controller holds fewer than ``budget`` entries of all classes together,
-    the decodes' own included, and at most ``write_limit`` writes, a held
-    burst credit goes back anyway.  Held to nothing, the burst class drained
-    whenever a decode read was queued, however few: on the workload family's
-    draw 6 (issue #41) the banks the decodes left idle cost the prefill 6
-    points of channel utilisation, and the decodes' p99 was no better than
-    without the hold.  A decode step that fills the budget by itself still
-    holds the burst class off completely, as one-channel draws with short
-    steps need.  The write limit keeps the hold for writing prefills: a
-    credit given back can bring a burst write, and writes let in while
-    decode reads wait start the drains the reads then wait behind (with the
-    budget alone, draw 7's decode p99 went from 1.14x to 1.23x decode-only,
-    the extra in write drains and the controller queue).
+    ``budget`` (queued reads; 0: none) keeps the hold work-conserving: while
+    fewer than ``budget`` reads of all classes together are queued, the
+    decodes' own included, and no pseudo-channel is in write mode or has a
+    drain due (the drain policy's ``pending``), a held burst credit goes
+    back anyway.  Held to nothing, the burst class drained whenever a decode
+    read was queued, however few: on the workload family's draw 6 (issue
+    #41) the banks the decodes left idle cost the prefill 6 points of
+    channel utilisation, and the decodes' p99 was no better than without
+    the hold.  A decode step that fills the budget by itself still holds
+    the burst class off completely, as one-channel draws with short steps
+    need.  Reads only are counted: a writing prefill keeps its writes queued
+    between drains, and counted, they filled the budget without competing
+    with a decode read (draws 3 and 4 held by the budget on 70-86 % of the
+    clocks a credit was owed, their prefills 87-89 % of the restated
+    figure).  The write side is judged by the drains instead: a credit
+    given back can bring a burst write, and writes let in while a drain
+    runs or is due lengthen the drain the decode reads wait behind (with
+    the budget alone, draw 7's decode p99 went from 1.14x to 1.23x
+    decode-only, the extra in write drains and the controller queue).
     """
 
-    def __init__(self, per_credit, *, protect_below=BURST_CLASS, max_hold=1000, budget=0, write_limit=0):
+    def __init__(self, per_credit, *, protect_below=BURST_CLASS, max_hold=1000, budget=0):
         super().__init__(per_credit)
         if not 0 <= protect_below <= BURST_CLASS:
             raise ValueError(f"protect_below must be 0..{BURST_CLASS}, not {protect_below!r}")
         if not isinstance(max_hold, int) or max_hold < 0:
             raise ValueError(f"max_hold must be a non-negative integer, not {max_hold!r}")
         if not isinstance(budget, int) or budget < 0:
-            raise ValueError(f"budget must be a non-negative number of entries, not {budget!r}")
-        if not isinstance(write_limit, int) or write_limit < 0:
-            raise ValueError(f"write_limit must be a non-negative number of writes, not {write_limit!r}")
+            raise ValueError(f"budget must be a non-negative number of reads, not {budget!r}")
         self.protect_below = protect_below
         self.max_hold = max_hold
         self.budget = budget
-        self.write_limit = write_limit
         self._held_since = None   # first cycle of the current protected period, or None
 
     def _protected_reads(self, ch):
@@ -559,6 +603,6 @@ class YieldingCreditReturn(CreditReturn):
         if self._held_since is None:
             self._held_since = now
         if now - self._held_since >= self.max_hold or (
-                self.budget and ch.occupancy < self.budget and ch.writes_queued <= self.write_limit):
+                self.budget and ch.occupancy - ch.writes_queued < self.budget and not ch.drain.pending(ch)):
             return ()
         return (BURST_CLASS,)

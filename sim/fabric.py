@@ -470,6 +470,14 @@ class QosKnobs:
     preempt_max_hold : int
         Cycles a due drain may be held off for protected reads before it
         runs regardless (write starvation bound).
+    preempt_recuts : int
+        Times in a row protected reads may cut a drain released after its
+        hold, each time holding the writes left again
+        (:class:`~sim.controller.PreemptingDrain`'s ``max_recuts``; 0: a
+        released drain runs to the low watermark).  2, measured on the
+        workload family (issue #41's note): with the read-only yield budget
+        a released drain otherwise writes its whole backlog inside a decode
+        step (draw 1's decode p99 1.21-1.23x decode-only against 1.18-1.20x).
     refresh_postpone : int
         Per-bank refresh slots a refresh may be postponed while every
         candidate bank has guaranteed reads waiting (0: never).
@@ -486,13 +494,13 @@ class QosKnobs:
         Cycles in a row the burst credits may be held (best effort's
         starvation bound).
     yield_budget : int
-        Entries (all classes together) below which a held burst credit
-        goes back anyway while at most ``write_low`` writes are queued
-        (:class:`~sim.controller.YieldingCreditReturn`'s ``budget`` and
-        ``write_limit``; 0: the hold is complete).  96 is three quarters of
-        the default 128-entry read queue: of 64 and 96 entries, measured on
-        the workload family's draws 3, 6 and 8 (issue #41's note), 96 kept
-        draw 8's decode p99 where the complete hold had it.
+        Queued reads (all classes together) below which a held burst credit
+        goes back anyway while no write drain runs or is due
+        (:class:`~sim.controller.YieldingCreditReturn`'s ``budget``; 0: the
+        hold is complete).  96 is three quarters of the default 128-entry
+        read queue: of 64 and 96 entries, measured on the workload family's
+        draws 3, 6 and 8 (issue #41's note), 96 kept draw 8's decode p99
+        where the complete hold had it.
     """
 
     entries: tuple = None
@@ -505,6 +513,7 @@ class QosKnobs:
     preempt_below: int = None
     preempt_min_batch: int = 8
     preempt_max_hold: int = 1000
+    preempt_recuts: int = 2
     refresh_postpone: int = 8
     yield_burst: bool = None
     yield_max_hold: int = 1000
@@ -556,7 +565,7 @@ class FabricQosPolicy(FabricPolicy):
                     admission=ReservedEntries(self.class_entries()),
                     drain=PreemptingDrain(k.write_high, k.write_low, preempt_below=self._preempt_below(),
                                           min_batch=k.preempt_min_batch, max_hold=k.preempt_max_hold,
-                                          interval=k.drain_interval),
+                                          interval=k.drain_interval, max_recuts=k.preempt_recuts),
                     refresh_policy=QosRefresh(max_postponed=k.refresh_postpone))
 
     @property
@@ -604,8 +613,7 @@ class FabricQosPolicy(FabricPolicy):
         self.class_grants = [0, 0, 0]
         if self.yields_burst:
             self.credit_return = YieldingCreditReturn(TRANSACTION_ACCESSES, max_hold=self.knobs.yield_max_hold,
-                                                      budget=self.knobs.yield_budget,
-                                                      write_limit=self.knobs.write_low)
+                                                      budget=self.knobs.yield_budget)
         else:
             self.credit_return = CreditReturn(TRANSACTION_ACCESSES)
 

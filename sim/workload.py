@@ -17,7 +17,10 @@ Format (TOML)::
     drain_interval = 2000    # cycles between forced write drains (0: watermarks only)
     activation_guard = true  # burst reads open rows only into an empty tFAW window
     burst_yield = true       # burst credits wait while protected reads are queued
-    burst_yield_budget = 96  # ... unless fewer entries (and at most 4 writes) are queued (0: always wait)
+    burst_yield_budget = 96  # ... unless fewer reads are queued and no write drain runs or is due
+                             # (0: always wait)
+    drain_recuts = 2         # times in a row protected reads may cut a drain released after its hold
+                             # (0..64; 0: a released drain runs to the low watermark)
 
     [[tenant]]               # one per contract tenant, same id
     id = 0
@@ -110,7 +113,8 @@ _SYSTEM = {
 }
 #: [controller] fields: name -> (QosKnobs field, lo, hi, 0 means None) for integers; booleans below.
 _CONTROLLER_INTS = {"drain_interval": ("drain_interval", 0, _MAX, True),
-                    "burst_yield_budget": ("yield_budget", 0, 8192, False)}
+                    "burst_yield_budget": ("yield_budget", 0, 8192, False),
+                    "drain_recuts": ("preempt_recuts", 0, 64, False)}
 _CONTROLLER_BOOLS = {"activation_guard": "guard_activations", "burst_yield": "yield_burst"}
 _CONTROLLER = {"reserved_entries", *_CONTROLLER_INTS, *_CONTROLLER_BOOLS}
 _KINDS = {

@@ -526,6 +526,9 @@ class _CreditView:
         self.pc_class_reads = [[0, 0, 0], [0, 0, 0]]
         self.occupancy = 0                # entries queued, every class's reads and writes
         self.writes_queued = 0
+        self.pc_writes = [0, 0]           # writes queued per pseudo-channel
+        self.write_mode = [False, False]
+        self.drain = WatermarkDrain(8, 2)  # a drain is due at 8 writes queued in a pseudo-channel
 
 
 def test_credit_return_gives_one_credit_per_four_freed_entries_one_per_clock():
@@ -565,37 +568,44 @@ def test_yielding_credit_return_holds_burst_credits_for_protected_reads_at_most_
     assert [ret.step(view, now)[2] for now in range(550, 552)] == [1, 1]
 
 
-def test_yielding_credit_return_budget_returns_held_credits_while_few_entries_are_queued():
+def test_yielding_credit_return_budget_counts_queued_reads_and_waits_for_drains():
     """The budget: a held burst credit goes back while fewer than ``budget``
-    entries of all classes together are queued, the protected reads' own
-    included, and at most ``write_limit`` writes; from ``budget`` entries
-    or ``write_limit`` + 1 writes on, the hold is complete again."""
-    ret = YieldingCreditReturn(4, max_hold=1000, budget=10, write_limit=2)
+    reads of all classes together are queued, the protected reads' own
+    included, and no pseudo-channel is in write mode or has a drain due (its
+    high watermark, 8, reached).  Writes queued below the watermark do not
+    count against the budget."""
+    ret = YieldingCreditReturn(4, max_hold=1000, budget=10)
     view = _CreditView()
     view.pc_class_reads[0][GUARANTEED_CLASS] = 3   # a decode's reads are queued: the hold is on
-    view.occupancy = 9                             # 9 entries queued in all, under the budget
-    view.class_freed = [0, 0, 12]                  # three burst credits owed
+    view.occupancy = 9                             # 9 reads queued in all, under the budget
+    view.class_freed = [0, 0, 16]                  # four burst credits owed
     assert ret.step(view, 0)[2] == 1, "under the budget a held credit goes back"
-    view.occupancy = 10                            # 10 queued: the budget is reached
+    view.occupancy = 10                            # 10 reads: the budget is reached
     assert [ret.step(view, now)[2] for now in range(1, 4)] == [0, 0, 0]
-    view.occupancy = 9                             # 9 again
-    assert ret.step(view, 4)[2] == 1
-    view.occupancy = 12                            # the decode step alone fills the budget
-    assert ret.step(view, 5)[2] == 0
-    view.occupancy = 3
-    view.writes_queued = 3                         # three of them writes: over the write limit
-    assert ret.step(view, 6)[2] == 0
-    view.writes_queued = 2
+    view.occupancy = 9 + 7                         # 9 reads and 7 writes (below the watermark)
+    view.writes_queued, view.pc_writes = 7, [7, 0]
+    assert ret.step(view, 4)[2] == 1, "queued writes are not counted as reads"
+    view.occupancy = 3 + 16                        # 3 reads; pseudo-channel 1 at its high watermark
+    view.writes_queued, view.pc_writes = 16, [8, 8]
+    assert ret.step(view, 5)[2] == 0, "a due drain holds the credit"
+    view.occupancy = 3 + 9
+    view.writes_queued, view.pc_writes = 9, [7, 2]
+    view.write_mode = [False, True]                # pseudo-channel 1 drains
+    assert ret.step(view, 6)[2] == 0, "a running drain holds the credit"
+    view.write_mode = [False, False]
     assert ret.step(view, 7)[2] == 1
-    assert ret.step(view, 8)[2] == 0, "nothing more owed"
+    view.occupancy = 12                            # the decode step alone fills the budget
+    view.writes_queued, view.pc_writes = 0, [0, 0]
+    assert ret.step(view, 8)[2] == 0
+    view.occupancy = 3
+    assert ret.step(view, 9)[2] == 1
+    assert ret.step(view, 10)[2] == 0, "nothing more owed"
     # Budget 0 is the complete hold, whatever is queued.
     plain = YieldingCreditReturn(4, max_hold=1000)
     view.class_freed = [0, 0, 4]
     assert plain.step(view, 0)[2] == 0
     with pytest.raises(ValueError, match="budget"):
         YieldingCreditReturn(4, budget=-1)
-    with pytest.raises(ValueError, match="write_limit"):
-        YieldingCreditReturn(4, budget=8, write_limit=-1)
 
 
 def test_yielding_credit_return_does_not_hold_for_burst_reads():

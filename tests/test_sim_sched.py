@@ -374,6 +374,38 @@ def test_preempting_drain_held_exactly_max_hold_then_runs_to_the_low_watermark()
     assert rig.ch.pc_writes[0] == 2
 
 
+def test_released_drain_is_recut_at_most_max_recuts_times_each_cut_held_again():
+    """``max_recuts`` = 2, an urgent read always waits, 16 writes at 100
+    (high 8, low 2, min_batch 3, max_hold 200).  The drain released at 300
+    is cut after min_batch writes; the 13 left are a due drain again, held
+    max_hold cycles from when they fall due, released, cut after 3 more; the
+    third release has had its two cuts and runs to the low watermark.  The
+    next writes start a new chain: their released drain is cut again."""
+    drain, rig = _preempt_rig(max_recuts=2)
+    rig.write(100, 16)
+    drains = rig.run(2000)
+    assert [d[1:3] for d in drains] == [[16, 3], [13, 3], [10, 8]]
+    assert drains[0][0] == 300
+    for before, after in zip(drains, drains[1:]):
+        assert after[0] - before[3] >= 200, "a re-cut drain is held again"
+    assert rig.ch.pc_writes[0] == 2
+    rig.write(2000, 10)    # 12 queued: a new chain
+    drains = rig.run(3000)
+    assert drains[3][1:3] == [12, 3], "the count starts over after a drain that was not re-cut"
+
+
+def test_recut_never_with_force_writes_queued():
+    """A released drain with ``force`` (20) or more writes queued is not
+    re-cut: 22 writes, and the urgent read always waiting, 22 -> 19 writes
+    after min_batch (force not held: the drain starts at once, as a normal
+    drain, and is cut once below force); the next, released, is cut after 3."""
+    drain, rig = _preempt_rig(max_recuts=1)
+    rig.write(100, 22)
+    drains = rig.run(2000)
+    assert drains[0][:3] == [100, 22, 3]
+    assert [d[1:3] for d in drains[1:]] == [[19, 3], [16, 14]]
+
+
 @pytest.mark.parametrize("arrive_after", [1, 5])
 def test_urgent_read_cuts_a_running_drain_after_min_batch(arrive_after):
     """No protected read when 12 writes make a drain due (it starts at once);

@@ -483,15 +483,17 @@ def test_front_ends_are_built_in_one_place():
     assert make_front_end("throttle", throttle_period=1000).name == "SW throttle"
 
 
-def test_fabric_qos_memory_side_holds_burst_credits_with_the_knobs_budget():
-    """The knob reaches the memory side (a typo in the wiring would leave the
-    budget at the class's default of 0, the complete hold)."""
+def test_fabric_qos_memory_side_holds_burst_credits_with_the_knobs_budget_and_recuts():
+    """The knobs reach the memory side (a typo in the wiring would leave the
+    budget at the class's default of 0, the complete hold, and the drain's
+    re-cuts at 0)."""
     from kvfabric.sim.controller import YieldingCreditReturn
     prio = _contract([_tenant(0, priority=2, guaranteed_gbps=10),
                       _tenant(1, priority=1, guaranteed_gbps=4, burst_duration_ms=1)])
-    for budget in (0, 40):
-        policy = FabricQosPolicy(prio, knobs=QosKnobs(yield_budget=budget))
-        System([GreedyTenant(0, window=8), DecodeTenant(1, seed=1, step_bytes=4096, think=2000)], policy).run(100)
+    for budget, recuts in ((0, 3), (40, 1)):
+        policy = FabricQosPolicy(prio, knobs=QosKnobs(yield_budget=budget, preempt_recuts=recuts))
+        system = System([GreedyTenant(0, window=8), DecodeTenant(1, seed=1, step_bytes=4096, think=2000)], policy)
+        system.run(100)
         assert isinstance(policy.credit_return, YieldingCreditReturn)
         assert policy.credit_return.budget == budget
-        assert policy.credit_return.write_limit == policy.knobs.write_low
+        assert system.channel.drain.max_recuts == recuts

@@ -67,6 +67,13 @@ def test_burst_yield_budget_is_kept_as_written_zero_included(budget):
     assert w.controller == {"yield_budget": budget}
 
 
+@pytest.mark.parametrize("recuts", [0, 5])
+def test_drain_recuts_are_kept_as_written_zero_included(recuts):
+    """0 is 'a released drain runs to the low watermark', not 'no field'."""
+    w = parse_workload(_with_controller(drain_recuts=recuts), [0, 1, 2], source="w.toml")
+    assert w.controller == {"preempt_recuts": recuts}
+
+
 def test_the_burst_yield_budget_scales_with_the_read_queue_like_the_classes():
     from kvfabric.sim.fabric import QosKnobs
     from kvfabric.system import qos_knobs_for
@@ -85,6 +92,7 @@ def test_the_burst_yield_budget_scales_with_the_read_queue_like_the_classes():
     (dict(burst_yield="yes"), ["'burst_yield'", "true or false"]),
     (dict(burst_yield_budget=-4), ["w.toml: [controller]", "'burst_yield_budget'", "0..8192"]),
     (dict(burst_yield_budget=1.5), ["'burst_yield_budget'", "integer"]),
+    (dict(drain_recuts=65), ["w.toml: [controller]", "'drain_recuts'", "0..64"]),
     (dict(write_high=20), ["[controller]", "unknown field 'write_high'", "reserved_entries"]),
 ])
 def test_bad_controller_knobs_name_file_field_and_range(knobs, words):

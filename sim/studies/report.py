@@ -327,8 +327,8 @@ def qos_section(w, results, by):
       "bandwidth.")
     w("* *burst yield* (`yield_burst`, on when bulk priorities are in use): while urgent or guaranteed "
       "reads are queued, the memory side holds burst credits back (at most `yield_max_hold` = 1,000 "
-      "cycles in a row) unless fewer than `yield_budget` = 96 entries of all classes, and at most "
-      "`write_low` writes, are queued, so the "
+      "cycles in a row) unless fewer than `yield_budget` = 96 reads of all classes are queued and no "
+      "write drain runs or is due, so the "
       "burst class drains by what it holds instead of refilling ahead of a decode step, and a few queued "
       "decode reads do not leave the other banks idle. Without it every burst entry is a best-effort access ahead of a decode, and more "
       "entries buy prefill bandwidth with decode tail (the entries sweep above, 'no burst yield' rows).")
@@ -336,8 +336,9 @@ def qos_section(w, results, by):
       "`CREDITS` register.")
     w("* *write drains*: protected reads (urgent, and guaranteed when bulk priorities are in use) hold a "
       "due drain off for at most `preempt_max_hold` cycles (1,000) and cut a running one after "
-      "`preempt_min_batch` writes (8); a drain released after its hold runs to the low watermark, so "
-      "writes never starve. Also: *row-hit caps* (best effort small, 4), *write watermarks* and how many "
+      "`preempt_min_batch` writes (8); a drain released after its hold may be cut again at most "
+      "`preempt_recuts` times in a row (2), its writes held again each time, and then runs to the low "
+      "watermark, so writes never starve. Also: *row-hit caps* (best effort small, 4), *write watermarks* and how many "
       "refresh slots may be postponed (8).")
     w("* *drain interval* (`drain_interval`, 600 cycles): a drain is also due when more than the low "
       "watermark of writes is queued this long after the last drain. Bandwidth shares at a fine time "
