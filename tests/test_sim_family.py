@@ -391,3 +391,56 @@ def test_a_multi_channel_run_reports_what_kvfabric_system_runs_with_its_portions
             assert {ch for ch, _ in portions} <= chans            # portions only on its channels
             assert all(0 < p <= lat for _, p in portions)          # the step ends with its slowest portion
     assert steps > 0
+
+
+def test_the_pooled_decode_ratio_takes_the_p99_over_every_seeds_steps_together():
+    """Seed 1's 100 steps are 1..100 and seed 2's 101..200 under fabric-qos,
+    1..200 decode-only at both: each seed alone has a p99 of 99 or 199, the
+    200 steps pooled the 198th smallest, 198, against decode-only's 198th of
+    1,1,2,2,...,200,200 (99).  The under-guaranteed decode 2 is left out."""
+    meta = {"draw": 4, "channels": 2, "decodes": {1: {}, 2: {"under": True, "headroom": 0.4}}}
+
+    def run(lat):
+        r = _fake(lat)
+        r["decodes"][2] = {"lat": [1000] * len(lat), "parts": [], "bytes": 0}
+        return r
+
+    base = list(range(1, 201))
+    results = {(4, "decode-only", 1): run(base[:100]), (4, "decode-only", 2): run(base[:100]),
+               (4, "fabric-qos", 1): run(base[:100]), (4, "fabric-qos", 2): run(base[100:])}
+    (p,) = fam.pooled(results, [meta], (1, 2))
+    assert (p["draw"], p["channels"], p["decode"], p["steps"]) == (4, 2, 1, 200)
+    assert p["p99_ratio"] == 198 / 99
+    assert fam.pooled(results, [meta], (1, 2, 3)) == [], "a seed without its runs leaves the draw out"
+
+
+def test_family_seeds_and_only_run_those_draws_and_seeds(tmp_path):
+    out, build = tmp_path / "reports", tmp_path / "build"
+    assert fam.main(["--draws", "3", "--only", "2", "--seeds", "3", "--cycles", "12000", "--jobs", "1",
+                     "--python", "this", "--out", str(out), "--build", str(build)]) == 0
+    doc = json.loads((out / "family.json").read_text())
+    assert doc["run_seeds"] == [3]
+    assert {(r["draw"], r["seed"]) for r in doc["rows"]} == {(2, 3)}
+    assert [m["draw"] for m in doc["draws"]] == [2]
+    assert [p["draw"] for p in doc["pooled"]] == [2]
+    # The same draw as in the whole family: draw 2 depends on the family seed and 2 only.
+    again = tmp_path / "again"
+    write_draw(draw(fam.FAMILY_SEED, 2), again)
+    for name in ("contract.toml", "workload.toml"):
+        assert (again / "draw_2" / name).read_text().split("\n", 3)[3] == \
+            (build / "draw_2" / name).read_text().split("\n", 3)[3]
+    assert not (build / "draw_0").exists()
+    assert "## Decode ratio with the seeds' steps pooled (fabric-qos; seeds 3)" in (out / "family.md").read_text()
+
+
+@pytest.mark.parametrize("args, words", [
+    (["--only", "3"], ["--only", "0..2", "--draws 3"]),
+    (["--seeds", "1,x"], ["--seeds", "integers"]),
+    (["--seeds", "1,1"], ["--seeds", "distinct"]),
+])
+def test_family_rejects_bad_seeds_and_draws_naming_the_option(args, words, capsys):
+    with pytest.raises(SystemExit):
+        fam.main(["--draws", "3", *args])
+    err = capsys.readouterr().err
+    for w in words:
+        assert w in err, (w, err)
