@@ -395,15 +395,17 @@ def test_released_drain_is_recut_at_most_max_recuts_times_each_cut_held_again():
 
 
 def test_recut_never_with_force_writes_queued():
-    """A released drain with ``force`` (20) or more writes queued is not
-    re-cut: 22 writes, and the urgent read always waiting, 22 -> 19 writes
-    after min_batch (force not held: the drain starts at once, as a normal
-    drain, and is cut once below force); the next, released, is cut after 3."""
+    """``max_recuts`` = 1.  12 writes at 100 are held until 300 and released;
+    12 more arrive at 301, so ``force`` (20) or more are queued: the released
+    drain is re-cut only once fewer than 20 are queued and it has written
+    min_batch, after 5 writes (24 - 5 = 19).  Its one re-cut spent, the next
+    release runs to the low watermark."""
     drain, rig = _preempt_rig(max_recuts=1)
-    rig.write(100, 22)
-    drains = rig.run(2000)
-    assert drains[0][:3] == [100, 22, 3]
-    assert [d[1:3] for d in drains[1:]] == [[19, 3], [16, 14]]
+    rig.write(100, 12)
+    rig.write(301, 12)
+    drains = rig.run(2500)
+    assert drains[0][:3] == [300, 12, 5]
+    assert [d[1:3] for d in drains[1:]] == [[19, 17]]
 
 
 @pytest.mark.parametrize("arrive_after", [1, 5])
