@@ -622,7 +622,7 @@ def _pooled_section(w, doc):
       "(`pooled`): a p99 resting on more steps than one seed's, beside the per-seed ratios the targets "
       "above judge. `--seeds` runs more seeds, `--only` some draws.")
     w("")
-    w("| draw | channels | decode | steps | pooled p99 / decode-only | per seed |")
+    w("| draw | channels | decode | steps | pooled p99 / decode-only | each seed's worst decode, as judged above |")
     w("|---|---|---|---|---|---|")
     for p in rows:
         each = [r for r in doc["rows"] if r["draw"] == p["draw"] and r["policy"] == "fabric-qos"]
