@@ -1081,7 +1081,8 @@ def _plot(rows, path, metas=()):
     ax.set_xlabel("prefills' GB/s / (FR-FCFS's prefills + decodes - decode-only decodes) (worst seed)")
     ax.set_ylabel("worst decode-step p99 / decode-only (worst seed)")
     ax.set_title("Workload family: one point per draw and policy (dotted: targets)")
-    ax.legend(fontsize=8)
+    if ax.get_legend_handles_labels()[0]:   # a short run may have no judged point to label
+        ax.legend(fontsize=8)
     fig.tight_layout()
     fig.savefig(path, dpi=110)
     plt.close(fig)
