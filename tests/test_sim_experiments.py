@@ -310,6 +310,12 @@ def test_setups_a_and_b_on_8_channels_are_planned_and_reported():
         assert [s["params"].get("coordinator", False) for s in runs] == [False, False, True, False]
         assert runs[0]["params"]["prefill"] is False
         assert len({s["params"]["periods"] for s in runs}) == 1   # one length: the ratios compare like with like
+        # The judged three again at seeds 2 and 3, the same otherwise, for the report to pool.
+        for label, run in zip(labels[:3], runs):
+            for seed in (2, 3):
+                again = specs[f"coordinator-setups/{setup}, 8 channels, {label}, seed {seed}"]
+                assert again["params"] == dict(run["params"], seed=seed) and again["policy"] == run["policy"]
+        assert f"coordinator-setups/{setup}, 8 channels, {labels[3]}, seed 2" not in specs
     assert not any(s["group"] == "coordinator-setups" for s in plan(quick=True))
     # Built, not run: 8 channels, each with the one-channel registers, the coordinator over them.
     scale = Scale(25)
@@ -415,3 +421,45 @@ def test_merge_into_replaces_only_the_rerun_runs_rows_and_section(tmp_path):
     assert full["merged"] == [{"revision": "bbb", "dirty": False, "command": "cmd --only coordinator/",
                                "runs": ["coordinator/a"]}]
     assert (tmp_path / "full" / "coordinator_shift.png").read_bytes() == b"new"
+
+
+def test_setups_on_8_channels_pool_seeds_1_to_3_from_their_steps_and_jobs():
+    """The pooled line's figures from made-up runs: decode-only steps 1..100 at
+    each seed, Fabric-QoS 1..100 at seeds 1 and 2 and 101..200 at seed 3, so
+    the pooled p99 is the 297th smallest of 300 (197: only 198, 199 and 200
+    are above it) against decode-only's (99, the value at ranks 295-297);
+    one prefill job per run, FR-FCFS 10 GB/s, Fabric-QoS 9 at seeds 1-2 and
+    6 at seed 3: 8 / 10 = 80 %, not met.  The report prints the line under
+    the setup's table."""
+    from kvfabric.sim.studies.report import coordinator_section, setup_seeds_pooled
+
+    prefix = "coordinator-setups/A, 8 channels, "
+
+    def run(lats, gbps):
+        # job_rates: job_bytes / (end - start) * 1.6 GB/s per byte per cycle.
+        return dict(steps=[(0, 0, x) for x in lats], jobs=[(0, 0, 0, 1600)], job_bytes={0: gbps * 1000},
+                    description="setup A", horizon=1_000_000, channels=8, coordinator_results=0)
+
+    base = list(range(1, 101))
+    results = {}
+    for seed, qos_lat, qos_gbps in ((1, base, 9), (2, base, 9), (3, [x + 100 for x in base], 6)):
+        tail = "" if seed == 1 else f", seed {seed}"
+        results[f"{prefix}decode only{tail}"] = run(base, 0)
+        results[f"{prefix}FR-FCFS{tail}"] = run(base, 10)
+        results[f"{prefix}Fabric-QoS, coordinator on{tail}"] = run(qos_lat, qos_gbps)
+    row = setup_seeds_pooled(results, prefix)
+    assert row["steps"] == 300
+    assert row["p99_ratio"] == pytest.approx(197 / 99)
+    assert row["prefill_ratio"] == pytest.approx(0.8) and not row["met"]
+    assert row["p99_ratio_per_seed"] == pytest.approx([1, 1, 199 / 99])
+    assert row["prefill_ratio_per_seed"] == pytest.approx([0.9, 0.9, 0.6])
+    by = {k: dict(p99=99.0, job_gbps=9.0, **{f"tail_{n}": 1.0 for n in ("arbiter", "admission", "queue", "service")})
+          for k in results}
+    lines = []
+    coordinator_section(lines.append, results, by)
+    assert any(line.startswith("Seeds 1-3 pooled (300 steps of Fabric-QoS, coordinator on): 1.99x decode-only "
+                               "(per seed 1.00 / 1.00 / 2.01), prefill 80% of FR-FCFS (per seed 90% / 90% / 60%): "
+                               "targets not met.") for line in lines)
+    assert not any(", seed " in line for line in lines if line.startswith("| ")), "seed 1's table only"
+    del results[f"{prefix}FR-FCFS, seed 3"]
+    assert setup_seeds_pooled(results, prefix) is None, "a missing seed leaves the line out"

@@ -503,8 +503,10 @@ def _coordinator_setups(w, results, by):
           "FR-FCFS runs on the same channels, judged with the coordinator on (off: the reference). A decode "
           "step ends with its last read on any channel.")
         w("")
-        rows = qos_rows(by, prefix, f"{prefix}decode only", f"{prefix}FR-FCFS")
+        main = {k: v for k, v in by.items() if ", seed " not in k}   # seed 1's runs; the others pool below
+        rows = qos_rows(main, prefix, f"{prefix}decode only", f"{prefix}FR-FCFS")
         _qos_table(w, rows, _ns(get(by, f"{prefix}decode only", "p99")), targets=True)
+        _setup_seeds_line(w, results, prefix)
         on = [k for k in results if k.startswith(prefix) and k.endswith("coordinator on")]
         if on:
             w("Coordinator results applied: " + "; ".join(
@@ -515,6 +517,42 @@ def _coordinator_setups(w, results, by):
             w(f"One channel (setup {setup} above): Fabric-QoS {_fmt(one[0]['p99_ratio'], '.2f')}x decode-only, "
               f"{_fmt(one[0]['prefill_ratio'], '.0%')} of FR-FCFS.")
         w("")
+
+
+def setup_seeds_pooled(results, prefix, judged="Fabric-QoS, coordinator on"):
+    """The 8-channel setup under ``prefix`` pooled over :data:`SEEDS`: issue
+    #14's figures (:func:`~.metrics.pooled`) of the judged run against the
+    decode-only and FR-FCFS runs, all seeds' steps and jobs together, with the
+    per-seed ratios; None unless every seed's three runs are there."""
+    def key(label, seed):
+        return f"{prefix}{label}" + (f", seed {seed}" if seed != SEEDS[0] else "")
+
+    labels = ("decode only", "FR-FCFS", judged)
+    runs = {label: [results.get(key(label, s)) for s in SEEDS] for label in labels}
+    if any(r is None for rs in runs.values() for r in rs):
+        return None
+    pool = {label: pooled(rs) for label, rs in runs.items()}
+    each = {label: [pooled([r]) for r in rs] for label, rs in runs.items()}
+    row = dict(steps=pool[judged]["steps"],
+               p99_ratio=pool[judged]["p99"] / pool["decode only"]["p99"],
+               prefill_ratio=pool[judged]["job_gbps"] / pool["FR-FCFS"]["job_gbps"],
+               p99_ratio_per_seed=[q["p99"] / d["p99"] for q, d in zip(each[judged], each["decode only"])],
+               prefill_ratio_per_seed=[q["job_gbps"] / f["job_gbps"] for q, f in zip(each[judged], each["FR-FCFS"])])
+    row["met"] = row["p99_ratio"] <= P99_TARGET and row["prefill_ratio"] >= PREFILL_TARGET
+    return row
+
+
+def _setup_seeds_line(w, results, prefix):
+    row = setup_seeds_pooled(results, prefix)
+    if row is None:
+        return
+    w(f"Seeds {SEEDS[0]}-{SEEDS[-1]} pooled ({row['steps']:,} steps of Fabric-QoS, coordinator on): "
+      f"{row['p99_ratio']:.2f}x decode-only (per seed "
+      f"{' / '.join(f'{x:.2f}' for x in row['p99_ratio_per_seed'])}), prefill {_fmt(row['prefill_ratio'], '.0%')} "
+      f"of FR-FCFS (per seed {' / '.join(_fmt(x, '.0%') for x in row['prefill_ratio_per_seed'])}): targets "
+      f"{'met' if row['met'] else 'not met'}. One seed's p99 here is the 2nd or 3rd largest of a few hundred "
+      "steps.")
+    w("")
 
 
 def _coordinator_runs(w, results, by, rows):
