@@ -463,3 +463,38 @@ def test_setups_on_8_channels_pool_seeds_1_to_3_from_their_steps_and_jobs():
     assert not any(", seed " in line for line in lines if line.startswith("| ")), "seed 1's table only"
     del results[f"{prefix}FR-FCFS, seed 3"]
     assert setup_seeds_pooled(results, prefix) is None, "a missing seed leaves the line out"
+
+
+def test_merge_into_keeps_the_setups_section_tables_and_replaces_their_subsections(tmp_path):
+    """Re-running 'coordinator-setups/' replaces the two setups' subsections of
+    the issue #27 section (not the coordinator's own runs before them) and
+    their per-run rows; a run's row in its section's table (another width)
+    is the section's, not the per-run table's (the first --merge-into of this
+    group wrote per-run rows into the section tables)."""
+    from kvfabric.sim.studies.experiments import merge_report
+
+    ids = ["coordinator/a", "coordinator-setups/A, 8 channels, q", "coordinator-setups/B, 8 channels, q"]
+
+    def report(d, rev, value, runs):
+        d.mkdir()
+        (d / "experiments.json").write_text(json.dumps({"revision": rev, "dirty": False, "runs": [
+            {"id": i, "group": i.split("/")[0], "value": value} for i in runs]}))
+        sections = "".join(f"### Setup {s} on 8 channels\n\nsetup {s} {value}\n\n| Run | p99 | ratio |\n"
+                           f"|---|---|---|\n| coordinator-setups/{s}, 8 channels, q | {value} | 1 |\n\n"
+                           f"Seeds pooled {s} {value}\n\n" for s in "AB" if f"coordinator-setups/{s}, 8 channels, q" in runs)
+        per_run = "".join(f"| {i} | {value} |\n" for i in runs)
+        (d / "experiments.md").write_text(
+            f"# T\n\nRevision: `{rev}`.\n\n## Issue #27: contracts across channels (the coordinator)\n\n"
+            f"coordinator text {value}\n\n{sections}## Per-run measurements\n\n| Run | v |\n|---|---|\n{per_run}")
+
+    report(tmp_path / "full", "aaa", "old", ids)
+    report(tmp_path / "part", "bbb", "new", ids[1:])
+    merge_report(tmp_path / "part", tmp_path / "full", "cmd --only coordinator-setups/")
+    md = (tmp_path / "full" / "experiments.md").read_text()
+    print(md)
+    assert "coordinator text old" in md and "| coordinator/a | old |" in md
+    for s in "AB":
+        assert f"setup {s} new" in md and f"Seeds pooled {s} new" in md and f"setup {s} old" not in md
+        assert f"| coordinator-setups/{s}, 8 channels, q | new | 1 |" in md      # the section's table row
+        assert f"| coordinator-setups/{s}, 8 channels, q | new |\n" in md         # the per-run row
+    assert md.index("### Setup A") < md.index("### Setup B") < md.index("## Per-run measurements")

@@ -488,15 +488,21 @@ def main(argv=None):
 
 #: Sections of the Markdown report that hold only one group's runs: re-running
 #: the group (``--only``) replaces the section whole (plots: the files it shows).
-MERGED_SECTIONS = {"coordinator/": ("## Issue #27: contracts across channels (the coordinator)",
-                                    ("coordinator_shift.png",))}
+#: A section ends at the next ``## `` or ``### `` heading, so the coordinator's
+#: own runs (before the setups' subsections) and each 8-channel setup are merged
+#: apart.
+MERGED_SECTIONS = {"coordinator/": (("## Issue #27: contracts across channels (the coordinator)",),
+                                    ("coordinator_shift.png",)),
+                   "coordinator-setups/": (("### Setup A on 8 channels", "### Setup B on 8 channels"), ())}
 
 
 def _section(text, heading):
-    """(start, end) of the ``## `` section of ``text`` that begins with ``heading``."""
+    """(start, end) of the section of ``text`` that begins with the line
+    ``heading``: up to the next ``## `` or ``### `` heading."""
     start = text.index(heading + "\n")
-    end = text.find("\n## ", start + len(heading))
-    return start, (len(text) if end < 0 else end + 1)
+    ends = [e for e in (text.find("\n## ", start + len(heading)), text.find("\n### ", start + len(heading)))
+            if e >= 0]
+    return start, (min(ends) + 1 if ends else len(text))
 
 
 def merge_report(part_dir, full_dir, command):
@@ -521,20 +527,26 @@ def merge_report(part_dir, full_dir, command):
     md_part = open(os.path.join(part_dir, "experiments.md")).read()
     md_path = os.path.join(full_dir, "experiments.md")
     md = open(md_path).read()
-    for group, (heading, plots) in MERGED_SECTIONS.items():
+    for group, (headings, plots) in MERGED_SECTIONS.items():
         if not any(i.startswith(group) for i in ids):
             continue
         if not all(i in ids for i in known if i.startswith(group)):
             raise ValueError(f"--merge-into: the {group} section needs every run of the group re-run")
-        a, b = _section(md_part, heading)
-        c, d = _section(md, heading)
-        md = md[:c] + md_part[a:b] + md[d:]
+        for heading in headings:
+            a, b = _section(md_part, heading)
+            c, d = _section(md, heading)
+            md = md[:c] + md_part[a:b] + md[d:]
         for name in plots:
             if os.path.exists(os.path.join(part_dir, name)):
                 shutil.copyfile(os.path.join(part_dir, name), os.path.join(full_dir, name))
-    rows = {line.split(" | ", 1)[0][2:]: line for line in md_part.splitlines() if line.startswith("| ")}
-    md = "\n".join(rows.get(line.split(" | ", 1)[0][2:], line) if line.startswith("| ") and
-                   line.split(" | ", 1)[0][2:] in ids else line for line in md.split("\n"))
+    # A run's row by its first cell and its table's width: a run also heads a
+    # row of its section's table (other columns), which the section brought.
+    def row_key(line):
+        return line.split(" | ", 1)[0][2:], line.count(" | ")
+
+    rows = {row_key(line): line for line in md_part.splitlines() if line.startswith("| ")}
+    md = "\n".join(rows.get(row_key(line), line) if line.startswith("| ") and row_key(line)[0] in ids else line
+                   for line in md.split("\n"))
     rev = part.get("revision") or "not recorded"
     line = (f"Merged: the runs {', '.join(f'`{i}`' for i in ids)} were re-run at revision `{rev}`"
             f"{' (dirty)' if part.get('dirty') else ''} (`{command}`); their rows and sections replace the "
