@@ -186,11 +186,11 @@ def plan(quick=False, horizon=1):
     # half a period A's Fabric-QoS job was still running at the end (139.87 of
     # 140.00 MB at 0370f97, 91 % of FR-FCFS's rate so far), and the report,
     # which judges finished jobs, had no prefill figure for it.  The p99 rests
-    # on about 200 (A) and 270 (B)
-    # steps, the 2nd or 3rd largest, so the judged runs (decode-only, FR-FCFS,
-    # coordinator on) run again at seeds 2-3 for the report to pool, as the
-    # one-channel targets' 'seeds' group (issue #41's note: A at seeds 1-3
-    # was 1.56x, 1.11x and 0.97x decode-only).  Not in --quick.
+    # on about 200 (A) and 270 (B) steps, the 2nd or 3rd largest, so the judged
+    # runs (decode-only, FR-FCFS, coordinator on) run again at seeds 2-3 for
+    # the report to pool, as the one-channel targets' 'seeds' group (issue
+    # #41's note: A at seeds 1-3 was 1.56x, 1.11x and 0.97x decode-only).
+    # Not in --quick.
     if not quick:
         for setup, kind in (("A", "setup_a"), ("B", "setup_b")):
             for label, policy, extra in (("decode only", "FR-FCFS", dict(prefill=False)),

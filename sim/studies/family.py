@@ -1091,7 +1091,7 @@ def _plot(rows, path, metas=()):
 
 # -- command ----------------------------------------------------------------------------
 
-def _seed_list(text):
+def _int_list(text):
     """``--seeds`` / ``--only``: distinct non-negative integers, comma-separated."""
     try:
         values = tuple(int(x) for x in text.split(","))
@@ -1114,10 +1114,10 @@ def main(argv=None):
     ap.add_argument("--steps", type=int, default=MIN_STEPS,
                     help=f"runs of this many periods of each draw's slowest decode (default {MIN_STEPS}): "
                          "a shorter family on a busy machine")
-    ap.add_argument("--seeds", type=_seed_list, default=RUN_SEEDS,
+    ap.add_argument("--seeds", type=_int_list, default=RUN_SEEDS,
                     help="run seeds, comma-separated (default " + ",".join(map(str, RUN_SEEDS)) + "): more seeds "
                          "pool more steps into each draw's p99")
-    ap.add_argument("--only", type=_seed_list, default=None,
+    ap.add_argument("--only", type=_int_list, default=None,
                     help="draw numbers to run, comma-separated (default all of --draws)")
     ap.add_argument("--out", default="reports", help="report directory (default reports)")
     ap.add_argument("--build", default="build/family", help="where the drawn files go (default build/family)")

@@ -386,21 +386,28 @@ def pooled_rows(results):
                 for p in ("decode only", "FR-FCFS", "Fabric-QoS")}
         if any(r is None for rs in runs.values() for r in rs):
             continue
-        pool = {p: pooled(rs) for p, rs in runs.items()}
-        per_seed = {p: [pooled([r]) for r in rs] for p, rs in runs.items()}
-        row = dict(workload=workload, seeds=list(SEEDS), steps=pool["Fabric-QoS"]["steps"],
-                   decode_only_p99_ns=_ns(pool["decode only"]["p99"]),
-                   p99_ns=_ns(pool["Fabric-QoS"]["p99"]),
-                   p99_ratio=pool["Fabric-QoS"]["p99"] / pool["decode only"]["p99"],
-                   prefill_gbps=pool["Fabric-QoS"]["job_gbps"],
-                   prefill_ratio=pool["Fabric-QoS"]["job_gbps"] / pool["FR-FCFS"]["job_gbps"],
-                   p99_ratio_per_seed=[q["p99"] / d["p99"] for q, d in
-                                       zip(per_seed["Fabric-QoS"], per_seed["decode only"])],
-                   prefill_ratio_per_seed=[q["job_gbps"] / f["job_gbps"] for q, f in
-                                           zip(per_seed["Fabric-QoS"], per_seed["FR-FCFS"])])
-        row["met"] = row["p99_ratio"] <= P99_TARGET and row["prefill_ratio"] >= PREFILL_TARGET
-        rows.append(row)
+        rows.append(dict(workload=workload, seeds=list(SEEDS), **seed_pooled_targets(runs, "Fabric-QoS")))
     return rows
+
+
+def seed_pooled_targets(runs, judged):
+    """Issue #14's figures and targets of the run ``judged`` from ``runs``
+    (``{label: [result per seed]}`` holding it, "decode only" and "FR-FCFS"):
+    every seed's steps and jobs together (:func:`~.metrics.pooled`), and the
+    ratios seed by seed."""
+    pool = {p: pooled(rs) for p, rs in runs.items()}
+    per_seed = {p: [pooled([r]) for r in rs] for p, rs in runs.items()}
+    row = dict(steps=pool[judged]["steps"],
+               decode_only_p99_ns=_ns(pool["decode only"]["p99"]),
+               p99_ns=_ns(pool[judged]["p99"]),
+               p99_ratio=pool[judged]["p99"] / pool["decode only"]["p99"],
+               prefill_gbps=pool[judged]["job_gbps"],
+               prefill_ratio=pool[judged]["job_gbps"] / pool["FR-FCFS"]["job_gbps"],
+               p99_ratio_per_seed=[q["p99"] / d["p99"] for q, d in zip(per_seed[judged], per_seed["decode only"])],
+               prefill_ratio_per_seed=[q["job_gbps"] / f["job_gbps"] for q, f in
+                                       zip(per_seed[judged], per_seed["FR-FCFS"])])
+    row["met"] = row["p99_ratio"] <= P99_TARGET and row["prefill_ratio"] >= PREFILL_TARGET
+    return row
 
 
 def _seeds_table(w, rows):
@@ -520,10 +527,9 @@ def _coordinator_setups(w, results, by):
 
 
 def setup_seeds_pooled(results, prefix, judged="Fabric-QoS, coordinator on"):
-    """The 8-channel setup under ``prefix`` pooled over :data:`SEEDS`: issue
-    #14's figures (:func:`~.metrics.pooled`) of the judged run against the
-    decode-only and FR-FCFS runs, all seeds' steps and jobs together, with the
-    per-seed ratios; None unless every seed's three runs are there."""
+    """The 8-channel setup under ``prefix`` pooled over :data:`SEEDS`
+    (:func:`seed_pooled_targets` of the judged run); None unless every seed's
+    three runs are there."""
     def key(label, seed):
         return f"{prefix}{label}" + (f", seed {seed}" if seed != SEEDS[0] else "")
 
@@ -531,15 +537,7 @@ def setup_seeds_pooled(results, prefix, judged="Fabric-QoS, coordinator on"):
     runs = {label: [results.get(key(label, s)) for s in SEEDS] for label in labels}
     if any(r is None for rs in runs.values() for r in rs):
         return None
-    pool = {label: pooled(rs) for label, rs in runs.items()}
-    each = {label: [pooled([r]) for r in rs] for label, rs in runs.items()}
-    row = dict(steps=pool[judged]["steps"],
-               p99_ratio=pool[judged]["p99"] / pool["decode only"]["p99"],
-               prefill_ratio=pool[judged]["job_gbps"] / pool["FR-FCFS"]["job_gbps"],
-               p99_ratio_per_seed=[q["p99"] / d["p99"] for q, d in zip(each[judged], each["decode only"])],
-               prefill_ratio_per_seed=[q["job_gbps"] / f["job_gbps"] for q, f in zip(each[judged], each["FR-FCFS"])])
-    row["met"] = row["p99_ratio"] <= P99_TARGET and row["prefill_ratio"] >= PREFILL_TARGET
-    return row
+    return seed_pooled_targets(runs, judged)
 
 
 def _setup_seeds_line(w, results, prefix):
