@@ -437,7 +437,15 @@ class QosKnobs:
     row_hit_caps : tuple of 3 ints
         Row hits that may bypass an older request of their class.
     write_high, write_low : int
-        Write-drain watermarks per pseudo-channel.
+        Write-drain watermarks per pseudo-channel.  56 / 4 (28 / 4 before
+        issue #41's setup B): the writes a pseudo-channel queues between
+        drains sit in their classes' entries, and a drain of 52 costs the
+        same two bus turnarounds as one of 24, so with protected reads
+        holding drains off (below) a writer loses fewer cycles to
+        turnarounds.  Measured on setup B on 8 channels (seeds 1-3 pooled,
+        the per-tenant exemption and min_batch 16): 40, 48, 56, 64 gave the
+        prefill 86, 89, 91, 90 % of its FR-FCFS rate and the decodes
+        1.02, 1.01, 1.03, 1.04x their decode-only p99.
     drain_interval : int or None
         Cycles after a pseudo-channel's last drain at which more than
         ``write_low`` queued writes make a drain due
@@ -458,15 +466,20 @@ class QosKnobs:
         queue with best-effort traffic, behind every protected read, and
         leave the guaranteed credits to latency-bound tenants.  Give such
         tenants a priority of their own and list it here.
-    preempt_below : int or None
+    preempt_below : int
         Reads of classes below this hold write drains off and cut them short
-        (1: urgent only, 2: urgent and guaranteed; :class:`~sim.controller.PreemptingDrain`).
-        None (the default) picks 2 when some tenant's priority is in
-        ``bulk_priorities`` (the guaranteed class then carries only
-        latency-bound reads) and 1 otherwise (guaranteed reads of
-        throughput tenants would hold their own writes back).
+        (1: urgent only, 2: urgent and guaranteed, the default;
+        :class:`~sim.controller.PreemptingDrain`).  A tenant's reads never
+        hold back its own writes, so guaranteed reads of a throughput
+        tenant do not hold its writes back; before that rule (issue #41),
+        the default was 1 unless bulk priorities were in use, and setup B
+        (prefills and decodes at one priority) had no drain protection.
     preempt_min_batch : int
-        Writes a drain serves before protected reads may end it.
+        Writes a drain serves before protected reads may end it.  16 (8
+        before issue #41's setup B): every cut costs two bus turnarounds;
+        on setup B on 8 channels 12 and 16 gave the prefill 88 and 89 % of
+        its FR-FCFS rate at the 48-write watermark, 16 and 24 gave 91 and
+        92 % at 56.
     preempt_max_hold : int
         Cycles a due drain may be held off for protected reads before it
         runs regardless (write starvation bound).
@@ -506,12 +519,12 @@ class QosKnobs:
     entries: tuple = None
     row_hit_caps: tuple = (16, 16, 4)
     guard_activations: bool = True
-    write_high: int = 28
+    write_high: int = 56
     write_low: int = 4
     drain_interval: int = 600
     bulk_priorities: tuple = (2, 3)
-    preempt_below: int = None
-    preempt_min_batch: int = 8
+    preempt_below: int = 2
+    preempt_min_batch: int = 16
     preempt_max_hold: int = 1000
     preempt_recuts: int = 2
     refresh_postpone: int = 8
@@ -563,7 +576,7 @@ class FabricQosPolicy(FabricPolicy):
         k = self.knobs
         return dict(scheduler=QosScheduler(k.row_hit_caps, k.guard_activations),
                     admission=ReservedEntries(self.class_entries()),
-                    drain=PreemptingDrain(k.write_high, k.write_low, preempt_below=self._preempt_below(),
+                    drain=PreemptingDrain(k.write_high, k.write_low, preempt_below=k.preempt_below,
                                           min_batch=k.preempt_min_batch, max_hold=k.preempt_max_hold,
                                           interval=k.drain_interval, max_recuts=k.preempt_recuts),
                     refresh_policy=QosRefresh(max_postponed=k.refresh_postpone))
@@ -600,10 +613,6 @@ class FabricQosPolicy(FabricPolicy):
         """Whether the memory side holds burst credits back for protected reads."""
         return self.bulk_in_use if self.knobs.yield_burst is None else self.knobs.yield_burst
 
-    def _preempt_below(self):
-        if self.knobs.preempt_below is not None:
-            return self.knobs.preempt_below
-        return 2 if self.bulk_in_use else 1
 
     def _config(self):
         return replace(self.compiled.config, credits=self.limits, bulk_prio=self.bulk_prio)

@@ -21,6 +21,9 @@ Format (TOML)::
                              # (0: always wait)
     drain_recuts = 2         # times in a row protected reads may cut a drain released after its hold
                              # (0..64; 0: a released drain runs to the low watermark)
+    drain_high = 56          # writes queued per pseudo-channel that make a drain due (5..4096;
+                             # it runs down to 4)
+    drain_min_batch = 16     # writes a drain serves before protected reads may cut it (0..4096)
 
     [[tenant]]               # one per contract tenant, same id
     id = 0
@@ -114,7 +117,9 @@ _SYSTEM = {
 #: [controller] fields: name -> (QosKnobs field, lo, hi, 0 means None) for integers; booleans below.
 _CONTROLLER_INTS = {"drain_interval": ("drain_interval", 0, _MAX, True),
                     "burst_yield_budget": ("yield_budget", 0, 8192, False),
-                    "drain_recuts": ("preempt_recuts", 0, 64, False)}
+                    "drain_recuts": ("preempt_recuts", 0, 64, False),
+                    "drain_high": ("write_high", 5, 4096, False),
+                    "drain_min_batch": ("preempt_min_batch", 0, 4096, False)}
 _CONTROLLER_BOOLS = {"activation_guard": "guard_activations", "burst_yield": "yield_burst"}
 _CONTROLLER = {"reserved_entries", *_CONTROLLER_INTS, *_CONTROLLER_BOOLS}
 _KINDS = {

@@ -83,6 +83,26 @@ def test_the_burst_yield_budget_scales_with_the_read_queue_like_the_classes():
     assert qos_knobs_for(256, False).yield_budget == 2 * default
 
 
+def test_the_write_watermark_scales_with_the_read_queue_and_stays_above_the_low_one():
+    """The writes a drain waits for sit in the classes' entries, which scale
+    with read_queue: 56 of 128 entries, 28 of 64, and never within 4 of the
+    low watermark (4)."""
+    from kvfabric.sim.fabric import QosKnobs
+    from kvfabric.system import qos_knobs_for
+    high, low = QosKnobs().write_high, QosKnobs().write_low
+    assert (high, low) == (56, 4)
+    assert qos_knobs_for(128, True).write_high == 56
+    assert qos_knobs_for(64, False).write_high == 28
+    assert qos_knobs_for(8, False).write_high == 8
+
+
+@pytest.mark.parametrize("field, knob, value", [("drain_high", "write_high", 28),
+                                                 ("drain_min_batch", "preempt_min_batch", 0)])
+def test_drain_watermark_and_min_batch_are_kept_as_written(field, knob, value):
+    w = parse_workload(_with_controller(**{field: value}), [0, 1, 2], source="w.toml")
+    assert w.controller == {knob: value}
+
+
 @pytest.mark.parametrize("knobs, words", [
     (dict(reserved_entries=[8, 64]), ["w.toml: [controller]", "'reserved_entries'", "three integers", "4..read_queue (128)"]),
     (dict(reserved_entries=[8, 64, 200]), ["'reserved_entries'", "4..read_queue (128)"]),
@@ -94,6 +114,8 @@ def test_the_burst_yield_budget_scales_with_the_read_queue_like_the_classes():
     (dict(burst_yield_budget=1.5), ["'burst_yield_budget'", "integer"]),
     (dict(drain_recuts=65), ["w.toml: [controller]", "'drain_recuts'", "0..64"]),
     (dict(write_high=20), ["[controller]", "unknown field 'write_high'", "reserved_entries"]),
+    (dict(drain_high=4), ["w.toml: [controller]", "'drain_high'", "5..4096"]),
+    (dict(drain_min_batch=5000), ["w.toml: [controller]", "'drain_min_batch'", "0..4096"]),
 ])
 def test_bad_controller_knobs_name_file_field_and_range(knobs, words):
     with pytest.raises(WorkloadError) as e:

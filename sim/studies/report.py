@@ -300,7 +300,7 @@ def qos_section(w, results, by):
           + "; ".join(f"{p} {e[0]:.1%}" for p, e in iso.items()) + "." + verdict + " The worst window is "
           "the streaming tenant's: the controller drains its writes in batches, so the writes queued at a "
           "window's end move into the next. Without writes the error is the 'no writes' row; with the write "
-          "watermarks (28/4 per pseudo-channel) alone a batch waits for 28 writes, the 'no drain interval' "
+          "watermarks (56/4 per pseudo-channel) alone a batch waits for 56 writes, the 'no drain interval' "
           "row; the drain interval (600 cycles, the QoS controller's default) drains a slow writer's writes "
           "in smaller batches.")
         w("")
@@ -312,7 +312,8 @@ def qos_section(w, results, by):
       "their own and mark it bulk. Their guaranteed grants then use burst credits and entries, so the "
       "guaranteed class carries only latency-bound reads; that is what lets protected reads hold write "
       "drains off and lets the guaranteed class grow. Setup A uses it (prefill priority 2, decodes 1); "
-      "setup B's one-priority contract cannot, and runs with the guaranteed class shared.")
+      "setup B's one-priority contract cannot, and runs with the guaranteed class shared (its decodes' "
+      "reads still hold the prefills' write drains off: the exemption is per tenant).")
     w("* *latency-bound contracts with headroom*: a decode guaranteed exactly its mean demand runs its "
       "bucket dry whenever steps bunch up, and its overrun then goes as burst at its weight share (by "
       "default proportional to its guarantee, a tenth of a prefill's). Guarantee such tenants more than "
@@ -334,11 +335,13 @@ def qos_section(w, results, by):
       "entries buy prefill bandwidth with decode tail (the entries sweep above, 'no burst yield' rows).")
     w("* *credits* = entries / 4 per class (one 128 B grant = four 32 B entries): the arbiter's "
       "`CREDITS` register.")
-    w("* *write drains*: protected reads (urgent, and guaranteed when bulk priorities are in use) hold a "
+    w("* *write drains* at `write_high` / `write_low` = 56 / 4 queued writes per pseudo-channel: "
+      "protected reads (urgent and guaranteed) of a tenant with no write queued in the pseudo-channel "
+      "(a tenant's reads never hold back its own writes) hold a "
       "due drain off for at most `preempt_max_hold` cycles (1,000) and cut a running one after "
-      "`preempt_min_batch` writes (8); a drain released after its hold may be cut again at most "
+      "`preempt_min_batch` writes (16); a drain released after its hold may be cut again at most "
       "`preempt_recuts` times in a row (2), its writes held again each time, and then runs to the low "
-      "watermark, so writes never starve. Also: *row-hit caps* (best effort small, 4), *write watermarks* and how many "
+      "watermark, so writes never starve. Also: *row-hit caps* (best effort small, 4) and how many "
       "refresh slots may be postponed (8).")
     w("* *drain interval* (`drain_interval`, 600 cycles): a drain is also due when more than the low "
       "watermark of writes is queued this long after the last drain. Bandwidth shares at a fine time "
