@@ -50,9 +50,10 @@ def qos_knobs_for(read_queue, bulk_in_use):
     ``read_queue`` scales them (multiples of 4 entries, at least 4 each).
     Reads and writes of a class share its entries, so ``write_queue`` does
     not enter.  The burst yield's budget (``yield_budget``, 96 reads of 128) and
-    the write drain's high watermark (``write_high``, 56 writes per
-    pseudo-channel of 128 entries, at least 4 above the low one: the writes
-    it waits for sit in the classes' entries) scale the same way.  A class the contract limits (spec §12) reserves four entries
+    the write drain's high watermark (``write_high``, 28 or 56 writes per
+    pseudo-channel of 128 entries, :meth:`~kvfabric.sim.fabric.QosKnobs.drain_high`,
+    at least 4 above the low one: the writes it waits for sit in the classes'
+    entries) scale the same way.  A class the contract limits (spec §12) reserves four entries
     per credit instead (:meth:`~kvfabric.sim.fabric.FabricQosPolicy.class_entries`).
     """
     from kvfabric.sim.fabric import QosKnobs
@@ -61,7 +62,7 @@ def qos_knobs_for(read_queue, bulk_in_use):
     base = defaults.class_entries(bulk_in_use)
     return QosKnobs(entries=tuple(max(4, e * read_queue // 128 // 4 * 4) for e in base),
                     yield_budget=defaults.yield_budget * read_queue // 128,
-                    write_high=max(defaults.write_low + 4, defaults.write_high * read_queue // 128))
+                    write_high=max(defaults.write_low + 4, defaults.drain_high(bulk_in_use) * read_queue // 128))
 
 
 def make_policy(name, contract_doc, workload):

@@ -383,8 +383,9 @@ class PreemptingDrain(WatermarkDrain):
     for as long as it streams.  Judged per tenant, not per class (before
     issue #41's setup B, a protected write anywhere in the pseudo-channel
     let the drain go): the decodes' reads still hold back a prefill's
-    guaranteed-class writes, which took setup B on 8 channels from 2.50x
-    its decode-only p99 to 1.03x (reports/experiments.md).
+    guaranteed-class writes.  With the larger batches that go with it
+    (``QosKnobs.drain_high``), that took setup B on 8 channels from 2.50x
+    its decode-only p99 to about 1.03x (reports/experiments.md).
 
     ``max_recuts`` (default 0) lets protected reads cut a released drain
     too, once it has written ``min_batch`` writes and fewer than ``force``

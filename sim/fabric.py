@@ -436,16 +436,22 @@ class QosKnobs:
         bandwidth (reports/experiments.md measures these choices).
     row_hit_caps : tuple of 3 ints
         Row hits that may bypass an older request of their class.
-    write_high, write_low : int
-        Write-drain watermarks per pseudo-channel.  56 / 4 (28 / 4 before
-        issue #41's setup B): the writes a pseudo-channel queues between
-        drains sit in their classes' entries, and a drain of 52 costs the
-        same two bus turnarounds as one of 24, so with protected reads
-        holding drains off (below) a writer loses fewer cycles to
-        turnarounds.  Measured on setup B on 8 channels (seeds 1-3 pooled,
-        the per-tenant exemption and min_batch 16): 40, 48, 56, 64 gave the
-        prefill 86, 89, 91, 90 % of its FR-FCFS rate and the decodes
-        1.02, 1.01, 1.03, 1.04x their decode-only p99.
+    write_high, write_low : int (write_high: or None)
+        Write-drain watermarks per pseudo-channel.  ``write_high`` None
+        (the default) is 28 when some tenant's priority is in
+        ``bulk_priorities`` and 56 otherwise (:meth:`drain_high`).  Without
+        bulk priorities a prefill's guaranteed reads and writes share the
+        guaranteed class with the decodes', whose reads hold its drains off
+        and cut them short (``preempt_below``); each cut and each drain costs
+        two bus turnarounds, and a drain of 52 costs no more than one of 24.
+        Measured on setup B on 8 channels (seeds 1-3 pooled, min_batch 16):
+        high 40, 48, 56, 64 gave the prefill 86, 89, 91, 90 % of its FR-FCFS
+        rate and the decodes 1.02, 1.01, 1.03, 1.04x their decode-only p99;
+        at 28 (and min_batch 8) its prefill job did not finish in the run
+        (below 81 %), the decodes 1.17x.  With bulk priorities (the
+        workload family, setup A) 56 gained nothing the family's two seeds
+        could tell from noise (its draws 4 and 8 moved both ways, by up to
+        0.04x and 4 points), so 28 stays there (issue #41's note).
     drain_interval : int or None
         Cycles after a pseudo-channel's last drain at which more than
         ``write_low`` queued writes make a drain due
@@ -474,12 +480,12 @@ class QosKnobs:
         tenant do not hold its writes back; before that rule (issue #41),
         the default was 1 unless bulk priorities were in use, and setup B
         (prefills and decodes at one priority) had no drain protection.
-    preempt_min_batch : int
-        Writes a drain serves before protected reads may end it.  16 (8
-        before issue #41's setup B): every cut costs two bus turnarounds;
-        on setup B on 8 channels 12 and 16 gave the prefill 88 and 89 % of
-        its FR-FCFS rate at the 48-write watermark, 16 and 24 gave 91 and
-        92 % at 56.
+    preempt_min_batch : int or None
+        Writes a drain serves before protected reads may end it.  None (the
+        default): 8 with bulk priorities in use, 16 without
+        (:meth:`drain_min_batch`, for the reason and the measurements of
+        ``write_high``; on setup B at high 48, 12 and 16 gave the prefill 88
+        and 89 %, at 56, 16 and 24 gave 91 and 92 %).
     preempt_max_hold : int
         Cycles a due drain may be held off for protected reads before it
         runs regardless (write starvation bound).
@@ -519,12 +525,12 @@ class QosKnobs:
     entries: tuple = None
     row_hit_caps: tuple = (16, 16, 4)
     guard_activations: bool = True
-    write_high: int = 56
+    write_high: int = None
     write_low: int = 4
     drain_interval: int = 600
     bulk_priorities: tuple = (2, 3)
     preempt_below: int = 2
-    preempt_min_batch: int = 16
+    preempt_min_batch: int = None
     preempt_max_hold: int = 1000
     preempt_recuts: int = 2
     refresh_postpone: int = 8
@@ -546,6 +552,18 @@ class QosKnobs:
         if self.entries is not None:
             return tuple(self.entries)
         return (16, 192, 128) if bulk_in_use else (16, 128, 128)
+
+    def drain_high(self, bulk_in_use):
+        """:attr:`write_high`, or its default for a contract with or without bulk tenants."""
+        if self.write_high is not None:
+            return self.write_high
+        return 28 if bulk_in_use else 56
+
+    def drain_min_batch(self, bulk_in_use):
+        """:attr:`preempt_min_batch`, or its default for a contract with or without bulk tenants."""
+        if self.preempt_min_batch is not None:
+            return self.preempt_min_batch
+        return 8 if bulk_in_use else 16
 
     def credits(self, bulk_in_use=False):
         """Arbiter credit limits (urgent, guaranteed, burst), in grants."""
@@ -576,8 +594,9 @@ class FabricQosPolicy(FabricPolicy):
         k = self.knobs
         return dict(scheduler=QosScheduler(k.row_hit_caps, k.guard_activations),
                     admission=ReservedEntries(self.class_entries()),
-                    drain=PreemptingDrain(k.write_high, k.write_low, preempt_below=k.preempt_below,
-                                          min_batch=k.preempt_min_batch, max_hold=k.preempt_max_hold,
+                    drain=PreemptingDrain(k.drain_high(self.bulk_in_use), k.write_low, preempt_below=k.preempt_below,
+                                          min_batch=k.drain_min_batch(self.bulk_in_use),
+                                          max_hold=k.preempt_max_hold,
                                           interval=k.drain_interval, max_recuts=k.preempt_recuts),
                     refresh_policy=QosRefresh(max_postponed=k.refresh_postpone))
 

@@ -85,13 +85,15 @@ def test_the_burst_yield_budget_scales_with_the_read_queue_like_the_classes():
 
 def test_the_write_watermark_scales_with_the_read_queue_and_stays_above_the_low_one():
     """The writes a drain waits for sit in the classes' entries, which scale
-    with read_queue: 56 of 128 entries, 28 of 64, and never within 4 of the
-    low watermark (4)."""
+    with read_queue: 28 (bulk priorities in use) or 56 of 128 entries, half
+    of that of 64, and never within 4 of the low watermark (4)."""
     from kvfabric.sim.fabric import QosKnobs
     from kvfabric.system import qos_knobs_for
-    high, low = QosKnobs().write_high, QosKnobs().write_low
-    assert (high, low) == (56, 4)
-    assert qos_knobs_for(128, True).write_high == 56
+    knobs = QosKnobs()
+    assert (knobs.drain_high(True), knobs.drain_high(False), knobs.write_low) == (28, 56, 4)
+    assert (knobs.drain_min_batch(True), knobs.drain_min_batch(False)) == (8, 16)
+    assert qos_knobs_for(128, True).write_high == 28
+    assert qos_knobs_for(128, False).write_high == 56
     assert qos_knobs_for(64, False).write_high == 28
     assert qos_knobs_for(8, False).write_high == 8
 

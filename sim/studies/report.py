@@ -335,11 +335,12 @@ def qos_section(w, results, by):
       "entries buy prefill bandwidth with decode tail (the entries sweep above, 'no burst yield' rows).")
     w("* *credits* = entries / 4 per class (one 128 B grant = four 32 B entries): the arbiter's "
       "`CREDITS` register.")
-    w("* *write drains* at `write_high` / `write_low` = 56 / 4 queued writes per pseudo-channel: "
+    w("* *write drains* at `write_high` / `write_low` = 28 / 4 queued writes per pseudo-channel with bulk "
+      "priorities in use, 56 / 4 without: "
       "protected reads (urgent and guaranteed) of a tenant with no write queued in the pseudo-channel "
       "(a tenant's reads never hold back its own writes) hold a "
       "due drain off for at most `preempt_max_hold` cycles (1,000) and cut a running one after "
-      "`preempt_min_batch` writes (16); a drain released after its hold may be cut again at most "
+      "`preempt_min_batch` writes (8 with bulk priorities, 16 without); a drain released after its hold may be cut again at most "
       "`preempt_recuts` times in a row (2), its writes held again each time, and then runs to the low "
       "watermark, so writes never starve. Also: *row-hit caps* (best effort small, 4) and how many "
       "refresh slots may be postponed (8).")
