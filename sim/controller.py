@@ -365,8 +365,10 @@ class PreemptingDrain(WatermarkDrain):
     """Watermark drain that protected reads hold off and cut short (uMCTL2's ARURGENT).
 
     While reads of a class below ``preempt_below`` wait on a pseudo-channel
-    for a tenant with no write queued there (the controller knows a
-    request's tenant from its AXI ID), a drain in progress ends once it has written ``min_batch`` writes, and a
+    and no write of such a class is queued there (protected writes are not
+    put off for reads of the same standing: with a prefill in the guaranteed
+    class its own reads would hold its writes back),
+    a drain in progress ends once it has written ``min_batch`` writes, and a
     drain that is due waits, but never longer than ``max_hold`` cycles in a
     row and never with ``force`` writes queued: a drain released that way
     runs down to the low watermark without interruption, so writes cannot
@@ -375,17 +377,6 @@ class PreemptingDrain(WatermarkDrain):
     step's reads are a burst of a few hundred cycles, so a hold of about
     that long moves the prefill's writes out of their way without cost to
     the prefill.
-
-    A tenant's reads never hold back its own writes: a writer's reads and
-    writes wait for the same job, and with a prefill's guaranteed grants in
-    the guaranteed class beside the decodes' (issue #41's setup B: one
-    priority for all), its reads would otherwise hold back its own writes
-    for as long as it streams.  Judged per tenant, not per class (before
-    issue #41's setup B, a protected write anywhere in the pseudo-channel
-    let the drain go): the decodes' reads still hold back a prefill's
-    guaranteed-class writes.  With the larger batches that go with it
-    (``QosKnobs.drain_high``), that took setup B on 8 channels from 2.50x
-    its decode-only p99 to about 1.03x (reports/experiments.md).
 
     ``max_recuts`` (default 0) lets protected reads cut a released drain
     too, once it has written ``min_batch`` writes and fewer than ``force``
@@ -422,14 +413,11 @@ class PreemptingDrain(WatermarkDrain):
         self._recut = set()       # pcs whose last drain ended in a re-cut
 
     def _urgent_reads(self, ch, pc):
-        # Protected reads of a tenant with no write queued in the
-        # pseudo-channel: a tenant's reads never hold back its own writes.
-        tenant_writes = ch.pc_tenant_writes[pc]
-        for reads in ch.pc_tenant_reads[pc][:self.preempt_below]:
-            for tenant, n in enumerate(reads):
-                if n and not tenant_writes[tenant]:
-                    return True
-        return False
+        # Protected reads wait and no protected write does: a drain of
+        # protected writes is never put off for reads of the same standing.
+        reads, writes = ch.pc_class_reads[pc], ch.pc_class_writes[pc]
+        return (any(reads[:self.preempt_below])
+                and not any(writes[:self.preempt_below]))
 
     def wake(self):
         """The cycle at which a held drain is released (the channel's wake-up), or None."""

@@ -134,9 +134,7 @@ class Channel:
 
     What a policy may read: ``pc_of``, ``open_row``, ``bank_queue``,
     ``bypassed``, ``write_mode``, ``write_batch``, ``read_turn``, ``stuck``, ``pc_queued``,
-    ``pc_writes``, ``pc_class_reads``, ``pc_class_writes``, ``pc_tenant_reads``
-    (per pseudo-channel, class and tenant), ``pc_tenant_writes`` (per
-    pseudo-channel and tenant), ``class_queued``,
+    ``pc_writes``, ``pc_class_reads``, ``pc_class_writes``, ``class_queued``,
     ``class_freed``, the timing and the bank timers.  It writes none of them
     (tests/test_sim_sched.py checks the source).
     """
@@ -216,9 +214,6 @@ class Channel:
         self.stuck = [False] * npc    # no candidate in the current direction
         self.pc_class_reads = [[0] * 3 for _ in range(npc)]
         self.pc_class_writes = [[0] * 3 for _ in range(npc)]
-        # Per tenant too: a drain policy may judge reads by their tenant's writes.
-        self.pc_tenant_writes = [[0] * n_tenants for _ in range(npc)]
-        self.pc_tenant_reads = [[[0] * n_tenants for _ in range(3)] for _ in range(npc)]
         # In-flight data bursts: (done cycle, seq, request).
         self.inflight = []
         # Statistics.
@@ -263,11 +258,9 @@ class Channel:
         if req.is_write:
             self.pc_writes[pc] += 1
             self.pc_class_writes[pc][k] += 1
-            self.pc_tenant_writes[pc][req.tenant] += 1
             self.writes_queued += 1
         else:
             self.pc_class_reads[pc][k] += 1
-            self.pc_tenant_reads[pc][k][req.tenant] += 1
 
     def pop_completions(self, now):
         """Requests whose data burst has ended by ``now``."""
@@ -331,7 +324,6 @@ class Channel:
         if req.is_write:
             self.pc_writes[pc] -= 1
             self.pc_class_writes[pc][k] -= 1
-            self.pc_tenant_writes[pc][req.tenant] -= 1
             self.writes_queued -= 1
             self.write_batch[pc] += 1
             end = now + tm.CWL + tm.burst
@@ -342,7 +334,6 @@ class Channel:
             self.pc_next_rd[pc] = max(self.pc_next_rd[pc], end + tm.tWTR_S)
         else:
             self.pc_class_reads[pc][k] -= 1
-            self.pc_tenant_reads[pc][k][req.tenant] -= 1
             self.read_turn[pc] += 1
             end = now + tm.CL + tm.burst
             self.next_pre[b] = max(self.next_pre[b], now + tm.tRTP)

@@ -440,18 +440,20 @@ class QosKnobs:
         Write-drain watermarks per pseudo-channel.  ``write_high`` None
         (the default) is 28 when some tenant's priority is in
         ``bulk_priorities`` and 56 otherwise (:meth:`drain_high`).  Without
-        bulk priorities a prefill's guaranteed reads and writes share the
-        guaranteed class with the decodes', whose reads hold its drains off
-        and cut them short (``preempt_below``); each cut and each drain costs
-        two bus turnarounds, and a drain of 52 costs no more than one of 24.
-        Measured on setup B on 8 channels (seeds 1-3 pooled, min_batch 16):
-        high 40, 48, 56, 64 gave the prefill 86, 89, 91, 90 % of its FR-FCFS
-        rate and the decodes 1.02, 1.01, 1.03, 1.04x their decode-only p99;
-        at 28 (and min_batch 8) its prefill job did not finish in the run
-        (below 81 %), the decodes 1.17x.  With bulk priorities (the
-        workload family, setup A) 56 gained nothing the family's two seeds
-        could tell from noise (its draws 4 and 8 moved both ways, by up to
-        0.04x and 4 points), so 28 stays there (issue #41's note).
+        bulk priorities (setup B: prefills and decodes at one priority) the
+        prefills' guaranteed reads and writes share the guaranteed class
+        with the decodes' reads and no read holds a drain off
+        (``preempt_below`` 1), so a pseudo-channel alternates drains and
+        read turns of ``write_high - write_low`` each
+        (:class:`~sim.controller.WatermarkDrain`), two bus turnarounds a
+        pair, and a decode read queued behind the prefills' waits through
+        several of them.  Measured on setup B on 8 channels (seeds 1-3
+        pooled, reports/experiments.md): 28 gave the decodes 2.50x their
+        decode-only p99 and the prefill 99 % of its FR-FCFS rate, 56
+        1.01x and 103 %.  With bulk priorities (the workload family, setup
+        A) 56 gained nothing the family's two seeds could tell from noise
+        (draws 4 and 8 moved both ways, by up to 0.04x and 4 points; issue
+        #41's note), so 28 stays there.
     drain_interval : int or None
         Cycles after a pseudo-channel's last drain at which more than
         ``write_low`` queued writes make a drain due
@@ -472,20 +474,15 @@ class QosKnobs:
         queue with best-effort traffic, behind every protected read, and
         leave the guaranteed credits to latency-bound tenants.  Give such
         tenants a priority of their own and list it here.
-    preempt_below : int
+    preempt_below : int or None
         Reads of classes below this hold write drains off and cut them short
-        (1: urgent only, 2: urgent and guaranteed, the default;
-        :class:`~sim.controller.PreemptingDrain`).  A tenant's reads never
-        hold back its own writes, so guaranteed reads of a throughput
-        tenant do not hold its writes back; before that rule (issue #41),
-        the default was 1 unless bulk priorities were in use, and setup B
-        (prefills and decodes at one priority) had no drain protection.
-    preempt_min_batch : int or None
-        Writes a drain serves before protected reads may end it.  None (the
-        default): 8 with bulk priorities in use, 16 without
-        (:meth:`drain_min_batch`, for the reason and the measurements of
-        ``write_high``; on setup B at high 48, 12 and 16 gave the prefill 88
-        and 89 %, at 56, 16 and 24 gave 91 and 92 %).
+        (1: urgent only, 2: urgent and guaranteed; :class:`~sim.controller.PreemptingDrain`).
+        None (the default) picks 2 when some tenant's priority is in
+        ``bulk_priorities`` (the guaranteed class then carries only
+        latency-bound reads) and 1 otherwise (guaranteed reads of
+        throughput tenants would hold their own writes back).
+    preempt_min_batch : int
+        Writes a drain serves before protected reads may end it.
     preempt_max_hold : int
         Cycles a due drain may be held off for protected reads before it
         runs regardless (write starvation bound).
@@ -529,8 +526,8 @@ class QosKnobs:
     write_low: int = 4
     drain_interval: int = 600
     bulk_priorities: tuple = (2, 3)
-    preempt_below: int = 2
-    preempt_min_batch: int = None
+    preempt_below: int = None
+    preempt_min_batch: int = 8
     preempt_max_hold: int = 1000
     preempt_recuts: int = 2
     refresh_postpone: int = 8
@@ -558,12 +555,6 @@ class QosKnobs:
         if self.write_high is not None:
             return self.write_high
         return 28 if bulk_in_use else 56
-
-    def drain_min_batch(self, bulk_in_use):
-        """:attr:`preempt_min_batch`, or its default for a contract with or without bulk tenants."""
-        if self.preempt_min_batch is not None:
-            return self.preempt_min_batch
-        return 8 if bulk_in_use else 16
 
     def credits(self, bulk_in_use=False):
         """Arbiter credit limits (urgent, guaranteed, burst), in grants."""
@@ -594,8 +585,8 @@ class FabricQosPolicy(FabricPolicy):
         k = self.knobs
         return dict(scheduler=QosScheduler(k.row_hit_caps, k.guard_activations),
                     admission=ReservedEntries(self.class_entries()),
-                    drain=PreemptingDrain(k.drain_high(self.bulk_in_use), k.write_low, preempt_below=k.preempt_below,
-                                          min_batch=k.drain_min_batch(self.bulk_in_use),
+                    drain=PreemptingDrain(k.drain_high(self.bulk_in_use), k.write_low,
+                                          preempt_below=self._preempt_below(), min_batch=k.preempt_min_batch,
                                           max_hold=k.preempt_max_hold,
                                           interval=k.drain_interval, max_recuts=k.preempt_recuts),
                     refresh_policy=QosRefresh(max_postponed=k.refresh_postpone))
@@ -632,6 +623,10 @@ class FabricQosPolicy(FabricPolicy):
         """Whether the memory side holds burst credits back for protected reads."""
         return self.bulk_in_use if self.knobs.yield_burst is None else self.knobs.yield_burst
 
+    def _preempt_below(self):
+        if self.knobs.preempt_below is not None:
+            return self.knobs.preempt_below
+        return 2 if self.bulk_in_use else 1
 
     def _config(self):
         return replace(self.compiled.config, credits=self.limits, bulk_prio=self.bulk_prio)

@@ -23,8 +23,7 @@ Format (TOML)::
                              # (0..64; 0: a released drain runs to the low watermark)
     drain_high = 56          # writes queued per pseudo-channel that make a drain due (5..4096;
                              # it runs down to 4; default 28 with bulk priorities, else 56)
-    drain_min_batch = 16     # writes a drain serves before protected reads may cut it (0..4096;
-                             # default 8 with bulk priorities, else 16)
+    drain_min_batch = 8      # writes a drain serves before protected reads may cut it (0..4096)
 
     [[tenant]]               # one per contract tenant, same id
     id = 0

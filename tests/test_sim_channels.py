@@ -137,9 +137,7 @@ def test_one_channel_gives_the_json_recorded_before_channels(tmp_path, policy):
     workload = WORKLOAD
     if policy == "fabric-qos":
         # The QoS controller of d72ef1d: the burst yield's complete hold and
-        # released drains never re-cut (issue #41 changed both since).  Its
-        # drain protection by class and today's by tenant agree here: the
-        # prefill is bulk (no guaranteed-class write), and no decode writes.
+        # released drains never re-cut (issue #41 changed both since).
         workload = {**WORKLOAD, "controller": {"burst_yield_budget": 0, "drain_recuts": 0}}
     c, w = write(tmp_path, pinned, workload)
     out = tmp_path / "r.json"

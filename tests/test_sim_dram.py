@@ -394,13 +394,11 @@ def test_guaranteed_request_beats_an_older_burst_row_hit_stream():
 
 
 def test_urgent_read_cuts_a_write_drain_short():
-    """Tenant 1's writes drain; tenant 0's urgent read (it has no write
-    queued) ends the drain at once (min_batch 0)."""
     drain = PreemptingDrain(8, 2, preempt_below=1, min_batch=0, force=100)
-    ch = Channel(refresh=False, n_tenants=2, scheduler=QosScheduler(), admission=ReservedEntries((8, 8, 64)),
+    ch = Channel(refresh=False, n_tenants=1, scheduler=QosScheduler(), admission=ReservedEntries((8, 8, 64)),
                  drain=drain)
     for i in range(20):  # enough writes on pseudo-channel 0 to start a drain
-        w = Request(1, True, G.bank_id(0, 0, i % 4, 0), 1 + i // 4, 0)
+        w = Request(0, True, G.bank_id(0, 0, i % 4, 0), 1 + i // 4, 0)
         w.seq = w.rank = i + 1
         ch.enqueue(w, 0)
     t = ch.tick(0)
@@ -420,17 +418,16 @@ def test_protected_reads_hold_and_cut_drains_but_never_starve_writes():
     replaces it as soon as it is served).  A due drain (``high`` writes
     queued, and the read turn of ``high - low`` reads since the last drain
     served) must wait for it, but at most ``max_hold`` cycles, and then run
-    uninterrupted; writes keep flowing.  The reads are tenant 0's, the
-    writes tenant 1's (a tenant's reads never hold its own writes)."""
+    uninterrupted; writes keep flowing."""
     drain = PreemptingDrain(8, 2, preempt_below=2, min_batch=3, max_hold=150)
-    ch = Channel(refresh=False, n_tenants=2, scheduler=QosScheduler(), admission=ReservedEntries((8, 64, 64)),
+    ch = Channel(refresh=False, n_tenants=1, scheduler=QosScheduler(), admission=ReservedEntries((8, 64, 64)),
                  drain=drain, log_commands=True)
     seq = 0
 
     def add(is_write, bank, row, qclass, t):
         nonlocal seq
         seq += 1
-        req = Request(1 if is_write else 0, is_write, bank, row, t)
+        req = Request(0, is_write, bank, row, t)
         req.seq, req.qclass, req.rank = seq, qclass, qos_rank(11 if qclass == GUARANTEED_CLASS else 4, seq, qclass)
         ch.enqueue(req, t)
         return req

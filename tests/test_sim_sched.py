@@ -43,9 +43,9 @@ class Feed:
     def __init__(self, ch, qos=False):
         self.ch, self.qos, self.seq = ch, qos, 0
 
-    def put(self, bank_, row, now, write=False, qclass=BURST_CLASS, axqos=None, tenant=0):
+    def put(self, bank_, row, now, write=False, qclass=BURST_CLASS, axqos=None):
         self.seq += 1
-        r = Request(tenant, write, bank_, row, now)
+        r = Request(0, write, bank_, row, now)
         r.seq, r.qclass = self.seq, qclass
         r.axqos = AXQOS[qclass] if axqos is None else axqos
         r.rank = qos_rank(r.axqos, self.seq, qclass) if self.qos else self.seq
@@ -225,32 +225,31 @@ def test_shared_queues_reads_and_writes_each_their_capacity():
 
 # -- write drain ----------------------------------------------------------------------------
 class DrainRig:
-    """Pseudo-channel 0 with ``reads`` reads of tenant 0 always queued (a
-    served one is replaced at once, rows 1 of banks in stack ID 0: hits) and
-    writes put by the test (stack ID 1; tenant 1 unless the test says).
-    Records every drain's entry cycle, the writes queued then, its writes and
-    its exit."""
+    """Pseudo-channel 0 with ``reads`` reads always queued (a served one is
+    replaced at once, rows 1 of banks in stack ID 0: hits) and writes put by
+    the test (stack ID 1).  Records every drain's entry cycle, the writes
+    queued then, its writes and its exit."""
 
     def __init__(self, drain, *, reads=2, read_class=BURST_CLASS, qos=False, scheduler=None):
         kw = dict(scheduler=scheduler or QosScheduler(), admission=ReservedEntries((16, 64, 64))) if qos else {}
-        self.ch = Channel(refresh=False, n_tenants=2, log_commands=True, drain=drain, **kw)
+        self.ch = Channel(refresh=False, n_tenants=1, log_commands=True, drain=drain, **kw)
         self.f = Feed(self.ch, qos=qos)
         self.reads, self.read_class = reads, read_class
         self.t = 0
         self.drains = []   # [entry cycle, writes queued at entry, writes issued, exit cycle or None]
-        self.pending = []  # (cycle, write class, tenant) to put
+        self.pending = []  # (cycle, write class) to put
 
-    def write(self, at, n=1, qclass=BURST_CLASS, tenant=1):
-        self.pending += [(at, qclass, tenant)] * n
+    def write(self, at, n=1, qclass=BURST_CLASS):
+        self.pending += [(at, qclass)] * n
 
     def run(self, until):
         ch, f = self.ch, self.f
         k = 0
         while self.t < until:
             t = self.t
-            for at, qclass, tenant in [p for p in self.pending if p[0] <= t]:
-                self.pending.remove((at, qclass, tenant))
-                f.put(bank(0, 1, k % 4, k % 3), 1, t, write=True, qclass=qclass, tenant=tenant)
+            for at, qclass in [p for p in self.pending if p[0] <= t]:
+                self.pending.remove((at, qclass))
+                f.put(bank(0, 1, k % 4, k % 3), 1, t, write=True, qclass=qclass)
                 k += 1
             queued_reads = ch.pc_queued[0] - ch.pc_writes[0]
             for i in range(self.reads - queued_reads):
@@ -435,19 +434,12 @@ def test_preempt_below_decides_which_reads_hold_a_drain(read_class, preempt_belo
     assert drains[0][0] == (300 if held else 100)
 
 
-@pytest.mark.parametrize("reader_writes, held", [(0, True), (1, False)])
-def test_a_tenants_reads_hold_a_drain_only_while_it_has_no_write_queued(reader_writes, held):
-    """Urgent reads of tenant 0 always wait; 12 writes of tenant 1 at 100,
-    urgent ones among them, make a drain due.  It is held (to 300) unless
-    tenant 0 has a write of its own queued in the pseudo-channel: a tenant's
-    reads never hold back its own writes, whatever the class (issue #41's
-    setup B), and a protected write of another tenant does not let the drain go."""
+def test_protected_writes_are_not_held_for_protected_reads():
     drain, rig = _preempt_rig()
-    rig.write(100, 11 - reader_writes)
+    rig.write(100, 11)
     rig.write(100, 1, qclass=URGENT_CLASS)
-    rig.write(100, reader_writes, tenant=0)
     drains = rig.run(400)
-    assert drains[0][:2] == [300 if held else 100, 12]
+    assert drains[0][:2] == [100, 12]
 
 
 def test_force_writes_queued_start_the_drain_at_once_and_it_is_cut_only_below_force():
@@ -611,11 +603,9 @@ class RuleObserver:
     def _cap(self, r):
         return self.caps[r.qclass] if self.scheduler == "qos" else self.caps
 
-    def _protected(self, reqs):
-        """Reads of a class below ``below`` of a tenant with no write among ``reqs``."""
+    def _protected(self, reqs, write):
         below = self.preempt["below"]
-        writers = {q.tenant for q in reqs if q.is_write}
-        return any(not q.is_write and q.qclass < below and q.tenant not in writers for q in reqs)
+        return any(q.is_write == write and q.qclass < below for q in reqs)
 
     def tick(self, now, horizon=1 << 62):
         ch = self.ch
@@ -720,7 +710,7 @@ class RuleObserver:
         reads = len(queue) - writes
         stuck, self.stuck[pc] = self.stuck[pc], False
         p = self.preempt
-        protected = p is not None and self._protected(queue)
+        protected = p is not None and self._protected(queue, False) and not self._protected(queue, True)
         if not was:
             overdue = interval is not None and writes > low and now - self.left_at[pc] >= interval
             turn_done = not self.turn_owed[pc] or self.turn_reads[pc] >= high - low

@@ -91,7 +91,7 @@ def test_the_write_watermark_scales_with_the_read_queue_and_stays_above_the_low_
     from kvfabric.system import qos_knobs_for
     knobs = QosKnobs()
     assert (knobs.drain_high(True), knobs.drain_high(False), knobs.write_low) == (28, 56, 4)
-    assert (knobs.drain_min_batch(True), knobs.drain_min_batch(False)) == (8, 16)
+    assert QosKnobs(write_high=40).drain_high(False) == 40
     assert qos_knobs_for(128, True).write_high == 28
     assert qos_knobs_for(128, False).write_high == 56
     assert qos_knobs_for(64, False).write_high == 28

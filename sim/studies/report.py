@@ -312,8 +312,7 @@ def qos_section(w, results, by):
       "their own and mark it bulk. Their guaranteed grants then use burst credits and entries, so the "
       "guaranteed class carries only latency-bound reads; that is what lets protected reads hold write "
       "drains off and lets the guaranteed class grow. Setup A uses it (prefill priority 2, decodes 1); "
-      "setup B's one-priority contract cannot, and runs with the guaranteed class shared (its decodes' "
-      "reads still hold the prefills' write drains off: the exemption is per tenant).")
+      "setup B's one-priority contract cannot, and runs with the guaranteed class shared.")
     w("* *latency-bound contracts with headroom*: a decode guaranteed exactly its mean demand runs its "
       "bucket dry whenever steps bunch up, and its overrun then goes as burst at its weight share (by "
       "default proportional to its guarantee, a tenth of a prefill's). Guarantee such tenants more than "
@@ -336,11 +335,11 @@ def qos_section(w, results, by):
     w("* *credits* = entries / 4 per class (one 128 B grant = four 32 B entries): the arbiter's "
       "`CREDITS` register.")
     w("* *write drains* at `write_high` / `write_low` = 28 / 4 queued writes per pseudo-channel with bulk "
-      "priorities in use, 56 / 4 without: "
-      "protected reads (urgent and guaranteed) of a tenant with no write queued in the pseudo-channel "
-      "(a tenant's reads never hold back its own writes) hold a "
+      "priorities in use, 56 / 4 without (half as many drain and read-turn alternations, each two bus "
+      "turnarounds: setup B's rows): protected reads (urgent, and guaranteed when bulk priorities are in "
+      "use) hold a "
       "due drain off for at most `preempt_max_hold` cycles (1,000) and cut a running one after "
-      "`preempt_min_batch` writes (8 with bulk priorities, 16 without); a drain released after its hold may be cut again at most "
+      "`preempt_min_batch` writes (8); a drain released after its hold may be cut again at most "
       "`preempt_recuts` times in a row (2), its writes held again each time, and then runs to the low "
       "watermark, so writes never starve. Also: *row-hit caps* (best effort small, 4) and how many "
       "refresh slots may be postponed (8).")
