@@ -367,7 +367,8 @@ def _sim_fingerprint() -> str:
     """sha256 of what the system model does on a fixed probe: the preset,
     organisation and ``ns_to_cycles`` of a few durations, and the command logs
     of FR-FCFS (small cap and watermarks), FCFS and the QoS controller (every
-    class, small knobs, postponable refresh) under seeded random requests:
+    class, small knobs, postponable refresh, and the credits its burst yield
+    returns) under seeded random requests:
     phases of dense traffic and of sparse writes, a few hot banks of three
     rows, and the channel visited only when it asks to be (its wake-up times)
     or a request arrives, as the system loop does."""
@@ -393,6 +394,12 @@ def _sim_fingerprint() -> str:
     for name, kw in setups.items():
         rng = random.Random(30)
         ch = Channel(n_tenants=1, log_commands=True, **kw)
+        # The QoS controller's burst yield too (its returns go into the digest),
+        # with a hold longer than the probe keeps protected reads queued and a
+        # budget its read-queue depths cross both ways (24 was crossed 63 times
+        # in 10,710 steps: the yield mutants went unconfirmed).
+        credits = c.YieldingCreditReturn(4, max_hold=3000, budget=40) if name == "qos" else None
+        returns = []
         hot = [(rng.randrange(HBM3_GEOMETRY.banks), rng.randrange(64)) for _ in range(8)]
         hot = [(bank, row + i) for bank, row in hot for i in range(3)]
         arrivals, t = [], 0
@@ -417,8 +424,11 @@ def _sim_fingerprint() -> str:
                 i += 1
             nxt = arrivals[i][0] if i < len(arrivals) else 12_000
             ch.pop_completions(now)
+            if credits is not None:
+                returns.append((now, tuple(credits.step(ch, now))))
             now = min(ch.tick(now, nxt), nxt)
         digest.update(repr(ch.log).encode())
+        digest.update(repr(returns).encode())
     return digest.hexdigest()
 
 
