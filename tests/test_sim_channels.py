@@ -12,7 +12,7 @@ import pytest
 from kvfabric.cli import main
 from kvfabric.sim.mapping import DEFAULT_INTERLEAVE_BYTES, ChannelMap
 from kvfabric.sim.workload import WorkloadError, parse_workload
-from kvfabric.system import build_system, run_system
+from kvfabric.system import arbiter_note, build_system, run_system
 
 #: examples/system_contract.toml as of d72ef1d (inlined so the recorded results below
 #: keep their inputs when the example changes).
@@ -307,6 +307,22 @@ def test_the_arbiter_runs_at_the_contracts_clock(tmp_path):
             assert policy.fabric_cycle <= edges_300
     assert 0.9 * edges_300 < got[300] <= edges_300, got
     assert got[400] > edges_300, got
+
+
+def test_a_clock_whose_grants_barely_cover_the_channel_is_noted():
+    """One 128 B grant a clock: 400 MHz carries exactly a 51.2 GB/s channel's
+    peak (noted, with the clock that carries 1.25x: 64 GB/s is 500 MHz),
+    300 MHz less (noted as a cap), 500 MHz and above enough (no note)."""
+    def note(clock, gbps=51.2):
+        return arbiter_note({"channel": {"clock_mhz": clock, "channel_gbps": gbps}})
+
+    assert "1.00x the channel's 51.2 GB/s" in note(400) and "from 500 MHz" in note(400)
+    assert "1.12x" in note(450) or "1.13x" in note(450)
+    assert "below the channel's 51.2 GB/s" in note(300)
+    assert note(500) is None and note(800) is None
+    # A 32 GB/s channel at 300 MHz: 38.4 GB/s is 1.2x, noted; 1.25x is 312.5 MHz, so 313.
+    assert "1.20x" in note(300, 32) and "from 313 MHz" in note(300, 32)
+    assert note(313, 32) is None
 
 
 def test_a_contract_for_another_channel_rate_is_rescaled_and_says_so(tmp_path, capsys):

@@ -12,7 +12,7 @@ def test_a_variant_changes_the_clock_and_in_decodes_alone_only_the_prefills():
     both = gr.variant_draw(d, 450, "with prefills")
     assert alone["contract"]["fabric"]["clock_mhz"] == 800 and both["contract"]["fabric"]["clock_mhz"] == 450
     assert d["contract"]["fabric"]["clock_mhz"] == 400            # the draw itself is left alone
-    assert both["workload"] == d["workload"]
+    assert both["workload"] == d["workload"] and both["contract"]["fabric"]["admission_limit"] == 0.86
     assert both["contract"]["tenant"] == alone["contract"]["tenant"] == d["contract"]["tenant"]
     kinds = [(t["kind"], u["kind"]) for t, u in zip(d["workload"]["tenant"], alone["workload"]["tenant"])]
     assert ("prefill", "idle") in kinds

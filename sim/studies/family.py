@@ -21,7 +21,10 @@ first four draws of the default family.
 contract's channel count and fabric clock as written, so the family draws
 the clock (:data:`RANGES` ``clock_mhz``: clocks at which the arbiter's one
 128-byte grant per clock covers the channel's 51.2 GB/s; a slower fabric
-would cap every fabric policy below FR-FCFS by construction).  The system
+would cap every fabric policy below FR-FCFS by construction).  400 MHz
+covers it exactly, with nothing to spare: its draws are where the decode
+tail is longest, and :mod:`.grant_rate` measures what that costs with
+nothing else changed (issue #41; ``kvfabric system`` notes such a clock).  The system
 model has one DRAM speed grade (HBM3-6400), so a contract for another
 channel rate is rescaled to it, and said so in ``kvfabric system``'s output
 (:func:`kvfabric.sim.workload.simulated_contract`): the family draws
