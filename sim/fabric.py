@@ -183,13 +183,27 @@ class FabricPolicy(Policy):
         offer = None
         if system.waiting:
             # Upstream presents, among tenants with room (spec §2), the one
-            # whose arbiter queue is emptiest, oldest first.  Presenting
-            # simply the oldest request would keep a backlogged tenant's
-            # queue topped up and leave a high-priority tenant's queue empty
-            # at every other selection: the ingress takes one request per
-            # clock and needs two clocks to make it visible.
+            # whose arbiter queue is emptiest; of equally empty ones a tenant
+            # whose priority is not bulk (spec §6.6's bulk_prio) before a
+            # bulk one, then the oldest.  Presenting simply the oldest
+            # request would keep a backlogged tenant's queue topped up and
+            # leave a high-priority tenant's queue empty at every other
+            # selection: the ingress takes one request per clock and needs
+            # two clocks to make it visible.  The tie rule, because the
+            # oldest head of two equally empty queues is nearly always the
+            # backlogged prefill's: where one grant per clock is just the
+            # channel's peak (400 MHz, 128 B), every ingress slot a prefill
+            # takes in a decode step is a grant the step never gets back
+            # (issue #41: the family's draw 1, decode p99 over decode-only
+            # 1.224x / 1.190x at seeds 1 / 2 with the oldest first, 1.188x /
+            # 1.140x with the tie rule; pooled over seeds 1-6, 1.219x and
+            # 1.184x).  Ties only: a bulk tenant whose queue is emptier still
+            # goes first, so its guaranteed heads reach the arbiter, which
+            # alone decides whose request is served.
             occupancy = model.occupancy()
-            best_occ = self.depth  # only a queue with room takes the offer
+            cfg = model.config
+            bulk_prio, tenant_cfg = cfg.bulk_prio, cfg.tenants
+            best_key = 2 * self.depth  # only a queue with room takes the offer
             for source in system.sources:
                 if source:
                     head = source[0]
@@ -198,9 +212,10 @@ class FabricPolicy(Policy):
                         # outstanding here: upstream never presents an id twice,
                         # and the grant could not name its transaction.
                         continue
-                    occ = occupancy[head.tenant]
-                    if occ < best_occ or (occ == best_occ and offer is not None and head.seq < offer.seq):
-                        best_occ, offer = occ, head
+                    t = head.tenant
+                    key = 2 * occupancy[t] + (bulk_prio >> tenant_cfg[t].priority & 1)
+                    if key < best_key or (key == best_key and offer is not None and head.seq < offer.seq):
+                        best_key, offer = key, head
         request = None
         if offer is not None:
             request = FabricRequest(offer.tenant, offer.nbytes, offer.seq & self.id_mask)

@@ -4,6 +4,9 @@ import os
 import random
 from fractions import Fraction
 
+from collections import deque
+from types import SimpleNamespace
+
 import pytest
 
 from kvfabric.model.channel import ChannelModel
@@ -283,6 +286,62 @@ def test_fabric_never_presents_an_outstanding_id(seed):
     system.run(20_000)
     assert system._seq == system.waiting + len(policy.in_fabric) + sum(policy.grants)
     assert all(g > 0 for g in policy.grants)
+
+
+class _Upstream:
+    """A system stand-in for the fabric's front end alone: per tenant a source
+    queue of waiting reads, a memory side that is never ready (grants stay
+    in the grant register), and what the front end took, in order."""
+
+    def __init__(self, queues):
+        self.sources = [deque(SimpleNamespace(tenant=t, seq=seq, nbytes=128, is_write=False) for seq in seqs)
+                        for t, seqs in enumerate(queues)]
+        self.waiting = sum(len(q) for q in self.sources)
+        self.taken = []
+        self.channel = SimpleNamespace(has_room=lambda *args: False)
+
+    def take(self, txn):
+        self.sources[txn.tenant].popleft()
+        self.waiting -= 1
+        self.taken.append(txn.tenant)
+
+
+def _presented(doc, queues, clocks):
+    """Run the front end ``clocks`` fabric clocks; return, per clock, the
+    arbiter queues' occupancy it saw, the heads waiting and the tenant taken."""
+    policy = FabricPolicy(doc)
+    up = _Upstream(queues)
+    policy.prepare([None] * len(queues), up)
+    seen = []
+    for cycle in range(clocks):
+        occ = list(policy.model.occupancy())
+        heads = [(q[0].tenant, q[0].seq) for q in up.sources if q]
+        before = len(up.taken)
+        policy._clock(4 * cycle, cycle)
+        seen.append((occ, heads, up.taken[before] if len(up.taken) > before else None))
+    return seen
+
+
+def test_fabric_presents_a_latency_bound_tenant_before_a_bulk_one_of_equal_queue():
+    """Upstream presents the emptiest arbiter queue with room; of equally
+    empty ones a tenant whose priority is not bulk (spec §6.6) before a bulk
+    one, then the oldest head (issue #41), so a bulk tenant whose queue is
+    emptier still goes first."""
+    doc = _contract([_tenant(0, priority=2, guaranteed_gbps=10), _tenant(1, priority=1, guaranteed_gbps=2)])
+    doc["fabric"]["bulk_priorities"] = [2]
+    # Tenant 0 (bulk) issued first: its heads are always the older.
+    seen = _presented(doc, [[0, 2, 4, 6, 8, 10], [1, 3, 5, 7, 9, 11]], 8)
+    assert seen[0] == ([0, 0], [(0, 0), (1, 1)], 1)    # both empty: the latency-bound tenant
+    depth = doc["fabric"]["queue_depth"]
+    bulk = {0: 1, 1: 0}
+    for occ, heads, taken in seen:
+        room = [(2 * occ[t] + bulk[t], seq, t) for t, seq in heads if occ[t] < depth]
+        assert taken == (min(room)[2] if room else None), seen
+    assert {taken for _, _, taken in seen} == {0, 1}
+    assert any(occ[0] < occ[1] and taken == 0 for occ, _, taken in seen), seen  # the emptier bulk queue first
+    # Without bulk priorities the older head wins the tie, as before.
+    doc["fabric"].pop("bulk_priorities")
+    assert _presented(doc, [[0, 2], [1, 3]], 1)[0] == ([0, 0], [(0, 0), (1, 1)], 0)
 
 
 def test_fabric_equal_weights_split_a_saturated_channel_evenly(seed):
