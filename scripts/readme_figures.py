@@ -235,6 +235,32 @@ def _family_rows(report: dict) -> list:
     return out
 
 
+def _grant_rate_rows(report: dict) -> list:
+    """What the arbiter's grant rate costs a decode step (``grant_rate.json``,
+    issue #41): per clock, the worst pooled decode ratio over the draws run,
+    with their prefills and with the decodes alone."""
+    rows = report["rows"]
+    if not rows:
+        return []
+    clocks = sorted({r["clock_mhz"] for r in rows})
+
+    def worst(clock, variant):
+        return max(r["pooled_ratio"] for r in rows if r["clock_mhz"] == clock and r["variant"] == variant)
+
+    def per_clock(variant):
+        return ", ".join(f"{worst(c, variant):.2f}x at {c} MHz" for c in clocks)
+
+    ratio = {c: next(r["grant_over_peak"] for r in rows if r["clock_mhz"] == c) for c in clocks}
+    draws = ", ".join(str(k) for k in report["meta"]["draws"])
+    figure = (f"`make family`'s draws at its lowest clock ({draws}), nothing changed but the clock, "
+              f"seeds {', '.join(map(str, report['meta']['seeds']))} pooled: worst decode's step p99 / "
+              f"decode-only with their prefills {per_clock('with prefills')}; their decodes alone through "
+              f"the fabric {per_clock('decodes alone')} (one 128 B grant a clock is "
+              + ", ".join(f"{ratio[c]:.3g}x" for c in clocks) + " the channel's peak)")
+    return [("decode tail against the arbiter's grant rate (Fabric-QoS, issue #41)", figure,
+             "`python -m kvfabric.sim.studies.grant_rate` → `reports/grant_rate.md`", _rev(report["meta"]))]
+
+
 def _claim_rows(by_id: dict, cmd: str, rev: str) -> list:
     """The essay's 3.6x (§12, setup A) and 3.9x (§10, setup B) p99 gains, re-measured."""
     p99 = {k: r.get("p99_ns") for k, r in by_id.items()}
@@ -331,7 +357,8 @@ def rows(reports: Path | str) -> list:
                                                     cmd="`make mutants TARGET=sim` → `reports/mutants_sim.md`")),
                        ("state_budget.json", _state_rows),
                        ("synth.json", _synth_rows), ("floor.json", _floor_rows), ("asic.json", _asic_rows),
-                       ("experiments.json", _experiment_rows), ("family.json", _family_rows)):
+                       ("experiments.json", _experiment_rows), ("family.json", _family_rows),
+                       ("grant_rate.json", _grant_rate_rows)):
         report = _load(reports, name)
         if report is not None:
             out += make(report)

@@ -180,3 +180,22 @@ def test_family_rows_judge_every_target_from_the_report():
     assert "target 200 k: not met" in readme_figures._family_rows(_family_report(1.0, 1.0, rate=199_000))[1][1]
     slow = {**_family_report(1.0, 1.0), "predicted_default_wall_s_own_cores": 91 * 60.0}
     assert "(target 90 min: not met)" in readme_figures._family_rows(slow)[1][1]
+
+
+def test_grant_rate_row_takes_the_worst_draw_per_clock_and_variant():
+    """Per clock, the largest pooled ratio over the draws, with prefills and
+    with the decodes alone kept apart."""
+    def row(draw, clock, variant, ratio):
+        return {"draw": draw, "clock_mhz": clock, "variant": variant, "pooled_ratio": ratio,
+                "grant_over_peak": clock / 400}
+    report = {"meta": {"draws": [1, 8], "seeds": [1, 2], "revision": "abc1234", "dirty": False},
+              "rows": [row(1, 400, "decodes alone", 1.13), row(1, 400, "with prefills", 1.21),
+                       row(8, 400, "decodes alone", 1.30), row(8, 400, "with prefills", 1.12),
+                       row(1, 500, "decodes alone", 1.01), row(1, 500, "with prefills", 1.09),
+                       row(8, 500, "decodes alone", 1.02), row(8, 500, "with prefills", 1.00)]}
+    (what, figure, cmd, rev), = readme_figures._grant_rate_rows(report)
+    assert "with their prefills 1.21x at 400 MHz, 1.09x at 500 MHz" in figure
+    assert "decodes alone through the fabric 1.30x at 400 MHz, 1.02x at 500 MHz" in figure
+    assert "(1, 8)" in figure and "1x, 1.25x the channel's peak" in figure
+    assert "grant_rate" in cmd and rev == "`abc1234`"
+    assert readme_figures._grant_rate_rows({"meta": report["meta"], "rows": []}) == []
