@@ -149,7 +149,8 @@ def judge(results, draws, seeds, clocks):
 def write_report(rows, *, out_dir, meta_run):
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
-    (out_dir / "grant_rate.json").write_text(json.dumps({"meta": meta_run, "rows": rows}, indent=1) + "\n")
+    doc = {"revision": meta_run.get("revision"), "dirty": meta_run.get("dirty"), "meta": meta_run, "rows": rows}
+    (out_dir / "grant_rate.json").write_text(json.dumps(doc, indent=1) + "\n")
     seeds = meta_run["seeds"]
     lines = []
     w = lines.append
