@@ -4,6 +4,7 @@ import pytest
 
 from kvfabric.sim.studies import family as fam
 from kvfabric.sim.studies import grant_rate as gr
+from kvfabric.sim.studies.metrics import NS_PER_CYCLE
 
 
 def test_a_variant_changes_the_clock_and_in_decodes_alone_only_the_prefills():
@@ -36,15 +37,20 @@ def _run(lat_by_decode):
 
 def test_the_worst_decode_ratio_is_the_p99_over_its_decode_only_p99_with_seeds_pooled():
     # Nearest-rank p99 of 1..100 is 99; of the pooled 1..200, 198.
-    base = [_run({0: list(range(1, 101)), 1: list(range(1, 101))}),
-            _run({0: list(range(101, 201)), 1: list(range(101, 201))})]
-    runs = [_run({0: [2 * x for x in range(1, 101)], 1: [3 * x for x in range(1, 101)]}),
-            _run({0: [2 * x for x in range(101, 201)], 1: list(range(101, 201))})]
-    ratio, decode, _, _ = gr._worst(runs[:1], base[:1], [0, 1])
+    results = {(0, None, None, 1): _run({0: list(range(1, 101)), 1: list(range(1, 101))}),
+               (0, None, None, 2): _run({0: list(range(101, 201)), 1: list(range(101, 201))}),
+               (0, 400, "with prefills", 1): _run({0: [2 * x for x in range(1, 101)],
+                                                   1: [3 * x for x in range(1, 101)]}),
+               (0, 400, "with prefills", 2): _run({0: [2 * x for x in range(101, 201)],
+                                                   1: list(range(101, 201))})}
+    meta = {"draw": 0, "decodes": {0: {"under": False}, 1: {"under": False}}}
+    ratio, decode, p99, base_p99 = gr._worst(results, meta, 400, "with prefills", (1,))
     assert (ratio, decode) == (3.0, 1)
     # Pooled: decode 0's steps are 2..400 (p99 396), decode 1's 3..300 and 101..200 (p99 294).
-    ratio, decode, p99, base_p99 = gr._worst(runs, base, [0, 1])
+    ratio, decode, p99, base_p99 = gr._worst(results, meta, 400, "with prefills", (1, 2))
     assert (decode, ratio) == (0, pytest.approx(396 / 198))
-    assert gr._worst(runs, base, [1])[0] == pytest.approx(294 / 198)
-    # An under-guaranteed decode is not judged (the family's rule).
-    assert gr._judged({"decodes": {0: {"under": True}, 1: {"under": False}}}) == [1]
+    assert (p99, base_p99) == (pytest.approx(396 * NS_PER_CYCLE), pytest.approx(198 * NS_PER_CYCLE))
+    # A decode under-guaranteed on purpose is not judged (the family's rule).
+    meta["decodes"][0]["under"] = True
+    ratio, decode, _, _ = gr._worst(results, meta, 400, "with prefills", (1, 2))
+    assert (decode, ratio) == (1, pytest.approx(294 / 198))

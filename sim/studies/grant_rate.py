@@ -45,6 +45,7 @@ from kvfabric.provenance import describe, revision
 
 from . import family as fam
 from ..hbm3 import MEMORY_MHZ
+from ..mapping import TRANSACTION_BYTES
 from .metrics import NS_PER_CYCLE, PEAK_BYTES_PER_CYCLE, pct
 from .pypy import default_pypy
 
@@ -55,8 +56,6 @@ CLOCKS = (400, 450, 500, 800)
 VARIANTS = ("decodes alone", "with prefills")
 #: The variants' admission limit (:func:`variant_draw` says why).
 ADMISSION_LIMIT = 0.86
-#: The system model's request: one 128 B transaction per grant.
-GRANT_BYTES = 128
 
 
 def lowest_clock_draws(draws=fam.DEFAULT_DRAWS, seed=fam.FAMILY_SEED):
@@ -101,23 +100,21 @@ def plan(draws, seeds, clocks, build, python=None):
     return out
 
 
-def _judged(meta):
-    """Decodes judged against decode-only (the family's rule: not one under-guaranteed on purpose)."""
-    under = {tid for tid, m in meta["decodes"].items() if m.get("under")}
-    return [tid for tid in meta["decodes"] if tid not in under] or list(meta["decodes"])
-
-
-def _worst(runs, bases, judged):
-    """(ratio, decode, p99 ns, base p99 ns) of the worst judged decode, the
-    steps of every run in ``runs`` pooled (and of ``bases`` likewise)."""
-    best = None
-    for tid in judged:
-        lat = [x for r in runs for x in r["decodes"][tid]["lat"]]
-        base = [x for r in bases for x in r["decodes"][tid]["lat"]]
-        row = (pct(lat, 99) / pct(base, 99), tid, pct(lat, 99) * NS_PER_CYCLE, pct(base, 99) * NS_PER_CYCLE)
-        if best is None or row[0] > best[0]:
-            best = row
-    return best
+def _worst(results, meta, clock, variant, seeds):
+    """(ratio, decode, p99 ns, decode-only p99 ns) of the worst decode of draw
+    ``meta`` at (``clock``, ``variant``), its steps over ``seeds`` pooled:
+    the family's own judgement (:func:`.family.pooled`, which leaves out a
+    decode under-guaranteed on purpose), with its p99s beside it."""
+    k = meta["draw"]
+    res = {}
+    for s in seeds:
+        res[(k, "decode-only", s)] = results[(k, None, None, s)]
+        res[(k, "fabric-qos", s)] = results[(k, clock, variant, s)]
+    row, = fam.pooled(res, [meta], seeds)
+    t = row["decode"]
+    lat = [x for s in seeds for x in res[(k, "fabric-qos", s)]["decodes"][t]["lat"]]
+    base = [x for s in seeds for x in res[(k, "decode-only", s)]["decodes"][t]["lat"]]
+    return row["p99_ratio"], t, pct(lat, 99) * NS_PER_CYCLE, pct(base, 99) * NS_PER_CYCLE
 
 
 def judge(results, draws, seeds, clocks):
@@ -126,18 +123,15 @@ def judge(results, draws, seeds, clocks):
     for k in draws:
         d = fam.draw(fam.FAMILY_SEED, k)
         meta, drawn = d["meta"], d["contract"]["fabric"]["clock_mhz"]
-        judged = _judged(meta)
         for clock in clocks:
             for variant in VARIANTS:
-                per_seed = [_worst([results[(k, clock, variant, s)]], [results[(k, None, None, s)]], judged)
-                            for s in seeds]
-                pool = _worst([results[(k, clock, variant, s)] for s in seeds],
-                              [results[(k, None, None, s)] for s in seeds], judged)
+                per_seed = [_worst(results, meta, clock, variant, (s,)) for s in seeds]
+                pool = _worst(results, meta, clock, variant, tuple(seeds))
                 runs = [results[(k, clock, variant, s)] for s in seeds]
                 rows.append({
                     "draw": k, "channels": meta.get("channels", 1), "drawn_clock_mhz": drawn,
                     "clock_mhz": clock, "variant": variant,
-                    "grant_over_peak": clock * GRANT_BYTES / (PEAK_BYTES_PER_CYCLE * MEMORY_MHZ),
+                    "grant_over_peak": clock * TRANSACTION_BYTES / (PEAK_BYTES_PER_CYCLE * MEMORY_MHZ),
                     "ratio_per_seed": [r[0] for r in per_seed], "decode_per_seed": [r[1] for r in per_seed],
                     "pooled_ratio": pool[0], "pooled_decode": pool[1],
                     "p99_ns": pool[2], "base_p99_ns": pool[3],
@@ -209,7 +203,8 @@ def main(argv=None):
 
     labelled = plan(draws, args.seeds, args.clocks, args.build, python=args.python)
     # Longest first: more channels, then the reference.
-    labelled.sort(key=lambda ls: -fam.draw(fam.FAMILY_SEED, ls[0][0])["meta"].get("channels", 1))
+    channels = {k: fam.channels_of(k) for k in draws}
+    labelled.sort(key=lambda ls: -channels[ls[0][0]])
     tasks = [(f"draw {k}, {clock or 'decode-only'} {variant or ''}, seed {s['seed']}".strip(), (s,))
              for (k, clock, variant), s in labelled]
     t0 = time.time()
