@@ -36,7 +36,6 @@ import argparse
 import copy
 import json
 import os
-import platform
 import sys
 import time
 from pathlib import Path
@@ -47,7 +46,7 @@ from . import family as fam
 from ..hbm3 import MEMORY_MHZ
 from ..mapping import TRANSACTION_BYTES
 from .metrics import NS_PER_CYCLE, PEAK_BYTES_PER_CYCLE, pct
-from .pypy import default_pypy
+from .pypy import default_pypy, interpreter_of
 
 __all__ = ["CLOCKS", "lowest_clock_draws", "variant_draw", "plan", "judge", "write_report", "main"]
 
@@ -219,7 +218,7 @@ def main(argv=None):
     rows = judge(results, draws, args.seeds, args.clocks)
     meta_run = {**revision(), "draws": draws, "seeds": args.seeds, "clocks": args.clocks,
                 "runs": len(tasks), "wall_s": time.time() - t0, "jobs": args.jobs,
-                "python": args.python or platform.python_implementation()}
+                "python": interpreter_of(args.python or None)}
     write_report(rows, out_dir=args.out, meta_run=meta_run)
     for r in rows:
         print(f"draw {r['draw']} {r['clock_mhz']} MHz {r['variant']}: pooled {r['pooled_ratio']:.3f}x, per seed "
