@@ -29,6 +29,7 @@ from kvfabric.model.compat import tomllib
 from kvfabric.model.contract import ContractError, compile_contract
 from kvfabric.model.replay import percentile
 from kvfabric.sim.front_ends import FRONT_ENDS
+from kvfabric.sim.mapping import TRANSACTION_BYTES
 from kvfabric.tables import format_table
 
 __all__ = ["POLICIES", "SystemRun", "build_system", "run_system", "cmd_system"]
@@ -71,7 +72,7 @@ def make_policy(name, contract_doc, workload):
     from kvfabric.sim.front_ends import make_front_end
     from kvfabric.sim.workload import WorkloadError
 
-    policy = make_front_end(name, contract_doc)
+    policy = make_front_end(name, contract_doc, request_bytes=workload.request_bytes)
     if name == "fabric-qos":
         knobs = qos_knobs_for(workload.read_queue, policy.bulk_in_use)
         policy.knobs = dataclasses.replace(knobs, **workload.controller)
@@ -203,7 +204,8 @@ def run_system(contract_path, workload_path, policy_name):
         rows.append(row)
     peak_bytes = sum(sum(st.bytes) for st in all_stats)
     utilisation = Fraction(peak_bytes, workload.cycles * 32 * n)
-    result = {"policy": policy_name, "cycles": workload.cycles, "tenants": rows,
+    result = {"policy": policy_name, "cycles": workload.cycles, "request_bytes": workload.request_bytes,
+              "tenants": rows,
               "utilisation": round(float(utilisation), 4), "warnings": warnings,
               "simulated": simulated_channel(compiled, channel, doc, run.rescaled, system.channel_map)}
     if n > 1:
@@ -328,10 +330,11 @@ def describe_simulated(sim):
 GRANT_HEADROOM = 1.25
 
 
-def arbiter_note(sim):
-    """A note when the arbiter's clock grants the system model's 128 B
-    transactions (one a clock) at less than :data:`GRANT_HEADROOM` times the
-    channel's peak, or None.
+def arbiter_note(sim, request_bytes=TRANSACTION_BYTES):
+    """A note when the arbiter's clock grants the system model's requests of
+    ``request_bytes`` (the workload's ``[system] request_bytes``; one a
+    clock) at less than :data:`GRANT_HEADROOM` times the channel's peak, or
+    None.
 
     Below the peak the fabric caps the channel.  Between the peak and
     :data:`GRANT_HEADROOM` it does not, but a decode step's requests reach the
@@ -340,18 +343,22 @@ def arbiter_note(sim):
     across banks, while a step fed at the channel's own rate turns every
     data-bus bubble of a row miss into step latency that is never made up."""
     ch = sim["channel"]
-    grant_gbps = ch["clock_mhz"] * 128 / 1000
+    grant_gbps = ch["clock_mhz"] * request_bytes / 1000
+    what = f"the system model's requests of {request_bytes} B"
     if grant_gbps + 1e-9 >= GRANT_HEADROOM * ch["channel_gbps"]:
         return None
     if grant_gbps + 1e-9 < ch["channel_gbps"]:
-        return (f"note: the arbiter at {ch['clock_mhz']:g} MHz grants at most {grant_gbps:g} GB/s of the system "
-                f"model's 128 B transactions per channel, below the channel's {ch['channel_gbps']:g} GB/s")
-    need = math.ceil(GRANT_HEADROOM * ch["channel_gbps"] * 1000 / 128 - 1e-9)
-    return (f"note: the arbiter at {ch['clock_mhz']:g} MHz grants at most {grant_gbps:g} GB/s of the system "
-            f"model's 128 B transactions per channel, {grant_gbps / ch['channel_gbps']:.2f}x the channel's "
+        return (f"note: the arbiter at {ch['clock_mhz']:g} MHz grants at most {grant_gbps:g} GB/s of {what} per "
+                f"channel, below the channel's {ch['channel_gbps']:g} GB/s")
+    need = math.ceil(GRANT_HEADROOM * ch["channel_gbps"] * 1000 / request_bytes - 1e-9)
+    more = (f"; a workload's [system] request_bytes = {2 * TRANSACTION_BYTES} sends contiguous transactions "
+            f"two to a request, as the AXI front end's pieces" if request_bytes == TRANSACTION_BYTES else "")
+    return (f"note: the arbiter at {ch['clock_mhz']:g} MHz grants at most {grant_gbps:g} GB/s of {what} per "
+            f"channel, {grant_gbps / ch['channel_gbps']:.2f}x the channel's "
             f"{ch['channel_gbps']:g} GB/s: a decode step's requests then reach the controller hardly faster than "
             f"it serves them, and the bus bubbles of its row misses become step latency "
-            f"(reports/grant_rate.md); from {need} MHz the grants carry {GRANT_HEADROOM:g}x the channel's peak")
+            f"(reports/grant_rate.md); from {need} MHz the grants carry {GRANT_HEADROOM:g}x the channel's peak"
+            + more)
 
 
 def cmd_system(args) -> int:
@@ -360,7 +367,7 @@ def cmd_system(args) -> int:
         print(f"kvfabric system: warning: {warning}", file=sys.stderr)
     sim = result["simulated"]
     print(describe_simulated(sim))
-    note = arbiter_note(sim)
+    note = arbiter_note(sim, result["request_bytes"])
     if note:
         print(note)
     print(f"policy {result['policy']}, {result['cycles']} cycles, "

@@ -398,7 +398,8 @@ def _sim_fingerprint() -> str:
         # with a hold longer than the probe keeps protected reads queued and a
         # budget its read-queue depths cross both ways (24 was crossed 63 times
         # in 10,710 steps: the yield mutants went unconfirmed).
-        credits = c.YieldingCreditReturn(4, max_hold=3000, budget=40) if name == "qos" else None
+        credits = c.YieldingCreditReturn(max_hold=3000, budget=40) if name == "qos" else None
+        opened = [0, 0, 0]  # entries enqueued per class: a grant of 4 is taken at the first of each 4
         returns = []
         hot = [(rng.randrange(HBM3_GEOMETRY.banks), rng.randrange(64)) for _ in range(8)]
         hot = [(bank, row + i) for bank, row in hot for i in range(3)]
@@ -421,6 +422,9 @@ def _sim_fingerprint() -> str:
                 r.rank = c.qos_rank(r.axqos, r.seq, r.qclass) if name == "qos" else r.seq
                 if ch.has_room(1, r.is_write, r.qclass):
                     ch.enqueue(r, now)
+                    if credits is not None and opened[r.qclass] % 4 == 0:
+                        credits.granted(r.qclass, 4)
+                    opened[r.qclass] += 1
                 i += 1
             nxt = arrivals[i][0] if i < len(arrivals) else 12_000
             ch.pop_completions(now)

@@ -34,6 +34,7 @@ Every policy reads the channel (the attributes :class:`~sim.dram.Channel`
 lists) and returns its decision; none writes channel state.
 """
 
+from collections import deque
 from dataclasses import dataclass
 
 from kvfabric.spec import CREDIT_BURST, CREDIT_CLASSES, CREDIT_GUARANTEED, CREDIT_URGENT
@@ -507,30 +508,47 @@ class QosRefresh:
 class CreditReturn:
     """The memory side of spec §6.6's ``credit_return`` port.
 
-    A credit of class k stands for ``per_credit`` entries of that class; it
-    goes back to the arbiter, at most one per class per fabric clock, once
-    that many of the class's entries have been freed.
+    Every grant took one credit of its class and, in the controller, as many
+    entries of that class as it has 32 B accesses (:meth:`granted`).  The
+    class's credits go back to the arbiter, at most one per class per fabric
+    clock, in the order the grants were transferred: the oldest unreturned
+    grant's credit once the class's entries freed, counted from the start,
+    cover it and every grant returned before it.  Entries freed never run
+    ahead of entries granted, so a class never has more credits out than
+    entries reserved for them; with grants of one size this is one credit
+    per that many entries freed, in any order.
     """
 
-    def __init__(self, per_credit):
-        if not isinstance(per_credit, int) or per_credit <= 0:
-            raise ValueError(f"Entries per credit must be a positive integer, not {per_credit!r}")
-        self.per_credit = per_credit
+    def __init__(self):
         self.returned = [0] * N_CLASSES   # credits returned so far, per class
+        self._pending = [deque() for _ in range(N_CLASSES)]  # each unreturned grant's entries, oldest first
+        self._covered = [0] * N_CLASSES   # entries of the grants returned so far
+
+    def granted(self, k, entries):
+        """A grant of class ``k`` took ``entries`` entries (and one credit)."""
+        self._pending[k].append(entries)
 
     def owed(self, ch, k):
         """Credits of class ``k`` whose entries are free but not yet returned."""
-        return ch.class_freed[k] // self.per_credit - self.returned[k]
+        freed, n = ch.class_freed[k] - self._covered[k], 0
+        for entries in self._pending[k]:
+            if entries > freed:
+                break
+            freed -= entries
+            n += 1
+        return n
 
     def step(self, ch, now):
         """The ``credit_return`` bits of one fabric clock at memory cycle ``now``."""
         held = self._held_classes(ch, now)
         bits = [0] * N_CLASSES
-        freed, returned, per_credit = ch.class_freed, self.returned, self.per_credit
+        freed, returned, pending, covered = ch.class_freed, self.returned, self._pending, self._covered
         for k in range(N_CLASSES):
-            if k not in held and freed[k] // per_credit > returned[k]:  # self.owed(ch, k) > 0
+            q = pending[k]
+            if k not in held and q and freed[k] - covered[k] >= q[0]:  # self.owed(ch, k) > 0
                 bits[k] = 1
                 returned[k] += 1
+                covered[k] += q.popleft()
         return tuple(bits)
 
     def _held_classes(self, ch, now):
@@ -575,8 +593,8 @@ class YieldingCreditReturn(CreditReturn):
     decode-only, the extra in write drains and the controller queue).
     """
 
-    def __init__(self, per_credit, *, protect_below=BURST_CLASS, max_hold=1000, budget=0):
-        super().__init__(per_credit)
+    def __init__(self, *, protect_below=BURST_CLASS, max_hold=1000, budget=0):
+        super().__init__()
         if not 0 <= protect_below <= BURST_CLASS:
             raise ValueError(f"protect_below must be 0..{BURST_CLASS}, not {protect_below!r}")
         if not isinstance(max_hold, int) or max_hold < 0:

@@ -23,6 +23,7 @@ contract's average rate, the nearest the memory clock can resolve).
 
 from dataclasses import dataclass, replace
 from fractions import Fraction
+from itertools import islice
 
 from kvfabric.model.channel import Request as FabricRequest
 from kvfabric.model.channel import BURST, NO_CREDIT_RETURN, ChannelModel
@@ -35,14 +36,18 @@ from .controller import (BURST_CLASS, GUARANTEED_CLASS, URGENT_CLASS, CreditRetu
                          QosRefresh, QosScheduler, ReservedEntries, YieldingCreditReturn, qos_rank)
 from .dram import NEVER
 from .policies import Policy
+from .mapping import TRANSACTION_BYTES
 from .system import TRANSACTION_ACCESSES
 
 __all__ = ["FabricPolicy", "FabricQosPolicy", "FabricCoordinator", "QosKnobs", "contract_doc", "grant_class",
-           "grant_axqos", "FABRIC_MHZ"]
+           "grant_axqos", "FABRIC_MHZ", "REQUEST_BYTES"]
 
 #: The arbiter clock the system model's front end assumes: one 128 B grant per
 #: fabric clock is the channel's 51.2 GB/s peak.
 FABRIC_MHZ = 400
+
+#: Bytes one arbiter request may carry (:class:`FabricPolicy`'s ``request_bytes``).
+REQUEST_BYTES = (TRANSACTION_BYTES, 2 * TRANSACTION_BYTES)
 
 
 _BURST_RANK = 1 << 40  # rank offset of burst-path accesses in a kind-aware controller
@@ -96,6 +101,17 @@ class FabricPolicy(Policy):
         Let the controller's scheduler see the grant kind: accesses granted
         on the burst path rank behind guaranteed ones (our extension; the
         arbiter's decisions are unchanged).
+    request_bytes : int
+        Most bytes one arbiter request carries: 128 (the default: every
+        128 B transaction is a request of its own) or 256.  At 256 the
+        upstream presents a tenant's head transaction together with the next
+        one in its queue when that one is contiguous with it on the channel
+        (same direction, the next 128 B of the same aligned 256 B, inside one
+        interleave unit): one request of 256 B, one grant, one credit, as the
+        AXI front end's pieces of up to ``frag_beats`` beats are (spec §14.1
+        and §14.2: 8 x 32 B = 256 B by default).  A fabric clock then moves up
+        to twice the channel's peak at 400 MHz instead of exactly it (issue
+        #41, reports/grant_rate.md).
     name : str
     """
 
@@ -104,7 +120,12 @@ class FabricPolicy(Policy):
     #: others' (spec §13), or None: the contract's registers on every channel.
     coordinator = None
 
-    def __init__(self, doc, *, memory_mhz=1600, coloring=False, kind_aware=False, name="Fabric"):
+    def __init__(self, doc, *, memory_mhz=1600, coloring=False, kind_aware=False, name="Fabric",
+                 request_bytes=TRANSACTION_BYTES):
+        if request_bytes not in REQUEST_BYTES:
+            raise ValueError(f"request_bytes must be one of {', '.join(map(str, REQUEST_BYTES))}, "
+                             f"not {request_bytes!r}")
+        self.request_bytes = request_bytes
         self.doc = doc
         self.compiled = compile_contract(doc)
         #: Memory clocks per fabric clock (exact; 4 at 400 MHz).
@@ -129,6 +150,12 @@ class FabricPolicy(Policy):
         self.next_edge = 0        # ... and its memory cycle (:meth:`edge`)
         self.grants = [0] * len(tenants)
         self.burst_grants = [0] * len(tenants)
+        # Transactions per request, and per interleave unit of this channel
+        # (a request never spans two: with one channel, nothing to span).
+        self.piece = self.request_bytes // TRANSACTION_BYTES
+        system = getattr(self.system, "system", self.system)
+        ports = getattr(system, "ports", ())
+        self.unit = system.channel_map.unit if len(ports) > 1 else self.piece
 
     def reconfigure(self, doc):
         """Commit a new contract (all tenants at once, as COMMIT does); the
@@ -218,29 +245,56 @@ class FabricPolicy(Policy):
                         best_key, offer = key, head
         request = None
         if offer is not None:
-            request = FabricRequest(offer.tenant, offer.nbytes, offer.seq & self.id_mask)
+            group = self._piece(offer)
+            request = FabricRequest(offer.tenant, sum(t.nbytes for t in group), offer.seq & self.id_mask)
         # The memory side's ready depends on the grant's direction (separate
         # read and write queues); the grant register's payload holds still.
         held = model.grant
         ready = held is None or self._ready(held)
         result = self._step(now, fabric_cycle & self.ts_mask, request, ready)
         if result.accepted and not result.dropped:
-            system.take(offer)
-            self.in_fabric[request.id] = offer
+            for txn in group:
+                system.take(txn)
+            self.in_fabric[request.id] = group
             if self.coordinator is not None:
                 self.coordinator.count(self.coord_channel, fabric_cycle, request.tenant, request.bytes,
                                        model.queue_full()[request.tenant])
         selected = model.grant
         if selected is not None and selected is not held:
-            self.in_fabric[selected.id].granted = now
+            for txn in self.in_fabric[selected.id]:
+                txn.granted = now
         grant = result.transferred
         if grant is not None:
-            txn = self.in_fabric.pop(grant.id)
-            self.grants[txn.tenant] += 1
-            if grant.kind == BURST:
-                self.burst_grants[txn.tenant] += 1
-            self._mark(txn, grant)
-            system.enqueue(txn, now)
+            group = self.in_fabric.pop(grant.id)
+            self._transferred(grant, group)
+            for txn in group:
+                self.grants[txn.tenant] += 1
+                if grant.kind == BURST:
+                    self.burst_grants[txn.tenant] += 1
+                self._mark(txn, grant)
+                system.enqueue(txn, now)
+
+    def _piece(self, head):
+        """The transactions one request of ``head``'s carries: ``head``, and
+        while the request has room the ones queued right behind it that
+        continue it on the channel (same direction and link, the next
+        channel-local 128 B, inside the aligned ``request_bytes`` and the
+        interleave unit)."""
+        piece = self.piece
+        if piece == 1 or head.local < 0 or head.local % piece:
+            return [head]
+        group = [head]
+        unit = head.local // self.unit
+        for txn in islice(self.system.sources[head.tenant], 1, piece):
+            local = head.local + len(group)
+            if (txn.local != local or txn.is_write != head.is_write or txn.to_cxl != head.to_cxl
+                    or local // self.unit != unit):
+                break
+            group.append(txn)
+        return group
+
+    def _transferred(self, grant, group):
+        """A grant of ``group`` went to the controller (the memory side's bookkeeping)."""
 
     # -- the coordinator (spec §13; FabricCoordinator says when what happens) ------
     def _apply(self, fabric_cycle):
@@ -273,7 +327,8 @@ class FabricPolicy(Policy):
 
     def _ready(self, held):
         """The memory side's grant.ready for the grant register's payload."""
-        return self.system.channel.has_room(TRANSACTION_ACCESSES, self.in_fabric[held.id].is_write)
+        group = self.in_fabric[held.id]
+        return self.system.channel.has_room(TRANSACTION_ACCESSES * len(group), group[0].is_write)
 
     def _step(self, now, fabric_now, request, ready):
         return self.model.step(fabric_now, request, ready)
@@ -571,9 +626,10 @@ class QosKnobs:
             return self.write_high
         return 28 if bulk_in_use else 56
 
-    def credits(self, bulk_in_use=False):
-        """Arbiter credit limits (urgent, guaranteed, burst), in grants."""
-        return tuple(e // TRANSACTION_ACCESSES for e in self.class_entries(bulk_in_use))
+    def credits(self, bulk_in_use=False, entries_per_grant=TRANSACTION_ACCESSES):
+        """Arbiter credit limits (urgent, guaranteed, burst), in grants of
+        ``entries_per_grant`` entries at most."""
+        return tuple(e // entries_per_grant for e in self.class_entries(bulk_in_use))
 
 
 class FabricQosPolicy(FabricPolicy):
@@ -581,12 +637,16 @@ class FabricQosPolicy(FabricPolicy):
 
     The controller reserves entries per class; each grant's credit class
     becomes the class and its kind the AxQOS of its accesses; the memory side
-    returns one credit of a class whenever four entries of that class have
-    been freed (one per class per fabric clock, the credit_return port), and
-    the arbiter keeps heads without credit out of the selection.  The
+    returns a grant's credit once as many entries of its class as the grant
+    took have been freed, grants of a class in the order they were
+    transferred (one credit per class per fabric clock, the credit_return
+    port), and the arbiter keeps heads without credit out of the selection.
+    A credit stands for the entries of the largest request
+    (``request_bytes`` / 32: four at 128 B, eight at 256 B).  The
     ``CREDITS`` register comes from the contract when it gives credits (spec
-    §12: limits, bulk priorities), each limited class then reserving four
-    entries per credit; what it does not give comes from :class:`QosKnobs`.
+    §12: limits, bulk priorities), each limited class then reserving that
+    many entries per credit; what it does not give comes from
+    :class:`QosKnobs` (its entries, a credit per largest request they hold).
     """
 
     #: The golden model has the credit interface (kept for the experiments' report field).
@@ -618,7 +678,7 @@ class FabricQosPolicy(FabricPolicy):
         """``CREDITS``' limits (urgent, guaranteed, burst): the contract's, or the knobs'."""
         if self.compiled.gives_credits:
             return self.compiled.config.credits
-        return self.knobs.credits(self.bulk_in_use)
+        return self.knobs.credits(self.bulk_in_use, self.entries_per_grant)
 
     def class_entries(self):
         """Controller entries per class: four per credit of a class the contract
@@ -626,7 +686,12 @@ class FabricQosPolicy(FabricPolicy):
         knob = self.knobs.class_entries(self.bulk_in_use)
         if not self.compiled.gives_credits:
             return knob
-        return tuple(limit * TRANSACTION_ACCESSES or e for limit, e in zip(self.limits, knob))
+        return tuple(limit * self.entries_per_grant or e for limit, e in zip(self.limits, knob))
+
+    @property
+    def entries_per_grant(self):
+        """Controller entries the largest request takes (one per 32 B access)."""
+        return self.request_bytes // TRANSACTION_BYTES * TRANSACTION_ACCESSES
 
     @property
     def bulk_in_use(self):
@@ -647,13 +712,18 @@ class FabricQosPolicy(FabricPolicy):
         return replace(self.compiled.config, credits=self.limits, bulk_prio=self.bulk_prio)
 
     def prepare(self, tenants, system):
+        short = [k for k, e in enumerate(self.class_entries()) if e < self.entries_per_grant]
+        if short:
+            raise ValueError(f"Reserved entries {self.class_entries()} (urgent, guaranteed, burst): class "
+                             f"{short[0]} holds no {self.request_bytes} B request ({self.entries_per_grant} "
+                             "entries); give it at least that many")
         super().prepare(tenants, system)
         self.class_grants = [0, 0, 0]
         if self.yields_burst:
-            self.credit_return = YieldingCreditReturn(TRANSACTION_ACCESSES, max_hold=self.knobs.yield_max_hold,
+            self.credit_return = YieldingCreditReturn(max_hold=self.knobs.yield_max_hold,
                                                       budget=self.knobs.yield_budget)
         else:
-            self.credit_return = CreditReturn(TRANSACTION_ACCESSES)
+            self.credit_return = CreditReturn()
 
     def _class(self, grant):
         cfg = self.model.config
@@ -661,7 +731,11 @@ class FabricQosPolicy(FabricPolicy):
 
     def _ready(self, held):
         # The arbiter selected the grant only if its class had credit (spec §6.6).
-        return self.system.channel.has_room(TRANSACTION_ACCESSES, False, self._class(held))
+        return self.system.channel.has_room(TRANSACTION_ACCESSES * len(self.in_fabric[held.id]), False,
+                                            self._class(held))
+
+    def _transferred(self, grant, group):
+        self.credit_return.granted(self._class(grant), TRANSACTION_ACCESSES * len(group))
 
     def _step(self, now, fabric_now, request, ready):
         ret = tuple(self.credit_return.step(self.system.channel, now))

@@ -11,6 +11,7 @@ from fractions import Fraction
 
 from .fabric import FabricPolicy, FabricQosPolicy
 from .hbm3 import MEMORY_MHZ
+from .mapping import TRANSACTION_BYTES
 from .policies import FcfsPolicy, FrFcfsPolicy, PriorityFrFcfsPolicy, StaticPartitionPolicy, ThrottlePolicy
 
 __all__ = ["FRONT_ENDS", "THROTTLE_PERIOD", "make_front_end"]
@@ -23,11 +24,13 @@ THROTTLE_PERIOD = 64_000
 
 
 def make_front_end(name, contract_doc=None, *, throttle_period=THROTTLE_PERIOD, coloring=False,
-                   kind_aware=False, label=None):
+                   kind_aware=False, label=None, request_bytes=TRANSACTION_BYTES):
     """The front end ``name`` (one of :data:`FRONT_ENDS`); the fabric ones
     run ``contract_doc``. ``coloring`` turns on page coloring (FR-FCFS and
     fabric), ``kind_aware`` the fabric's kind-aware controller ranks;
-    ``label`` names it in reports (default: the front end's own name)."""
+    ``label`` names it in reports (default: the front end's own name);
+    ``request_bytes`` is the fabric's largest request (the others take
+    transactions one by one whatever it is)."""
     if name not in FRONT_ENDS:
         raise ValueError(f"policy must be one of {', '.join(FRONT_ENDS)}, not {name!r}")
     if coloring and name not in ("frfcfs", "fabric"):
@@ -36,7 +39,7 @@ def make_front_end(name, contract_doc=None, *, throttle_period=THROTTLE_PERIOD, 
         if contract_doc is None:
             raise ValueError(f"policy {name!r} needs a contract")
         cls = FabricQosPolicy if name == "fabric-qos" else FabricPolicy
-        kw = dict(memory_mhz=MEMORY_MHZ, coloring=coloring, kind_aware=kind_aware)
+        kw = dict(memory_mhz=MEMORY_MHZ, coloring=coloring, kind_aware=kind_aware, request_bytes=request_bytes)
         return cls(contract_doc, **kw, **({"name": label} if label else {}))
     if name == "prio-frfcfs":
         if contract_doc is None:

@@ -59,10 +59,14 @@ class Transaction:
         into the controller and of the end of the last data burst.
     channel : int
         The channel that serves it (the channel map's choice).
+    local : int
+        Its index among the tenant's transactions on that channel (the
+        channel-local address over 128 B; -1 when built by hand): a front end
+        that sends several as one request needs them contiguous.
     """
 
     __slots__ = ("tenant", "nbytes", "is_write", "accesses", "left", "arrival", "seq", "owner",
-                 "tag", "to_cxl", "granted", "admitted", "done", "channel")
+                 "tag", "to_cxl", "granted", "admitted", "done", "channel", "local")
 
     def __init__(self, tenant, is_write, accesses, arrival, owner, tag=None, to_cxl=False, channel=0):
         self.tenant = tenant
@@ -78,6 +82,7 @@ class Transaction:
         self.admitted = -1
         self.done = -1
         self.channel = channel
+        self.local = -1
         nbytes = 0
         for a in accesses:
             a.owner = self
@@ -291,12 +296,15 @@ class System:
         tid = tenant.tenant_id
         if len(self.ports) == 1:
             channel, first = 0, first_index
+            local = first_index // TRANSACTION_ACCESSES
         else:
             channel, local = self.channel_map.locate(tid, first_index // TRANSACTION_ACCESSES, now)
             first = local * TRANSACTION_ACCESSES + first_index % TRANSACTION_ACCESSES
         accesses = [Request(tid, is_write, bank, row, now)
                     for bank, row in self.address_map.locate_run(tid, first, TRANSACTION_ACCESSES)]
-        return Transaction(tid, is_write, accesses, now, tenant, tag, to_cxl, channel)
+        txn = Transaction(tid, is_write, accesses, now, tenant, tag, to_cxl, channel)
+        txn.local = local
+        return txn
 
     def submit(self, txn, now):
         """A tenant issues ``txn`` at ``now``."""

@@ -131,7 +131,8 @@ SIMULATED_BEFORE = {
 @pytest.mark.parametrize("policy", ["frfcfs", "fabric-qos"])
 def test_one_channel_gives_the_json_recorded_before_channels(tmp_path, policy):
     """A one-channel contract: the same JSON as at d72ef1d, field for field,
-    apart from the fields added since (the mapping, whether it rescaled).  The
+    apart from the fields added since (the mapping, whether it rescaled, the
+    request size).  The
     guaranteed class's limit is given as the Little's-law default of d72ef1d
     (80 ns x 400 MHz x 128 B/cycle / 128 B = 32; spec §12 has doubled the default
     since), and fabric-qos's controller knobs as they were then, so the recorded
@@ -152,6 +153,7 @@ def test_one_channel_gives_the_json_recorded_before_channels(tmp_path, policy):
     new = {"rescaled": False, "mapping": {"interleave_bytes": DEFAULT_INTERLEAVE_BYTES,
                                           "tenant_channels": [[0]] * 4}}
     assert {k: r["simulated"].pop(k) for k in new} == new
+    assert r.pop("request_bytes") == 128, "the workload's default: a request per transaction"
     assert r == {"policy": policy, "cycles": 60_000, **RECORDED[policy], "warnings": [],
                  "simulated": SIMULATED_BEFORE}
 
@@ -328,6 +330,14 @@ def test_a_clock_whose_grants_barely_cover_the_channel_is_noted():
     # A 32 GB/s channel at 300 MHz: 38.4 GB/s is 1.2x, noted; 1.25x is 312.5 MHz, so 313.
     assert "1.20x" in note(300, 32) and "from 313 MHz" in note(300, 32)
     assert note(313, 32) is None
+    # The note names the workload's request_bytes = 256 as the other way out; with
+    # it, 400 MHz grants 102.4 GB/s (2x) and 300 MHz 1.5x: no note, 200 MHz 1.0x.
+    assert "request_bytes = 256" in note(400)
+    sim = {"channel": {"clock_mhz": 400, "channel_gbps": 51.2}}
+    assert arbiter_note(sim, 256) is None and arbiter_note(dict(sim, channel={"clock_mhz": 300,
+                                                                              "channel_gbps": 51.2}), 256) is None
+    low = arbiter_note({"channel": {"clock_mhz": 200, "channel_gbps": 51.2}}, 256)
+    assert "requests of 256 B" in low and "1.00x" in low and "from 250 MHz" in low and "request_bytes" not in low
 
 
 def test_a_contract_for_another_channel_rate_is_rescaled_and_says_so(tmp_path, capsys):

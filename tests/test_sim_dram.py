@@ -531,25 +531,48 @@ class _CreditView:
         self.drain = WatermarkDrain(8, 2)  # a drain is due at 8 writes queued in a pseudo-channel
 
 
-def test_credit_return_gives_one_credit_per_four_freed_entries_one_per_clock():
-    ret = CreditReturn(4)
+def _grants(ret, k, n, entries=4):
+    """``n`` grants of class ``k``, each of ``entries`` entries."""
+    for _ in range(n):
+        ret.granted(k, entries)
+
+
+def test_credit_return_gives_a_grants_credit_once_its_entries_are_freed_one_per_clock():
+    """A grant's credit goes back once the class's freed entries cover it and
+    every grant of the class before it; one credit per class per clock."""
+    ret = CreditReturn()
+    ret.granted(0, 4)
+    for entries in (4, 8, 4):
+        ret.granted(1, entries)
+    ret.granted(2, 8)
     view = _CreditView()
-    view.class_freed = [3, 9, 4]
-    got = [0, 0, 0]
-    for now in range(10):
-        bits = ret.step(view, now)
-        assert all(b in (0, 1) for b in bits)
-        got = [g + b for g, b in zip(got, bits)]
-        if now == 0:
-            assert bits == (0, 1, 1), "one credit per class per clock, only for four whole entries"
-    assert got == [0, 2, 1]
-    view.class_freed[0] += 1
-    assert ret.step(view, 10) == (1, 0, 0)
+    view.class_freed = [3, 9, 8]
+    assert ret.step(view, 0) == (0, 1, 1), "3 of 4 entries free no credit; 9 cover the first 4, 8 the 8"
+    assert ret.owed(view, 1) == 0, "5 entries left do not cover the next grant's 8"
+    assert ret.step(view, 1) == (0, 0, 0)
+    view.class_freed = [4, 16, 24]
+    assert ret.owed(view, 1) == 2 and ret.owed(view, 2) == 0, "freed entries beyond every grant owe nothing"
+    assert [ret.step(view, now) for now in (2, 3, 4)] == [(1, 1, 0), (0, 1, 0), (0, 0, 0)]
+    assert ret.returned == [1, 3, 1]
+
+
+def test_credit_return_of_equal_grants_is_one_credit_per_their_entries():
+    """Grants of 4 entries each: one credit per 4 entries freed, whichever grant they were."""
+    ret = CreditReturn()
+    _grants(ret, 1, 5)
+    view = _CreditView()
+    got = []
+    for now, freed in enumerate((1, 4, 7, 8, 8, 20, 20, 20, 20)):
+        view.class_freed = [0, freed, 0]
+        got.append(ret.step(view, now)[1])
+    assert got == [0, 1, 0, 1, 0, 1, 1, 1, 0]
 
 
 @pytest.mark.parametrize("protected", [URGENT_CLASS, GUARANTEED_CLASS])
 def test_yielding_credit_return_holds_burst_credits_for_protected_reads_at_most_max_hold(protected):
-    ret = YieldingCreditReturn(4, max_hold=50)
+    ret = YieldingCreditReturn(max_hold=50)
+    _grants(ret, 1, 2)
+    _grants(ret, 2, 13)
     view = _CreditView()
     view.pc_class_reads[1][protected] = 1        # a protected read waits on pseudo-channel 1
     view.class_freed = [0, 8, 40]                # two guaranteed and ten burst credits owed
@@ -574,7 +597,8 @@ def test_yielding_credit_return_budget_counts_queued_reads_and_waits_for_drains(
     included, and no pseudo-channel is in write mode or has a drain due (its
     high watermark, 8, reached).  Writes queued below the watermark do not
     count against the budget."""
-    ret = YieldingCreditReturn(4, max_hold=1000, budget=10)
+    ret = YieldingCreditReturn(max_hold=1000, budget=10)
+    _grants(ret, 2, 4)
     view = _CreditView()
     view.pc_class_reads[0][GUARANTEED_CLASS] = 3   # a decode's reads are queued: the hold is on
     view.occupancy = 9                             # 9 reads queued in all, under the budget
@@ -601,15 +625,17 @@ def test_yielding_credit_return_budget_counts_queued_reads_and_waits_for_drains(
     assert ret.step(view, 9)[2] == 1
     assert ret.step(view, 10)[2] == 0, "nothing more owed"
     # Budget 0 is the complete hold, whatever is queued.
-    plain = YieldingCreditReturn(4, max_hold=1000)
+    plain = YieldingCreditReturn(max_hold=1000)
+    _grants(plain, 2, 1)
     view.class_freed = [0, 0, 4]
     assert plain.step(view, 0)[2] == 0
     with pytest.raises(ValueError, match="budget"):
-        YieldingCreditReturn(4, budget=-1)
+        YieldingCreditReturn(budget=-1)
 
 
 def test_yielding_credit_return_does_not_hold_for_burst_reads():
-    ret = YieldingCreditReturn(4, max_hold=50)
+    ret = YieldingCreditReturn(max_hold=50)
+    _grants(ret, 2, 2)
     view = _CreditView()
     view.pc_class_reads[0][BURST_CLASS] = 30
     view.class_freed = [0, 0, 8]

@@ -14,7 +14,7 @@ from kvfabric.sim.dram import NEVER
 from kvfabric.sim.fabric import FabricPolicy, FabricQosPolicy, QosKnobs, contract_doc, grant_axqos, grant_class
 from kvfabric.sim.hbm3 import HBM3_GEOMETRY as G
 from kvfabric.sim.hbm3 import ns_to_cycles
-from kvfabric.sim.mapping import AddressMap
+from kvfabric.sim.mapping import AddressMap, ChannelMap
 from kvfabric.sim.policies import FcfsPolicy, FrFcfsPolicy, PriorityFrFcfsPolicy, StaticPartitionPolicy, ThrottlePolicy
 from kvfabric.sim.fabric import FABRIC_MHZ
 from kvfabric.sim.hbm3 import CHANNEL_GBPS
@@ -425,6 +425,7 @@ class _CountingQosPolicy(FabricQosPolicy):
     def prepare(self, tenants, system):
         super().prepare(tenants, system)
         self.inflight = [0, 0, 0]
+        self.selected = 0   # grants selected into the grant register
         give_back = self.credit_return.step
 
         def counted(channel, now):
@@ -439,6 +440,7 @@ class _CountingQosPolicy(FabricQosPolicy):
         result = super()._step(now, fabric_now, request, ready)
         if self.model.grant is not None and self.model.grant is not held:
             self.inflight[self._class(self.model.grant)] += 1
+            self.selected += 1
         return result
 
 
@@ -507,6 +509,101 @@ def test_fabric_qos_takes_credits_from_the_contract_when_it_gives_them(seed):
     System([GreedyTenant(0, window=64, pattern="stream")] + [GreedyTenant(1, window=16, pattern="stream")],
            fabric).run(5_000)
     assert fabric.model.config.credits == (0, 0, 0) and sum(fabric.grants) > 0
+
+
+class _Pieces:
+    """A port stand-in for :meth:`FabricPolicy._piece`: one tenant's source
+    queue of transactions, each (channel-local index, is_write, to_cxl)."""
+
+    def __init__(self, txns):
+        self.sources = [deque(SimpleNamespace(tenant=0, seq=i, nbytes=128, local=local, is_write=w, to_cxl=x)
+                              for i, (local, w, x) in enumerate(txns))]
+
+
+def _piece_sizes(txns, request_bytes=256, unit=None):
+    """The requests a queue of transactions becomes, taken head by head, as
+    lists of their channel-local indices."""
+    policy = FabricPolicy(_contract([_tenant(0)]), request_bytes=request_bytes)
+    port = _Pieces(txns)
+    policy.system, policy.piece = port, request_bytes // 128
+    policy.unit = unit or policy.piece
+    out = []
+    while port.sources[0]:
+        group = policy._piece(port.sources[0][0])
+        for _ in group:
+            port.sources[0].popleft()
+        out.append([t.local for t in group])
+    return out
+
+
+def test_fabric_requests_of_256_bytes_join_a_transaction_with_the_next_contiguous_one():
+    """At request_bytes 256 a request carries the head and the transaction
+    queued right behind it when that one is the next 128 B of the same
+    aligned 256 B on the channel, in the same direction and to the same
+    memory (HBM or CXL), inside one interleave unit: the AXI front end's
+    pieces (spec §14.2)."""
+    reads = [(i, False, False) for i in range(6)]
+    assert _piece_sizes(reads) == [[0, 1], [2, 3], [4, 5]]
+    assert _piece_sizes(reads, request_bytes=128) == [[i] for i in range(6)]
+    # Unaligned heads go alone, and so does a head whose follower is not the next 128 B.
+    assert _piece_sizes([(1, False, False), (2, False, False), (3, False, False)]) == [[1], [2, 3]]
+    assert _piece_sizes([(0, False, False), (2, False, False), (3, False, False)]) == [[0], [2, 3]]
+    assert _piece_sizes([(4, False, False), (5, False, False), (0, False, False), (1, False, False)]) == \
+        [[4, 5], [0, 1]]
+    # A write never joins a read, nor a CXL access an HBM one.
+    assert _piece_sizes([(0, False, False), (1, True, False), (2, True, False), (3, True, False)]) == \
+        [[0], [1], [2, 3]]
+    assert _piece_sizes([(0, False, True), (1, False, False)]) == [[0], [1]]
+    # An interleave unit of one transaction (128 B) holds no 256 B request.
+    assert _piece_sizes(reads, unit=1) == [[i] for i in range(6)]
+    with pytest.raises(ValueError, match="request_bytes"):
+        FabricPolicy(_contract([_tenant(0)]), request_bytes=512)
+
+
+@pytest.mark.parametrize("channels", [1, 2])
+def test_fabric_qos_with_256_byte_requests_loses_nothing_and_returns_a_credit_per_grant(seed, channels):
+    """Requests of 256 B: every transaction is upstream, in the arbiter or
+    granted once; a grant holds one credit for up to 8 entries of its class
+    (the knobs' entries / 8), no class ever holds more than its entries, and
+    fewer grants than transactions reached the controller (pieces were
+    formed)."""
+    knobs = QosKnobs(entries=(16, 32, 48))
+    doc = _contract([_tenant(0, priority=2, guaranteed_gbps=10),
+                     _tenant(1, priority=1, guaranteed_gbps=4, burst_duration_ms=1)])
+    doc["fabric"]["channels"] = channels
+    policies = [_CountingQosPolicy(doc, knobs=knobs, request_bytes=256) for _ in range(channels)]
+    tenants = [GreedyTenant(0, window=300, pattern="stream", write_share=4),
+               DecodeTenant(1, seed=seed, step_bytes=4096, think=2000)]
+    system = System(tenants, policies if channels > 1 else policies[0],
+                    channel_map=ChannelMap.spread(channels, 2, 1024) if channels > 1 else None)
+    peak = [[0, 0, 0] for _ in range(channels)]
+    for c, port in enumerate(system.ports):
+        ch, original = port.channel, port.channel.enqueue
+
+        def watch(req, now, ch=ch, original=original, c=c):
+            original(req, now)
+            peak[c] = [max(p, q) for p, q in zip(peak[c], ch.class_queued)]
+        ch.enqueue = watch
+    system.run(30_000)
+    taken = 0
+    for policy, p in zip(policies, peak):
+        assert policy.limits == (2, 4, 6) and policy.class_entries() == (16, 32, 48)
+        assert all(x <= e for x, e in zip(p, knobs.entries)), (p, knobs.entries)
+        assert all(0 <= policy.inflight[k] <= policy.limits[k] for k in range(3))
+        assert list(policy.model.inflight) == policy.inflight
+        taken += sum(len(g) for g in policy.in_fabric.values())
+    granted = sum(sum(p.grants) for p in policies)          # transactions granted
+    selected = sum(p.selected for p in policies)           # grants, one request each
+    assert system._seq == system.waiting + taken + granted
+    assert 0 < selected < granted, "pieces of two transactions were granted"
+
+
+def test_fabric_qos_needs_room_for_a_whole_request_in_every_class():
+    doc = _contract([_tenant(0), _tenant(1)])
+    policy = FabricQosPolicy(doc, knobs=QosKnobs(entries=(4, 16, 16)), request_bytes=256)
+    with pytest.raises(ValueError, match="class 0 holds no 256 B request"):
+        System([GreedyTenant(0, window=8, pattern="stream"), GreedyTenant(1, window=8, pattern="stream")],
+               policy).run(100)
 
 
 def test_fabric_qos_serves_decode_before_a_backlogged_prefill(seed):

@@ -306,6 +306,27 @@ def test_controller_knobs_reach_fabric_qos_and_other_policies_refuse_them(tmp_pa
         make_policy("frfcfs", contract, w)
 
 
+@pytest.mark.parametrize("value, words", [(200, r"field 'request_bytes' = 200 must be 128 or 256"),
+                                          (512, r"field 'request_bytes' = 512 must be an integer in 128\.\.256"),
+                                          (64, r"field 'request_bytes' = 64 must be an integer in 128\.\.256")])
+def test_request_bytes_is_128_or_256_and_reaches_the_fabric_policies(tmp_path, value, words):
+    from kvfabric.system import make_policy
+
+    assert parse_workload(doc(), [0, 1, 2], source="w.toml").request_bytes == 128
+    with pytest.raises(WorkloadError, match=r"w.toml: \[system\]: " + words):
+        parse_workload(doc(request_bytes=value), [0, 1, 2], source="w.toml")
+    c, _ = _write_inputs(tmp_path, _four_tenants())
+    import tomllib
+    contract = tomllib.loads(c.read_text())
+    d = _four_tenants()
+    d["system"]["request_bytes"] = 256
+    w = parse_workload(d, [0, 1, 2, 3], source="w.toml")
+    assert w.request_bytes == 256
+    for name in ("fabric", "fabric-qos"):
+        assert make_policy(name, contract, w).request_bytes == 256
+    assert make_policy("frfcfs", contract, w) is not None   # the others take transactions one by one
+
+
 def test_system_says_what_it_simulated_instead_of_the_contract(tmp_path, capsys):
     """Issue #26: the one-channel rescaling is printed and recorded, not silent."""
     c, w = _write_inputs(tmp_path, _four_tenants())
