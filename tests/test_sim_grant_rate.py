@@ -13,7 +13,12 @@ def test_a_variant_changes_the_clock_and_in_decodes_alone_only_the_prefills():
     both = gr.variant_draw(d, 450, "with prefills")
     assert alone["contract"]["fabric"]["clock_mhz"] == 800 and both["contract"]["fabric"]["clock_mhz"] == 450
     assert d["contract"]["fabric"]["clock_mhz"] == 400            # the draw itself is left alone
-    assert both["workload"] == d["workload"] and both["contract"]["fabric"]["admission_limit"] == 0.86
+    assert both["contract"]["fabric"]["admission_limit"] == 0.86
+    # Its requests are single transactions, the family's two: nothing else of the workload changes.
+    assert d["workload"]["system"]["request_bytes"] == fam.REQUEST_BYTES == 256
+    assert both["workload"]["system"]["request_bytes"] == both["contract"]["fabric"]["memory_request_bytes"] \
+        == gr.REQUEST_BYTES == 128
+    assert dict(both["workload"], system=d["workload"]["system"]) == d["workload"]
     assert both["contract"]["tenant"] == alone["contract"]["tenant"] == d["contract"]["tenant"]
     kinds = [(t["kind"], u["kind"]) for t, u in zip(d["workload"]["tenant"], alone["workload"]["tenant"])]
     assert ("prefill", "idle") in kinds

@@ -24,7 +24,16 @@ the clock (:data:`RANGES` ``clock_mhz``: clocks at which the arbiter's one
 would cap every fabric policy below FR-FCFS by construction).  400 MHz
 covers it exactly, with nothing to spare: its draws are where the decode
 tail is longest, and :mod:`.grant_rate` measures what that costs with
-nothing else changed (issue #41; ``kvfabric system`` notes such a clock).  The system
+nothing else changed (issue #41; ``kvfabric system`` notes such a clock).
+Requests are 256 B (the workload's ``request_bytes``, the contract's
+``memory_request_bytes`` alike): the fabric's upstream sends two contiguous
+128 B transactions of a tenant as one request, as kvfabric's AXI front end
+cuts a burst into pieces of ``frag_beats`` x 32 B = 256 B by default (spec
+§14.2), so a grant a clock carries twice the channel's peak at 400 MHz.
+Issue #41 measured the family at 128 B requests first (one transaction a
+request, ``--request-bytes 128`` reproduces it): draw 1's decode at 1.19x and
+draw 11's backlogged prefill at 99.7 % of its guarantee, where 256 B gives
+1.12x and 112 %.  The system
 model has one DRAM speed grade (HBM3-6400), so a contract for another
 channel rate is rescaled to it, and said so in ``kvfabric system``'s output
 (:func:`kvfabric.sim.workload.simulated_contract`): the family draws
@@ -155,12 +164,16 @@ RANGES = {
     "clock_mhz": (400, 450, 500),              # the fabric's; a grant (128 B) a clock covers 51.2 GB/s
 }
 
+#: Bytes a fabric request carries (``--request-bytes``; the module docstring says why).
+REQUEST_BYTES = 256
+
 #: Held fixed (the module docstring says why); the clock is drawn (:data:`RANGES`).
 #: ``burst_gbps`` is per channel (the contract's total is channels times it).
 FIXED = {
     "channel_gbps": float(CHANNEL_GBPS), "admission_limit": 0.85, "coordinator": False,
-    "bulk_priorities": [2], "arrival_priorities": [1], "memory_round_trip_ns": 80, "memory_request_bytes": 128,
-    "read_queue": 128, "write_queue": 64, "chunks": 1,
+    "bulk_priorities": [2], "arrival_priorities": [1], "memory_round_trip_ns": 80,
+    "memory_request_bytes": REQUEST_BYTES, "read_queue": 128, "write_queue": 64, "request_bytes": REQUEST_BYTES,
+    "chunks": 1,
     "decode": {"priority": 1, "burst_gbps": float(CHANNEL_GBPS), "burst_duration_ms": 0.08,
                "latency_slo_us": 25},
     "prefill": {"priority": 2, "burst_gbps": float(CHANNEL_GBPS), "burst_duration_ms": 0.02,
@@ -313,7 +326,7 @@ def draw(seed, k, steps=MIN_STEPS):
     fabric["tenants"] = n
     contract = {"fabric": fabric, "tenant": ct}
     workload = {"system": {"cycles": cycles, "seed": RUN_SEEDS[0], "read_queue": FIXED["read_queue"],
-                           "write_queue": FIXED["write_queue"]}}
+                           "write_queue": FIXED["write_queue"], "request_bytes": FIXED["request_bytes"]}}
     if n_ch > 1:
         workload["mapping"] = {"interleave_bytes": interleave}
     workload["tenant"] = wt
@@ -1131,7 +1144,12 @@ def main(argv=None):
     ap.add_argument("--python", default=default_pypy(),
                     help="the interpreter of the runs, a PyPy (default $KVFABRIC_PYPY, else the .pypy that "
                          "make creates, else 'this'); 'this': in the workers' own Python")
+    ap.add_argument("--request-bytes", type=int, choices=(128, 256), default=REQUEST_BYTES,
+                    help=f"bytes a fabric request carries, the workloads' request_bytes and the contracts' "
+                         f"memory_request_bytes alike (default {REQUEST_BYTES}; 128: one transaction a "
+                         "request, the family before issue #41 measured 256)")
     args = ap.parse_args(argv)
+    FIXED["request_bytes"] = FIXED["memory_request_bytes"] = args.request_bytes
     if args.draws < 1 or args.jobs < 1 or args.steps < 1:
         ap.error("--draws, --jobs and --steps must be at least 1")
     if args.only is not None and any(k >= args.draws for k in args.only):
@@ -1142,6 +1160,8 @@ def main(argv=None):
     if args.report_only:
         with open(raw, "rb") as f:
             results, metas, meta_run = pickle.load(f)
+        # The request size the runs had (a raw file from before it was recorded: 128 B).
+        FIXED["request_bytes"] = FIXED["memory_request_bytes"] = meta_run.get("request_bytes", 128)
     else:
         python = None if args.python in (None, "this") else args.python
         interpreter = interpreter_of(python)
@@ -1162,7 +1182,8 @@ def main(argv=None):
             meta_run = {**rev, "argv": " ".join(argv), "family_seed": args.seed, "run_seeds": list(args.seeds),
                         "jobs": args.jobs, "wall_s": time.time() - start, "load_before": load_before,
                         "load_after": os.getloadavg()[0], "cycles_override": cycles,
-                        "runs_planned": len(specs), "interpreter": interpreter, "steps": args.steps}
+                        "runs_planned": len(specs), "interpreter": interpreter, "steps": args.steps,
+                        "request_bytes": args.request_bytes}
             with open(raw, "wb") as f:
                 pickle.dump((results, metas, meta_run), f)
             return meta_run
