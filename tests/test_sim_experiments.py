@@ -200,7 +200,8 @@ def test_tiny_runs_measure_what_the_report_needs(tiny_results):
     qos = results["A/Fabric-QoS"]
     assert sum(qos["class_grants"]) == sum(qos["grants"]) > 0
     assert qos["class_grants"][1] > 0 and qos["class_grants"][2] > 0  # guaranteed and burst grants
-    assert results["QoS-entries/entries 8/32/64"]["credit_limits"] == [2, 8, 16]
+    # A credit per 256 B request the entries hold (8 each: the studies' REQUEST_BYTES).
+    assert results["QoS-entries/entries 8/32/64"]["credit_limits"] == [1, 4, 8]
     # Every decode step's split adds up to its latency.
     steps = sorted(lat for _, _, lat in qos["steps"])
     assert sorted(sum(p) for p in qos["step_parts"]) == steps

@@ -25,7 +25,7 @@ from kvfabric.sweep import run_sweep
 from ..fabric import FabricCoordinator, FabricPolicy, FabricQosPolicy, QosKnobs
 from ..mapping import ChannelMap
 from .scenarios import (ACROSS_CHANNELS, CHANNEL_GBPS, COORD_EPOCH_CYCLES, FABRIC_MHZ, H200, HEADROOM, MEMORY_MHZ, SEEDS,
-                        UNTUNED, Scale, across_channels, make_policy, setup_a, setup_b)
+                        REQUEST_BYTES, UNTUNED, Scale, across_channels, make_policy, setup_a, setup_b)
 from .focused import PowerCap, admission, idle_tenant, isolation, power_w
 from ..system import System
 
@@ -235,7 +235,8 @@ def build_run(spec, scale):
         if knobs:
             if "entries" in knobs:
                 knobs["entries"] = tuple(knobs["entries"])
-            policy = FabricQosPolicy(workload.contract, memory_mhz=MEMORY_MHZ, knobs=QosKnobs(**knobs))
+            policy = FabricQosPolicy(workload.contract, memory_mhz=MEMORY_MHZ, knobs=QosKnobs(**knobs),
+                                     request_bytes=REQUEST_BYTES)
             coordinator = None
         else:
             policy, coordinator = _channel_policies(spec["policy"], workload, scale)

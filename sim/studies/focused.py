@@ -17,7 +17,7 @@ from kvfabric.model.contract import ContractError, compile_contract
 
 from ..dram import NEVER
 from ..fabric import FabricPolicy, FabricQosPolicy, contract_doc
-from .scenarios import CHANNEL_GBPS, FABRIC_MHZ, MEMORY_MHZ, Essay, make_policy
+from .scenarios import CHANNEL_GBPS, FABRIC_MHZ, MEMORY_MHZ, REQUEST_BYTES, Essay, make_policy
 from ..tenants import GreedyTenant, PrefillTenant
 
 __all__ = ["isolation", "idle_tenant", "admission", "PowerCap", "power_w"]
@@ -68,9 +68,9 @@ def _policy(name, contract, knobs=None):
     if knobs is not None and name != "Fabric-QoS":
         raise ValueError(f"QoS knobs apply to Fabric-QoS only, not {name!r}")
     if name == "Fabric":
-        return FabricPolicy(contract, memory_mhz=MEMORY_MHZ)
+        return FabricPolicy(contract, memory_mhz=MEMORY_MHZ, request_bytes=REQUEST_BYTES)
     if name == "Fabric-QoS":
-        return FabricQosPolicy(contract, memory_mhz=MEMORY_MHZ, knobs=knobs)
+        return FabricQosPolicy(contract, memory_mhz=MEMORY_MHZ, knobs=knobs, request_bytes=REQUEST_BYTES)
     return make_policy(name, None, None)
 
 
@@ -86,7 +86,7 @@ def admission(limit, *, job_bytes, cycles, tenants=8, share=Fraction(1, 6)):
     base = _equal_contract(tenants, admission_limit=limit or 1)
     prefills = [PrefillTenant(i, job_bytes=job_bytes, period=NEVER // 2, phase=i, max_jobs=1,
                               window=300, name=f"prefill{i}") for i in range(tenants)]
-    policy = FabricPolicy(base, memory_mhz=MEMORY_MHZ, name="Fabric")
+    policy = FabricPolicy(base, memory_mhz=MEMORY_MHZ, name="Fabric", request_bytes=REQUEST_BYTES)
     active = set()
 
     def doc_with(ids):

@@ -28,6 +28,7 @@ from ..system import CxlLink
 from ..tenants import DecodeTenant, PrefillTenant
 
 __all__ = ["Gpu", "H100", "H200", "GB200", "Scale", "Essay", "setup_a", "setup_b", "on_channels", "make_policy",
+           "REQUEST_BYTES",
            "CHANNEL_GBPS", "MEMORY_MHZ", "FABRIC_MHZ", "SEEDS", "UNTUNED", "HEADROOM", "BASELINE_OF"]
 
 #: Seeds of the decode streams' random think times over which the experiments
@@ -233,6 +234,14 @@ def setup_b(scale, *, periods=2, window=None, cxl=True, seed=1, prefill=True, ch
                        channels, coordinator)
 
 
+#: Bytes a fabric request carries in the studies' runs: two contiguous 128 B
+#: transactions of a tenant, as kvfabric's AXI front end cuts bursts into
+#: pieces of ``frag_beats`` x 32 B = 256 B by default (spec §14.2;
+#: :class:`~sim.fabric.FabricPolicy`'s ``request_bytes``).  The workload
+#: family's the same (issue #41: one transaction a request left a 400 MHz
+#: fabric granting exactly the channel's peak, reports/grant_rate.md).
+REQUEST_BYTES = 256
+
 #: Report names of the front ends: (name for make_front_end, its options).
 _FRONT_END_OF = {
     "FCFS": ("fcfs", {}),
@@ -257,6 +266,8 @@ def make_policy(name, workload, scale):
     if front_end == "throttle":
         options = dict(throttle_period=scale.cycles(1))
     contract = workload.contract if front_end.startswith("fabric") else None
+    if contract is not None:
+        options = dict(options, request_bytes=REQUEST_BYTES)
     return make_front_end(front_end, contract, label=name, **options)
 
 
