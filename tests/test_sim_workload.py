@@ -327,6 +327,25 @@ def test_request_bytes_is_128_or_256_and_reaches_the_fabric_policies(tmp_path, v
     assert make_policy("frfcfs", contract, w) is not None   # the others take transactions one by one
 
 
+def test_system_warns_when_the_contracts_credits_are_sized_for_another_request(tmp_path):
+    """examples/system_contract.toml sizes its credits by Little's law for 128 B
+    grants: a workload of 256 B requests gets a warning naming both sizes under
+    fabric-qos (each credit holds twice the bytes), none under policies without
+    credits, and none when the sizes agree."""
+    from kvfabric.system import run_system
+
+    d = _four_tenants()
+    d["system"]["cycles"] = 2_000
+    d["system"]["request_bytes"] = 256
+    c, w = _write_inputs(tmp_path, d)
+    warned = [x for x in run_system(c, w, "fabric-qos")["warnings"] if "request_bytes" in x]
+    assert len(warned) == 1 and "grants of 128 B (memory_request_bytes)" in warned[0] \
+        and "up to 256 B" in warned[0] and "2x the bytes" in warned[0], warned
+    assert not [x for x in run_system(c, w, "fabric")["warnings"] if "request_bytes" in x]
+    c.write_text(c.read_text().replace("memory_request_bytes = 128", "memory_request_bytes = 256"))
+    assert not [x for x in run_system(c, w, "fabric-qos")["warnings"] if "request_bytes" in x]
+
+
 def test_system_says_what_it_simulated_instead_of_the_contract(tmp_path, capsys):
     """Issue #26: the one-channel rescaling is printed and recorded, not silent."""
     c, w = _write_inputs(tmp_path, _four_tenants())
