@@ -128,6 +128,9 @@ class FabricPolicy(Policy):
         self.request_bytes = request_bytes
         self.doc = doc
         self.compiled = compile_contract(doc)
+        if request_bytes > self.compiled.params.max_request_bytes:
+            raise ValueError(f"request_bytes {request_bytes} exceeds the contract's max_request_bytes "
+                             f"({self.compiled.params.max_request_bytes}): the arbiter takes no larger request")
         #: Memory clocks per fabric clock (exact; 4 at 400 MHz).
         self.period = Fraction(memory_mhz) / self.compiled.clock_mhz
         self.coloring = coloring

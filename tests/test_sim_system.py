@@ -558,6 +558,10 @@ def test_fabric_requests_of_256_bytes_join_a_transaction_with_the_next_contiguou
     assert _piece_sizes(reads, unit=1) == [[i] for i in range(6)]
     with pytest.raises(ValueError, match="request_bytes"):
         FabricPolicy(_contract([_tenant(0)]), request_bytes=512)
+    small = _contract([_tenant(0)])
+    small["fabric"]["max_request_bytes"] = 128
+    with pytest.raises(ValueError, match="exceeds the contract's max_request_bytes"):
+        FabricPolicy(small, request_bytes=256)
 
 
 @pytest.mark.parametrize("channels", [1, 2])
