@@ -7,9 +7,11 @@ Format (TOML)::
     seed = 1                 # optional
     read_queue = 128         # optional, controller read entries (32 B accesses), default 128
     write_queue = 64         # optional, controller write entries, default 64
-    request_bytes = 128      # optional, most bytes one fabric request carries: 128 (each 128 B
+    request_bytes = 256      # optional, most bytes one fabric request carries: 128 (each 128 B
                              # transaction its own) or 256 (with the next contiguous one, as the
-                             # AXI front end's 256 B pieces); fabric policies only
+                             # AXI front end's 256 B pieces); fabric policies only.  Default: 256,
+                             # or 128 when the contract's credits are sized for smaller grants
+                             # (kvfabric.system.default_request_bytes)
 
     [mapping]                # optional: how tenants' addresses spread over the contract's channels
     interleave_bytes = 256   # bytes dealt round robin over a tenant's channels (multiple of 128
@@ -100,8 +102,9 @@ class Workload:
     read_queue: int
     write_queue: int
     tenants: list
-    #: Most bytes one fabric request carries (:class:`~sim.fabric.FabricPolicy`'s ``request_bytes``).
-    request_bytes: int = 128
+    #: Most bytes one fabric request carries (:class:`~sim.fabric.FabricPolicy`'s
+    #: ``request_bytes``); None: as the contract suits (``kvfabric.system.default_request_bytes``).
+    request_bytes: int = None
     #: The [controller] table's knobs as QosKnobs keyword arguments (fabric-qos only).
     controller: dict = field(default_factory=dict)
     #: Where they came from: "<file>: [controller] <fields as written>", for errors.
@@ -118,7 +121,7 @@ _SYSTEM = {
     "seed": (False, 0, (1 << 32) - 1, 1),
     "read_queue": (False, 1, 4096, 128),
     "write_queue": (False, 1, 4096, 64),
-    "request_bytes": (False, _TXN, 2 * _TXN, _TXN),
+    "request_bytes": (False, _TXN, 2 * _TXN, None),
 }
 #: [controller] fields: name -> (QosKnobs field, lo, hi, 0 means None) for integers; booleans below.
 _CONTROLLER_INTS = {"drain_interval": ("drain_interval", 0, _MAX, True),
@@ -200,7 +203,7 @@ def parse_workload(doc, tenant_ids, source="workload", channels=1):
     where = f"{source}: [system]"
     _no_unknown(system, _SYSTEM, where)
     values = {name: _value(system, name, rule, where) for name, rule in _SYSTEM.items()}
-    if values["request_bytes"] % _TXN:
+    if values["request_bytes"] is not None and values["request_bytes"] % _TXN:
         raise WorkloadError(f"{where}: field 'request_bytes' = {values['request_bytes']} must be {_TXN} or "
                             f"{2 * _TXN} (whole {_TXN} B transactions)")
     values["interleave_bytes"] = _mapping(doc.get("mapping", {}), source)

@@ -312,7 +312,7 @@ def test_controller_knobs_reach_fabric_qos_and_other_policies_refuse_them(tmp_pa
 def test_request_bytes_is_128_or_256_and_reaches_the_fabric_policies(tmp_path, value, words):
     from kvfabric.system import make_policy
 
-    assert parse_workload(doc(), [0, 1, 2], source="w.toml").request_bytes == 128
+    assert parse_workload(doc(), [0, 1, 2], source="w.toml").request_bytes is None   # as the contract suits
     with pytest.raises(WorkloadError, match=r"w.toml: \[system\]: " + words):
         parse_workload(doc(request_bytes=value), [0, 1, 2], source="w.toml")
     c, _ = _write_inputs(tmp_path, _four_tenants())
@@ -325,6 +325,37 @@ def test_request_bytes_is_128_or_256_and_reaches_the_fabric_policies(tmp_path, v
     for name in ("fabric", "fabric-qos"):
         assert make_policy(name, contract, w).request_bytes == 256
     assert make_policy("frfcfs", contract, w) is not None   # the others take transactions one by one
+
+
+def test_a_workload_without_request_bytes_gets_256_unless_the_contracts_credits_assume_smaller_grants():
+    """kvfabric.system.default_request_bytes: 256 B (the AXI front end's piece)
+    for a contract without credit limits or whose Little's-law credits are
+    sized for grants of 256 B or more; 128 B when they are sized for smaller
+    grants, when the contract gives limits in grants without their size, or
+    when it takes no request above 128 B."""
+    import tomllib
+
+    from kvfabric.model.contract import compile_contract
+    from kvfabric.system import default_request_bytes
+
+    base = tomllib.loads(resources.files("kvfabric.examples").joinpath("system_contract.toml").read_text())
+
+    def sized(**fabric):
+        d = copy.deepcopy(base)
+        for k, v in fabric.items():
+            if v is None:
+                d["fabric"].pop(k, None)
+            else:
+                d["fabric"][k] = v
+        return default_request_bytes(d, compile_contract(d))
+
+    assert base["fabric"]["memory_request_bytes"] == 128 and sized() == 128
+    assert sized(memory_request_bytes=256) == 256
+    assert sized(memory_request_bytes=None) == 256          # sized for max_request_bytes (4 KiB)
+    no_credits = dict(memory_round_trip_ns=None, memory_request_bytes=None)
+    assert sized(**no_credits) == 256
+    assert sized(**no_credits, credit_burst=8) == 128       # limits in grants of an unknown size
+    assert sized(**no_credits, max_request_bytes=128) == 128
 
 
 def test_system_warns_when_the_contracts_credits_are_sized_for_another_request(tmp_path):
