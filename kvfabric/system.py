@@ -79,6 +79,12 @@ def make_policy(name, contract_doc, workload):
     if name == "fabric-qos":
         knobs = qos_knobs_for(workload.read_queue, policy.bulk_in_use)
         policy.knobs = dataclasses.replace(knobs, **workload.controller)
+        if workload.request_bytes is None and min(policy.class_entries()) < policy.entries_per_grant:
+            # The default only: a class of fewer entries than a 256 B request
+            # (a small read_queue or [controller] reserved_entries) keeps 128 B.
+            small = make_front_end(name, contract_doc, request_bytes=TRANSACTION_BYTES)
+            small.knobs = policy.knobs
+            return small
         return policy
     if workload.controller:
         raise WorkloadError(f"{workload.controller_source}: these knobs belong to the fabric-qos "
@@ -142,8 +148,6 @@ def build_system(contract_path, workload_path, policy_name, *, seed=None, cycles
         workload.seed = seed
     if cycles:
         workload.cycles = cycles
-    if workload.request_bytes is None:
-        workload.request_bytes = default_request_bytes(channel_doc, channel)
     if idle_prefills:
         workload.tenants = [t if t.kind != "prefill" else TenantSpec(t.id, "idle") for t in workload.tenants]
     # The contract's hbm_quota_mb / cxl_quota_mb bound each tenant's KV in each tier (spec §12).
@@ -154,6 +158,8 @@ def build_system(contract_path, workload_path, policy_name, *, seed=None, cycles
     tenants = build_tenants(workload, hbm_blocks)
     # One front end per channel: each holds its channel's arbiter or queue state.
     policies = [make_policy(policy_name, channel_doc, workload) for _ in range(n)]
+    if workload.request_bytes is None:   # what make_policy chose (the baselines take transactions one by one)
+        workload.request_bytes = getattr(policies[0], "request_bytes", default_request_bytes(channel_doc, channel))
     if policy_name.startswith("fabric") and channel.config.coord_enable:
         # One coordinator over every channel's arbiter (spec §13); other
         # policies have no arbiter for it to set rates in.

@@ -358,6 +358,30 @@ def test_a_workload_without_request_bytes_gets_256_unless_the_contracts_credits_
     assert sized(**no_credits, max_request_bytes=128) == 128
 
 
+def test_the_default_request_size_keeps_128_bytes_where_a_class_holds_no_256_byte_request(tmp_path):
+    """A read queue of 16 scales the QoS classes to 4 entries, fewer than a
+    256 B request takes (8): a workload that gives no request_bytes runs at
+    128 B, as it did before the default; one that asks 256 is refused with
+    the class's numbers."""
+    from kvfabric.system import make_policy
+
+    c, _ = _write_inputs(tmp_path, _four_tenants())
+    import tomllib
+    contract = tomllib.loads(c.read_text())
+    for key in ("memory_round_trip_ns", "memory_request_bytes"):
+        contract["fabric"].pop(key)                       # no credits: the default would be 256
+    d = _four_tenants()
+    d["system"]["read_queue"] = 16
+    w = parse_workload(d, [0, 1, 2, 3], source="w.toml")
+    policy = make_policy("fabric-qos", contract, w)
+    assert min(policy.class_entries()) == 4 and policy.request_bytes == 128
+    assert make_policy("fabric", contract, w).request_bytes == 256
+    d["system"]["request_bytes"] = 256
+    asked = make_policy("fabric-qos", contract, parse_workload(d, [0, 1, 2, 3], source="w.toml"))
+    with pytest.raises(ValueError, match="holds no 256 B request"):
+        asked.prepare([None] * 4, None)
+
+
 def test_system_warns_when_the_contracts_credits_are_sized_for_another_request(tmp_path):
     """examples/system_contract.toml sizes its credits by Little's law for 128 B
     grants: a workload of 256 B requests gets a warning naming both sizes under
