@@ -427,6 +427,12 @@ def cmd_system(args) -> int:
     note = arbiter_note(sim, result["request_bytes"])
     if note:
         print(note)
+    if result["policy"].startswith("fabric"):
+        rb = result["request_bytes"]
+        print(f"requests: up to {rb} B a grant ("
+              + (f"two contiguous {TRANSACTION_BYTES} B transactions, the AXI front end's piece"
+                 if rb > TRANSACTION_BYTES else f"one {TRANSACTION_BYTES} B transaction")
+              + "; [system] request_bytes)")
     print(f"policy {result['policy']}, {result['cycles']} cycles, "
           f"utilisation {result['utilisation']:.1%}"
           + (" (per channel: " + ", ".join(f"{u:.1%}" for u in result["channel_utilisation"]) + ")"

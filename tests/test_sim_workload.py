@@ -382,6 +382,20 @@ def test_the_default_request_size_keeps_128_bytes_where_a_class_holds_no_256_byt
         asked.prepare([None] * 4, None)
 
 
+def test_system_prints_the_request_size_of_a_fabric_policy(tmp_path, capsys):
+    d = _four_tenants()
+    d["system"]["cycles"] = 2_000
+    c, w = _write_inputs(tmp_path, d)                      # credits sized for 128 B grants
+    assert main(["system", "--contract", str(c), "--workload", str(w), "--policy", "fabric-qos"]) == 0
+    assert "requests: up to 128 B a grant (one 128 B transaction" in capsys.readouterr().out
+    d["system"]["request_bytes"] = 256
+    c, w = _write_inputs(tmp_path, d)
+    assert main(["system", "--contract", str(c), "--workload", str(w), "--policy", "fabric"]) == 0
+    assert "requests: up to 256 B a grant (two contiguous 128 B transactions" in capsys.readouterr().out
+    assert main(["system", "--contract", str(c), "--workload", str(w), "--policy", "frfcfs"]) == 0
+    assert "requests:" not in capsys.readouterr().out     # no arbiter, nothing to group
+
+
 def test_system_warns_when_the_contracts_credits_are_sized_for_another_request(tmp_path):
     """examples/system_contract.toml sizes its credits by Little's law for 128 B
     grants: a workload of 256 B requests gets a warning naming both sizes under
