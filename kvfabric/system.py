@@ -30,6 +30,7 @@ from kvfabric.model.contract import ContractError, compile_contract
 from kvfabric.model.replay import percentile
 from kvfabric.sim.front_ends import FRONT_ENDS
 from kvfabric.sim.mapping import TRANSACTION_BYTES
+from kvfabric.spec import CREDIT_CLASS_NAMES
 from kvfabric.tables import format_table
 
 __all__ = ["POLICIES", "SystemRun", "build_system", "run_system", "cmd_system"]
@@ -72,19 +73,19 @@ def make_policy(name, contract_doc, workload):
     from kvfabric.sim.front_ends import make_front_end
     from kvfabric.sim.workload import WorkloadError
 
-    request_bytes = workload.request_bytes
-    if request_bytes is None:
-        request_bytes = default_request_bytes(contract_doc, compile_contract(contract_doc))
-    policy = make_front_end(name, contract_doc, request_bytes=request_bytes)
+    defaulted = workload.request_bytes is None
+    policy = make_front_end(name, contract_doc, request_bytes=workload.request_bytes or TRANSACTION_BYTES)
+    if defaulted and name.startswith("fabric"):
+        # Read when the policy is prepared; the default is the contract's to
+        # allow (it never exceeds its max_request_bytes).
+        policy.request_bytes = default_request_bytes(contract_doc, policy.compiled)
     if name == "fabric-qos":
         knobs = qos_knobs_for(workload.read_queue, policy.bulk_in_use)
         policy.knobs = dataclasses.replace(knobs, **workload.controller)
-        if workload.request_bytes is None and min(policy.class_entries()) < policy.entries_per_grant:
+        if defaulted and min(policy.class_entries()) < policy.entries_per_grant:
             # The default only: a class of fewer entries than a 256 B request
             # (a small read_queue or [controller] reserved_entries) keeps 128 B.
-            small = make_front_end(name, contract_doc, request_bytes=TRANSACTION_BYTES)
-            small.knobs = policy.knobs
-            return small
+            policy.request_bytes = TRANSACTION_BYTES
         return policy
     if workload.controller:
         raise WorkloadError(f"{workload.controller_source}: these knobs belong to the fabric-qos "
@@ -159,7 +160,8 @@ def build_system(contract_path, workload_path, policy_name, *, seed=None, cycles
     # One front end per channel: each holds its channel's arbiter or queue state.
     policies = [make_policy(policy_name, channel_doc, workload) for _ in range(n)]
     if workload.request_bytes is None:   # what make_policy chose (the baselines take transactions one by one)
-        workload.request_bytes = getattr(policies[0], "request_bytes", default_request_bytes(channel_doc, channel))
+        chosen = getattr(policies[0], "request_bytes", None)
+        workload.request_bytes = chosen if chosen is not None else default_request_bytes(channel_doc, channel)
     if policy_name.startswith("fabric") and channel.config.coord_enable:
         # One coordinator over every channel's arbiter (spec §13); other
         # policies have no arbiter for it to set rates in.
@@ -287,12 +289,18 @@ def default_request_bytes(doc, compiled):
         return TRANSACTION_BYTES
     if not compiled.gives_credits:
         return piece
-    fabric = doc.get("fabric", {})
-    if "memory_round_trip_ns" in fabric and not set(fabric) & {"credit_urgent", "credit_guaranteed",
-                                                                 "credit_burst"}:
-        sized = fabric.get("memory_request_bytes", compiled.params.max_request_bytes)
-        return piece if sized >= piece else TRANSACTION_BYTES
-    return TRANSACTION_BYTES
+    if compiled.credit_keys & set(CREDIT_CLASS_NAMES):
+        return TRANSACTION_BYTES
+    return piece if _credits_sized_for(doc, compiled) >= piece else TRANSACTION_BYTES
+
+
+def _credits_sized_for(doc, compiled):
+    """Bytes of the grant the contract's credit limits are sized for by
+    Little's law (spec §12: ``memory_request_bytes``, default
+    ``max_request_bytes``), or None when it gives no ``memory_round_trip_ns``."""
+    if "memory_round_trip_ns" not in compiled.credit_keys:
+        return None
+    return doc["fabric"].get("memory_request_bytes", compiled.params.max_request_bytes)
 
 
 def request_size_warning(doc, compiled, request_bytes, policy_name):
@@ -303,11 +311,8 @@ def request_size_warning(doc, compiled, request_bytes, policy_name):
     the classes hold twice the bytes the contract meant (the workload family's
     draw 11, issue #41: its under-guaranteed decode's p99 went from 1.0x to
     1.37x its decode-only p99)."""
-    fabric = doc.get("fabric", {})
-    if policy_name != "fabric-qos" or "memory_round_trip_ns" not in fabric:
-        return None
-    sized = fabric.get("memory_request_bytes", compiled.params.max_request_bytes)
-    if sized == request_bytes:
+    sized = _credits_sized_for(doc, compiled)
+    if policy_name != "fabric-qos" or sized is None or sized == request_bytes:
         return None
     return (f"the contract sizes its credits for grants of {sized} B (memory_request_bytes) and the workload's "
             f"requests carry up to {request_bytes} B (request_bytes): each credit holds one grant, so the "
