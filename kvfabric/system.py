@@ -192,9 +192,10 @@ def run_system(contract_path, workload_path, policy_name):
     sets = system.channel_map.sets
     coordinated = getattr(system.policies[0], "coordinator", None) is not None
     rows, warnings = [], []
-    mismatch = request_size_warning(doc, compiled, workload.request_bytes, policy_name)
-    if mismatch:
-        warnings.append(mismatch)
+    for warning in (request_size_warning(doc, compiled, workload.request_bytes, policy_name),
+                    coordinator_request_warning(compiled, workload.request_bytes, policy_name)):
+        if warning:
+            warnings.append(warning)
     for spec, t in zip(workload.tenants, tenants):
         per_channel = [Fraction(st.bytes[t.tenant_id] * MEMORY_MHZ, workload.cycles * 1000) for st in all_stats]
         gbps = sum(per_channel)
@@ -283,9 +284,18 @@ def default_request_bytes(doc, compiled):
     keeps one 128 B transaction a request: larger grants would put that many
     more bytes behind each credit (the workload family with 256 B requests and
     credits for 128 B: draws 2, 7 and 11 at 1.37-1.75x their decode-only p99,
-    against at most 1.13x with both at 256, issue #41)."""
+    against at most 1.13x with both at 256, issue #41).
+
+    A contract that enables the coordinator (spec §13) keeps 128 B too: its
+    backlog bit (an acceptance that leaves the tenant's queue full, §13.4)
+    reads a decode step's 256 B requests, which arrive faster than the
+    channel carries them, as backlog, and the allocation then levels the
+    decode's guarantee away from the channels others load (`make
+    experiments`' skewed coordinator row at 256 B: the decodes' p99 55.9x
+    their decode-only p99 instead of 1.05x at 128 B; the shift row's moving
+    prefill 0.94 of its total; issue #43)."""
     piece = 2 * TRANSACTION_BYTES
-    if compiled.params.max_request_bytes < piece:
+    if compiled.params.max_request_bytes < piece or compiled.config.coord_enable:
         return TRANSACTION_BYTES
     if not compiled.gives_credits:
         return piece
@@ -317,6 +327,21 @@ def request_size_warning(doc, compiled, request_bytes, policy_name):
     return (f"the contract sizes its credits for grants of {sized} B (memory_request_bytes) and the workload's "
             f"requests carry up to {request_bytes} B (request_bytes): each credit holds one grant, so the "
             f"classes hold {request_bytes / sized:g}x the bytes Little's law asked for; give both the same size")
+
+
+def coordinator_request_warning(compiled, request_bytes, policy_name):
+    """The warning for a fabric policy whose contract enables the coordinator
+    (spec §13) and whose workload asks for 256 B requests, or None: the
+    coordinator's backlog bit takes a latency-bound tenant's bursts of 256 B
+    requests for backlog and may level its guarantee away from loaded
+    channels (:func:`default_request_bytes` keeps 128 B for such contracts)."""
+    if not policy_name.startswith("fabric") or not compiled.config.coord_enable \
+            or request_bytes <= TRANSACTION_BYTES:
+        return None
+    return (f"the contract enables the coordinator and the workload's requests carry up to {request_bytes} B "
+            f"(request_bytes): a decode step's requests then fill its queue faster than the channel serves "
+            f"them, which the coordinator reads as backlog (spec §13.4) and may level the decode's guarantee "
+            f"away from channels other tenants load (issue #43); request_bytes = {TRANSACTION_BYTES} avoids it")
 
 
 def headroom_warning(contract, channel, gbps, *, channels=1, reach=1):

@@ -252,3 +252,23 @@ def test_the_command_runs_and_names_the_coordinator(tmp_path, capsys):
     assert json.loads(out.read_text())["simulated"]["coordinator"] == {"epoch_cycles": 2048, "floor": 0.125}
     run = build_system(c, w, "fabric-qos")
     assert len({id(p.coordinator) for p in run.system.policies}) == 1 and run.system.policies[0].coordinator
+
+
+def test_a_coordinated_contract_defaults_to_128_byte_requests_and_warns_at_256(tmp_path):
+    """kvfabric system's default request size with the coordinator on is one
+    128 B transaction (the same contract with it off, no credit limits: 256 B);
+    a workload that asks for 256 B under a fabric policy runs so and is warned
+    that the coordinator may read a decode's bursts as backlog (spec §13.4);
+    FR-FCFS, which has no coordinator, is not."""
+    short = WORKLOAD.replace(f"cycles = {CYCLES}", "cycles = 2000")
+    chosen = {}
+    for name, coord in (("on", ON), ("off", OFF)):
+        d = tmp_path / name
+        d.mkdir()
+        c, w = _files(d, coord, short)
+        chosen[name] = build_system(c, w, "fabric").workload.request_bytes
+    assert chosen == {"on": 128, "off": 256}
+    c, w = _files(tmp_path, ON, short.replace("cycles = 2000", "cycles = 2000\nrequest_bytes = 256"))
+    warned = [x for x in run_system(c, w, "fabric")["warnings"] if "coordinator" in x]
+    assert len(warned) == 1 and "up to 256 B" in warned[0] and "request_bytes = 128" in warned[0], warned
+    assert not [x for x in run_system(c, w, "frfcfs")["warnings"] if "coordinator" in x]
