@@ -86,7 +86,7 @@ from amaranth.lib.wiring import In, Out
 from .config import FabricComponent
 from .keys import or_all, sum_mod
 from .layouts import acceptance_layout, tenant_config_layout
-from kvfabric.spec import (COORD_EPOCH_BITS, COORD_FLOOR_BITS, COORD_LATENCY, COORD_MIN_EPOCH,
+from kvfabric.spec import (ARRIVAL_PRIO_BITS, COORD_EPOCH_BITS, COORD_FLOOR_BITS, COORD_LATENCY, COORD_MIN_EPOCH,
                            check_params, coord_level_bits, coord_passes)
 
 __all__ = ["Coordinator", "walk_cycles"]
@@ -183,6 +183,10 @@ class Coordinator(FabricComponent):
         Each channel's ``queue_full`` (spec §2, from registers): read with
         ``accepted``, it says whether an acceptance left its tenant's queue
         full (the pair is backlogged, spec §13.4).
+    arrival_prio : ``In(4)``
+        ``CREDITS.arrival_prio`` in this cycle: a tenant whose priority it
+        marks (latency-bound, spec §6.2) has no backlogged pair (§13.4); read
+        in t_e with the other values of the epoch's end.
     rate, peak_rate : ``Out(16).array(channels, tenants)``
         ``rate[c][i]``: tenant i's refill rate on channel c, a register.
 
@@ -211,6 +215,7 @@ class Coordinator(FabricComponent):
             "commit_next":    In(n),
             "accepted":       In(acceptance_layout(params)).array(c),
             "queue_full":     In(n).array(c),
+            "arrival_prio":   In(ARRIVAL_PRIO_BITS),
             "rate":           Out(params.rate_bits).array(c, n),
             "peak_rate":      Out(params.peak_rate_bits).array(c, n),
         })
@@ -218,8 +223,8 @@ class Coordinator(FabricComponent):
     def elaborate(self, platform):
         m = Module()
         epoch = self._epoch(m)
-        mask, backlog = self._demand(m, epoch)
         snap = self._snapshot(m, epoch)
+        mask, backlog = self._demand(m, epoch, snap)
         results = self._walk(m, epoch, mask, backlog, snap)
         self._outputs(m, epoch, results)
         return m
@@ -245,7 +250,7 @@ class Coordinator(FabricComponent):
         return _Epoch(ec=ec, end=end, en_d=en_d, end_d=end_d)
 
     # --- demand ---------------------------------------------------------------------------
-    def _demand(self, m, epoch):
+    def _demand(self, m, epoch, snap):
         """Per channel, one bit per tenant for the epoch counting
         (``coord_dcount_<c>``), set by the channel's ingress register, and the
         bits of the last ended epoch (``coord_dwalk_<c>``), copied from them
@@ -253,7 +258,9 @@ class Coordinator(FabricComponent):
         then) while they restart; the walk reads the copy. The backlog bits
         (``coord_bcount_<c>``, ``coord_bwalk_<c>``) likewise, set by an
         acceptance whose tenant's ``queue_full`` is 1 beside it in a + 1:
-        the request took the queue's last free slot and none left."""
+        the request took the queue's last free slot and none left. A
+        latency-bound tenant's backlog bits (``coord_snap_latency``, its
+        priority arrival-ordered in t_e) are not copied: its pairs are light."""
         p = self.params
         n = p.tenants
         bits, backlog = [], []
@@ -268,7 +275,7 @@ class Coordinator(FabricComponent):
                 with m.If(~epoch.en_d):
                     m.d.sync += count.eq(0)
                 with m.Elif(epoch.end_d):
-                    m.d.sync += [walk.eq(nxt), count.eq(0)]
+                    m.d.sync += [walk.eq(nxt if kind == "d" else nxt & ~snap.latency), count.eq(0)]
                 with m.Else():
                     m.d.sync += count.eq(nxt)
                 out.append(walk)
@@ -285,11 +292,16 @@ class Coordinator(FabricComponent):
         cofloor = Signal(COORD_FLOOR_BITS + 1, name="coord_snap_cofloor")
         rate = [Signal(p.rate_bits, name=f"coord_snap_rate_{i}") for i in range(p.tenants)]
         en = Signal(p.tenants, name="coord_snap_enable")
+        latency = Signal(p.tenants, name="coord_snap_latency")
         with m.If(epoch.end):
+            # Bit priority_i of arrival_prio, as a one-hot match (no shifter to truncate).
+            m.d.sync += latency.eq(Cat(or_all(self.arrival_prio[q] & (self.tenant_cfg[i].priority == q)
+                                              for q in range(ARRIVAL_PRIO_BITS))
+                                       for i in range(p.tenants)))
             m.d.sync += cofloor.eq((1 << COORD_FLOOR_BITS) - self.floor)
             m.d.sync += [rate[i].eq(self.tenant_cfg[i].rate) for i in range(p.tenants)]
             m.d.sync += en.eq(Cat(self.tenant_cfg[i].enable for i in range(p.tenants)))
-        return _Snapshot(cofloor=cofloor, rate=rate, enable=en)
+        return _Snapshot(cofloor=cofloor, rate=rate, enable=en, latency=latency)
 
     # --- the walk -------------------------------------------------------------------------
     def _walk(self, m, epoch, mask, backlog, snap):
@@ -736,8 +748,9 @@ class _Epoch:
 
 @dataclass
 class _Snapshot:
-    """256 - ``coord_floor``, RATE and enable of t_e."""
+    """256 - ``coord_floor``, RATE, enable and whether latency-bound, of t_e."""
 
     cofloor: Signal
     rate: list
     enable: Signal
+    latency: Signal

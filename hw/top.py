@@ -155,7 +155,8 @@ class KvFabric(FabricComponent):
                      for port, field in [("enable", "coord_enable"), ("enable_next", "coord_enable_next"),
                                          ("enable_after_next", "coord_enable_after_next"),
                                          ("floor", "coord_floor"), ("epoch_cycles", "coord_epoch_cycles"),
-                                         ("commit", "commit"), ("commit_next", "commit_next")]]
+                                         ("commit", "commit"), ("commit_next", "commit_next"),
+                                         ("arrival_prio", "arrival_prio")]]
         for i in range(p.tenants):
             m.d.comb += [
                 coord.tenant_cfg[i].eq(regs.cfg_tenant[i]),

@@ -27,7 +27,7 @@ from kvfabric.spec import COORD_DEMAND_BITS, COORD_LATENCY, coord_level_bits, co
 
 from .registers import FabricConfig, TenantConfig
 
-__all__ = ["Coordinator", "allocate", "previous_rates", "water_level"]
+__all__ = ["Coordinator", "allocate", "latency_bound", "previous_rates", "water_level"]
 
 _DEMAND_MAX = (1 << COORD_DEMAND_BITS) - 1
 
@@ -132,6 +132,13 @@ def previous_rates(result, channels: int) -> list[list[int]]:
     return [[r for r, _ in row] if row is not None else [0] * channels for row in result]
 
 
+def latency_bound(config: FabricConfig, tenant: int) -> bool:
+    """Whether ``tenant``'s priority is marked in ``CREDITS.arrival_prio``
+    (spec §6.2: a latency-bound tenant's, whose conforming reads are served
+    oldest first); its pairs are never backlogged (§13.4)."""
+    return (config.arrival_prio >> config.tenants[tenant].priority) & 1 == 1
+
+
 class Coordinator:
     """Demand counters, epoch counter, pending result and the per-channel
     rates in force (spec §13.3-§13.5).
@@ -206,10 +213,15 @@ class Coordinator:
 
     def end_epoch(self, cycle: int, config: FabricConfig) -> None:
         """The epoch ends in ``cycle``: its result, from this cycle's
-        ``config``, applies from ``cycle + 1 + COORD_LATENCY`` (spec §13.5)."""
+        ``config``, applies from ``cycle + 1 + COORD_LATENCY`` (spec §13.5).
+        A tenant whose priority ``config`` marks arrival-ordered (a
+        latency-bound tenant, spec §6.2) has no backlogged pair (§13.4): a
+        decode step's burst can fill its queue without its demand being more
+        than its even split."""
         self.epoch_counter = 0
+        backlog = [[b and not latency_bound(config, i) for b in row] for i, row in enumerate(self.backlog)]
         result = allocate(config.tenants, self.demand, config.coord_floor, self.params, previous=self.previous,
-                          backlog=self.backlog)
+                          backlog=backlog)
         self.previous = previous_rates(result, self.params.channels)
         self.pending = [cycle + 1 + COORD_LATENCY, dict(enumerate(result)), 0]
         for row in self.demand:

@@ -100,13 +100,17 @@ class Reference:
         self.results = 0
         self.applied = 0
         self.damped = 0       # backlogged pairs whose damped floor was not 0
+        self.masked = 0       # results that a latency-bound tenant's backlog bits would have changed
 
-    def step(self, t, *, active, floor, epoch_cycles, accepted, commit, enable_next, active_next):
+    def step(self, t, *, active, floor, epoch_cycles, accepted, commit, enable_next, active_next,
+             latency=frozenset()):
         """Cycle t: ``active`` = [(rate, peak, enable)] of t, ``accepted`` =
         [(tenant, bytes) or None] per channel, ``commit`` the tenants whose
         COMMIT takes effect in t; sets the expected registers of t + 1.
         An acceptance is (tenant, bytes, full): full, its tenant's
-        queue_full in the next cycle (the pair is backlogged)."""
+        queue_full in the next cycle (the pair is backlogged). ``latency``:
+        the tenants whose priority CREDITS.arrival_prio marks in t, whose
+        pairs an epoch ending in t counts light (spec §13.4)."""
         p = self.p
         n, nc = p.tenants, p.channels
         if not self.enable:
@@ -121,8 +125,11 @@ class Reference:
                     self.demand[acc[0]][c] = True
                     self.backlog[acc[0]][c] |= acc[2]
             if self.ec >= max(epoch_cycles, COORD_MIN_EPOCH) - 1:
+                backlog = [[b and i not in latency for b in row] for i, row in enumerate(self.backlog)]
                 res = rule_result(self.demand, active, floor, coord_passes(p), (1 << coord_level_bits(p)) - 1,
-                                  self.backlog, self.previous)
+                                  backlog, self.previous)
+                self.masked += res != rule_result(self.demand, active, floor, coord_passes(p),
+                                                  (1 << coord_level_bits(p)) - 1, self.backlog, self.previous)
                 if self.previous is not None:
                     self.damped += sum(self.backlog[i][c] and self.previous[i][c] > 1
                                        for i in range(n) for c in range(nc))
@@ -180,6 +187,8 @@ class Harness(FabricComponent):
             "staged_en":    In(1).array(n),
             "acc":          In(acceptance_layout(params)).array(c),
             "qfull":        In(n).array(c),
+            "arrival_prio": In(4),
+            "priority":     In(params.priority_bits).array(n),
             "rate":         Out(16).array(c, n),
             "peak_rate":    Out(16).array(c, n),
             "div_state":    Out(3),
@@ -195,9 +204,11 @@ class Harness(FabricComponent):
         m.d.comb += [coord.enable.eq(enable), coord.enable_next.eq(enable_next),
                      coord.enable_after_next.eq(Mux(self.en_write_next, self.en_value_next, enable_next)),
                      coord.floor.eq(self.floor), coord.epoch_cycles.eq(self.epoch_cycles),
-                     coord.commit.eq(self.commit), coord.commit_next.eq(self.commit_next)]
+                     coord.commit.eq(self.commit), coord.commit_next.eq(self.commit_next),
+                     coord.arrival_prio.eq(self.arrival_prio)]
         for i in range(p.tenants):
             cfg = coord.tenant_cfg[i]
+            m.d.sync += cfg.priority.eq(self.priority[i])   # held still by the tests: as configured
             with m.If(self.commit[i]):
                 m.d.sync += [cfg.rate.eq(self.staged_rate[i]), cfg.peak_rate.eq(self.staged_peak[i]),
                              cfg.enable.eq(self.staged_en[i])]
@@ -235,21 +246,27 @@ def test_schedule_fits():
     assert coord_passes(FabricParams(tenants=8, channels=8)) == 6
 
 
-def _run(params, seed, *, cycles, script, traffic, damping=False):
+def _run(params, seed, *, cycles, script, traffic, damping=False, priorities=None, arrival=None):
     """Simulate ``cycles`` cycles; ``script(t, rng)`` returns the cycle's
     register actions, ``traffic(t, rng, c)`` an acceptance (tenant, bytes,
     full) or None. Every cycle's rate and peak registers are compared with
     :class:`Reference`. The other tenants' ``queue_full`` bits are random:
-    only the accepted tenant's may mark a pair backlogged."""
+    only the accepted tenant's may mark a pair backlogged. ``priorities``:
+    every tenant's priority, held from cycle 0 (default 0); ``arrival(t)``:
+    CREDITS.arrival_prio in cycle t (default 0)."""
     rng = seeded(seed, 27)
     dut = Harness(params)
     ref = Reference(params)
     n, nc = params.tenants, params.channels
     stats = {}
 
+    prio = priorities or [0] * n
+
     async def testbench(ctx):
         active = [(0, 0, 0)] * n
         enable = 0
+        for i in range(n):
+            ctx.set(dut.priority[i], prio[i])
         acts_next = script(0, rng)
         # The register file's first COMMIT or enable write takes effect in cycle 1.
         assert "commit" not in acts_next and "enable" not in acts_next, "a write takes effect in cycle 0"
@@ -265,6 +282,8 @@ def _run(params, seed, *, cycles, script, traffic, damping=False):
             ctx.set(dut.en_value_next, acts_next.get("enable", 0))
             ctx.set(dut.floor, floor)
             ctx.set(dut.epoch_cycles, epoch_cycles)
+            marked = arrival(t) if arrival else 0
+            ctx.set(dut.arrival_prio, marked)
             ctx.set(dut.commit, sum(1 << i for i in commits))
             ctx.set(dut.commit_next, sum(1 << i for i in commits_next))
             # A tenant's COMMITs are at least two cycles apart (the bus's
@@ -295,10 +314,13 @@ def _run(params, seed, *, cycles, script, traffic, damping=False):
             active_next = [commits.get(i, active[i]) for i in range(n)]
             enable_next = acts.get("enable", enable)
             ref.step(t, active=active, floor=floor, epoch_cycles=epoch_cycles, accepted=accepted,
-                     commit=set(commits), enable_next=enable_next, active_next=active_next)
+                     commit=set(commits), enable_next=enable_next, active_next=active_next,
+                     latency=frozenset(i for i in range(n) if marked >> prio[i] & 1))
             active, enable = active_next, enable_next
             await ctx.tick()
         stats.update(results=ref.results, applied=ref.applied)
+        if arrival:
+            stats["masked"] = ref.masked
         print(f"results {ref.results}, applied {ref.applied}, damped floors {ref.damped}")
         assert ref.results < 2 or ref.damped > 0 or not damping, "no damped floor exercised"
 
@@ -450,3 +472,45 @@ def test_previous_rate_of_an_inactive_tenant_is_zero(seed):
     stats = _run(params, seed, cycles=first + 1 + 3 * E + COORD_LATENCY + params.channels + 4, script=script,
                  traffic=traffic)
     assert stats == {"results": 3, "applied": 3}
+
+
+def test_latency_bound_tenants_are_never_backlogged(seed):
+    """Spec §13.4: a tenant whose priority CREDITS.arrival_prio marks in t_e
+    has no backlogged pair in that epoch's result, whatever its acceptances
+    left full. Four tenants of priorities 0, 1, 2, 1 on 4 channels (0 on
+    channels 0-1, 2 on 1 and 3, the others everywhere), often backlogged; arrival_prio marks priority 1 in the first epoch,
+    nothing in the second and priorities 0 and 2 in the third (changing
+    inside epochs too, so only t_e's value counts). Every cycle's rate
+    registers against the reference, and in at least one epoch the marked
+    tenants' backlog bits would have changed the result."""
+    params = FabricParams(tenants=4, channels=4)
+    E = COORD_MIN_EPOCH
+    first = 10
+    cfg = {i: (3000 * (i + 1), 9000 * (i + 1), 1) for i in range(params.tenants)}
+
+    def script(t, rng):
+        acts = {"floor": 0, "epoch": 0}
+        if t == 2:
+            acts["commit"] = cfg
+        if t == first:
+            acts["enable"] = 1
+        return acts
+
+    def arrival(t):
+        k, into = divmod(t - first, E)
+        if into < E // 2:           # a different mark in each epoch's first half: t_e's is what counts
+            return 0b1111
+        return [0b0010, 0b0000, 0b0101, 0b0000][min(max(k, 0), 3)]
+
+    def traffic(t, rng, c):
+        if t < first or rng.random() < 0.2:
+            return None
+        # Tenant 0 on channels 0-1 only, tenant 2 on 1 and 3: uneven loads,
+        # from which a backlogged tenant 1 or 3 would be levelled away.
+        i = rng.choices(range(4), [4 if c < 2 else 0, 1, 3 if c % 2 else 0, 2])[0]
+        return i, 64, rng.random() < 0.3
+
+    stats = _run(params, seed, cycles=first + 1 + 3 * E + COORD_LATENCY + params.channels + 4, script=script,
+                 traffic=traffic, priorities=[0, 1, 2, 1], arrival=arrival)
+    assert stats["results"] == 3 and stats["applied"] == 3
+    assert stats["masked"] >= 1, "no result depended on the latency-bound tenants' backlog bits"

@@ -571,6 +571,31 @@ def test_epoch_result_levels_only_the_pairs_whose_queue_filled():
     assert coord.pending[1][2] == ((10, 20),) * 4
 
 
+def test_a_latency_bound_tenant_keeps_its_even_split_though_its_queues_filled():
+    """Spec §13.4: a tenant whose priority CREDITS.arrival_prio marks at the
+    epoch's end has no backlogged pair. The case above with tenant 1's
+    queue filling on all four channels: unmarked, it is levelled off channel
+    0, which tenant 0 loads (its rate there below its RATE of 60); with its
+    priority 1 marked arrival-ordered it is light everywhere and gets back
+    its registers, 60 on every channel (the even split, spec §13.7 "Light
+    tenants"), while tenant 0 (priority 0, unmarked) is levelled as before."""
+    params = FabricParams(tenants=3, channels=4)
+    ts = [TenantConfig(rate=100, capacity=0, peak_rate=150, enable=1, priority=0),
+          TenantConfig(rate=60, capacity=0, peak_rate=60, enable=1, priority=1),
+          TenantConfig(rate=10, capacity=0, peak_rate=20, enable=1, priority=0)]
+    rates = {}
+    for marked in (0, 0b0010):
+        coord = Coordinator(params)
+        for c, i, full in [(0, 0, True), (1, 0, True), *((c, 1, True) for c in range(4)),
+                           *((c, 2, False) for c in range(4))]:
+            coord.count(c, i, 256, full)
+        coord.end_epoch(0, FabricConfig(ts, coord_enable=1, arrival_prio=marked))
+        rates[marked] = {i: [r for r, _ in row] for i, row in coord.pending[1].items()}
+    assert rates[0][1][0] < 60, rates[0]
+    assert rates[0b0010][1] == [60] * 4, rates[0b0010]
+    assert rates[0b0010][0][2:] == [1, 1] and 400 <= sum(rates[0b0010][0][:2]) <= 401, rates[0b0010]
+
+
 def test_damped_descent_uses_the_last_epoch_until_the_coordinator_is_off():
     """Spec §13.5's p[i][c]: an epoch's result is computed with the rates of
     the result before it (applied or discarded by a COMMIT alike; 0 for a

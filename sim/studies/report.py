@@ -561,7 +561,9 @@ def _coordinator_runs(w, results, by, rows):
     any_run = results[next(iter(rows))]
     w(f"{any_run['channels']} channels of the system model, each with its own controller and arbiter "
       f"(`kvfabric system`'s engine), Fabric-QoS: {any_run['description'].split('; ', 1)[1]}. The contract "
-      f"(`sim/studies/scenarios.py` `across_channels`) gives each tenant a total over the channels; "
+      f"(`sim/studies/scenarios.py` `across_channels`) gives each tenant a total over the channels and "
+      "marks the decodes' priority arrival-ordered (latency-bound: the coordinator never levels them, "
+      "spec §13.4); "
       f"coordinator on: epoch {any_run['epoch_cycles']} fabric cycles ({coordinator_figures(any_run)['epoch_us']:.2f} µs), "
       "floor 0. Delivered GB/s: the mean of 10 µs windows from two epochs and the coordinator's latency "
       "(1024 cycles) after the start (for the shift: before the move, and from two epochs and the latency "

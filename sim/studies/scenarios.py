@@ -340,7 +340,8 @@ def across_channels(scale, *, mapping, coordinator, epoch_cycles=COORD_EPOCH_CYC
     §13.7); "even" spreads it like the others.  Tenant 1 ("prefill-spread")
     is guaranteed 96 GB/s, spread.  The decodes are guaranteed 1.5x their mean
     demand (the report's "decode guarantee x1.5" knob: an epoch's demand
-    spreads a decode's rate unevenly, see :data:`COORD_EPOCH_CYCLES`).  The
+    spreads a decode's rate unevenly, see :data:`COORD_EPOCH_CYCLES`), their
+    priority 1 arrival-ordered (so never levelled by the coordinator).  The
     run lasts ``epochs`` epochs of ``epoch_cycles`` fabric cycles (at
     :data:`FABRIC_MHZ`); the contract sets ``coordinator`` and its epoch,
     with floor 0 (a floor would take its share on the six channels tenant 0
@@ -385,8 +386,11 @@ def across_channels(scale, *, mapping, coordinator, epoch_cycles=COORD_EPOCH_CYC
         t["name"] = {0: "prefill-moving", 1: "prefill-spread"}.get(t["id"], t["name"])
     doc = contract_doc(tenants, channel_gbps=CHANNEL_GBPS, clock_mhz=FABRIC_MHZ,
                        admission_limit=Essay.admission_limit)
+    # The decodes' priority arrival-ordered, as the README advises for a
+    # latency-bound tenant (spec §6.2): the coordinator never levels them
+    # (§13.4), though a step of 256 B requests fills their queues.
     doc["fabric"].update(channels=n, coordinator=coordinator,
-                         coordinator_epoch_us=epoch_cycles / FABRIC_MHZ)
+                         coordinator_epoch_us=epoch_cycles / FABRIC_MHZ, arrival_priorities=[1])
     doc["tenant"] = [{k: (float(v) if isinstance(v, Fraction) else v) for k, v in t.items()} for t in doc["tenant"]]
     sets = [skewed, every, every, every, every]
     what = {"skewed": "on channels 0-1", "shift": f"on channels 0-1, moving to 4-5 at cycle {move_cycle}",
