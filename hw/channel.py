@@ -88,6 +88,14 @@ class ChannelArbiter(wiring.Component):
         Safety properties (:mod:`kvfabric.hw.checks`) to add as ``Assert``
         statements: ``True`` for all of them. Simulation tests and formal
         proofs turn them on; Verilog for synthesis leaves them out.
+    fpga : bool
+        Write the wide sums and comparisons for an FPGA's carry chains
+        instead of for an ASIC's gate delays (issue #42): sums of three or
+        more operands as chains of additions rather than carry-save trees
+        (:func:`kvfabric.hw.keys.sum_mod`), and ``vmin`` as a tree of
+        ``tag_min`` rather than all pairs at once. Every register holds the
+        same value in every cycle either way; on the ECP5 the FPGA form is
+        about a third smaller. Default ``False`` (the ASIC form).
 
     Members
     -------
@@ -172,9 +180,10 @@ class ChannelArbiter(wiring.Component):
         and its bulk grants in a row (0: no run yet, saturating).
     """
 
-    def __init__(self, params, *, checks=False):
+    def __init__(self, params, *, checks=False, fpga=False):
         self._params = check_params(params)
         self._checks = check_names(checks)
+        self._fpga = bool(fpga)
         p = params
         n = p.tenants
         super().__init__({
@@ -236,7 +245,8 @@ class ChannelArbiter(wiring.Component):
         # previous cycle for both outcomes of that cycle's selection.
         timing = ChannelTiming(
             vt=self.vt, vt_lo=vt_lo, vt_hi=vt_hi, fcfs=self.fcfs_bypass, fcfs_next=self.fcfs_bypass_next,
-            starve_on_next=starve_on_next, now_next=self.now_next, starve_limit_next=self.starve_limit_next)
+            starve_on_next=starve_on_next, now_next=self.now_next, starve_limit_next=self.starve_limit_next,
+            carry_save=not self._fpga)
         fill = self._enabled_now(m)
         push_cost = (ingress.push_cost_floor, ingress.push_cost_up)
         tenants = [tenant_candidates(m, p, i, timing, cfg=self.tenant_cfg[i], q=queues[i], push_cost=push_cost,
@@ -356,7 +366,7 @@ class ChannelArbiter(wiring.Component):
         m.d.comb += [
             v_sum.eq(vt + s_floor + s_up),
             vt_take_min.eq(vmin_valid & sum_mod(m, "vt_sum_minus_vmin", [vt, s_floor], [vmin], T,
-                                                ones=[s_up])[T - 1]),
+                                                ones=[s_up], carry_save=not self._fpga)[T - 1]),
             vt_next.eq(Mux(vt_take_min, vmin, v_sum)),
         ]
         m.d.sync += vt.eq(vt_next)
@@ -616,10 +626,14 @@ class ChannelArbiter(wiring.Component):
         levels (issue #42: the tree was the channel's longest path on ASAP7).
         Within the half range (§6.5) the comparison is a total preorder, so
         exactly one backlogged tenant is chosen, the same tag as any order of
-        ``tag_min`` gives. Off the selection loop."""
+        ``tag_min`` gives. Off the selection loop. With ``fpga``: a balanced
+        tree of ``tag_min`` (N - 1 comparators), the same tag."""
         p = self._params
         T, n = p.tag_bits, p.tenants
         tags = self.dyn_tag
+        if self._fpga:
+            self._update_vmin_tree(m, head_valid)
+            return
         # lt[a, b]: tag_a < tag_b (tag_lt): one subtraction per pair; the
         # other order is "not below and not equal", which is tag_lt(b, a)
         # wherever the two are less than half the range apart (§6.5).
@@ -645,6 +659,35 @@ class ChannelArbiter(wiring.Component):
         min_tag = or_all(pick[i].replicate(T) & tags[i] for i in range(n))
         m.d.sync += [
             self.vmin.eq(min_tag),
+            self.vmin_valid.eq(any_valid),
+        ]
+
+
+    def _update_vmin_tree(self, m, head_valid):
+        """``vmin`` as a balanced tree of ``tag_min`` (N - 1 comparators and
+        multiplexers, log2 N deep): the FPGA form of :meth:`_update_vmin`."""
+        p = self._params
+        T = p.tag_bits
+        nodes = [(head_valid[i], self.dyn_tag[i]) for i in range(p.tenants)]
+        level_no = 0
+        while len(nodes) > 1:
+            merged = []
+            for k in range(0, len(nodes) - 1, 2):
+                (va, ta), (vb, tb) = nodes[k], nodes[k + 1]
+                take_b = Signal(name=f"vmin_take_b_{level_no}_{k // 2}")
+                # b replaces a when a is absent, or both are present and b < a.
+                m.d.comb += take_b.eq(vb & (~va | mod_lt(tb, ta, T)))
+                vm = Signal(name=f"vmin_valid_{level_no}_{k // 2}")
+                tm = Signal(T, name=f"vmin_tag_{level_no}_{k // 2}")
+                m.d.comb += [vm.eq(va | vb), tm.eq(Mux(take_b, tb, ta))]
+                merged.append((vm, tm))
+            if len(nodes) % 2:
+                merged.append(nodes[-1])
+            nodes = merged
+            level_no += 1
+        any_valid, min_tag = nodes[0]
+        m.d.sync += [
+            self.vmin.eq(Mux(any_valid, min_tag, 0)),
             self.vmin_valid.eq(any_valid),
         ]
 

@@ -39,6 +39,10 @@ class ChannelTiming:
     starve_on_next: Signal
     now_next: Signal
     starve_limit_next: Signal
+    #: Sums of three or more operands and their comparisons as carry-save
+    #: trees and one carry chain (the ASIC form, issue #42); False: as chains
+    #: of additions (the FPGA form, cheaper in ECP5 LUTs). Same values.
+    carry_save: bool = True
 
 
 @dataclass
@@ -85,6 +89,7 @@ def tenant_candidates(m, p, i, timing, *, cfg, q, push_cost, level, peak, tag, b
     vt, vt_lo, vt_hi = timing.vt, timing.vt_lo, timing.vt_hi
     fcfs, fcfs_next = timing.fcfs, timing.fcfs_next
     starve_on_next = timing.starve_on_next
+    cs = timing.carry_save
     deadline_next = (timing.now_next, timing.starve_limit_next)
     head = q.r_data
     k_comp = Signal(name=f"key_competes_{i}")
@@ -107,7 +112,7 @@ def tenant_candidates(m, p, i, timing, *, cfg, q, push_cost, level, peak, tag, b
 
     # Next-state candidates, all from registers, in parallel with selection.
     buckets = bucket_update(m, p, i, cfg=cfg, level=level, peak=peak, need=need, conform=k_conf,
-                             burst_level=burst_level, fill=fill)
+                             burst_level=burst_level, fill=fill, carry_save=timing.carry_save)
     cap = cfg.capacity
     clamp = tag_clamp(m, p, i, tag=tag, vt=vt, vt_lo=vt_lo, vt_hi=vt_hi, backlogged=q.r_rdy)
     ti, elig_ti = clamp.tag, clamp.eligible
@@ -131,12 +136,12 @@ def tenant_candidates(m, p, i, timing, *, cfg, q, push_cost, level, peak, tag, b
     keep = next_key(
         m, p, f"keep_{i}",
         valid=q.r_rdy | q.w_en, head=keep_head,
-        level_ok=(fill | ge_sum(m, f"keep_level_ok_{i}", [level, cfg.rate], [keep_need]))
+        level_ok=(fill | ge_sum(m, f"keep_level_ok_{i}", [level, cfg.rate], [keep_need], carry_save=cs))
         & _ge(cap, keep_need) & guaranteed_next,
-        peak_ok=fill | ge_sum(m, f"keep_peak_ok_{i}", [peak, cfg.peak_rate], [keep_need]),
+        peak_ok=fill | ge_sum(m, f"keep_peak_ok_{i}", [peak, cfg.peak_rate], [keep_need], carry_save=cs),
         eligible=elig_ti, finish=keep_fin, deadline_next=deadline_next,
         fcfs_next=fcfs_next, starve_on_next=starve_on_next,
-        priority_next=priority_next, bulk_next=bulk_next, arrival_next=arrival_next)
+        priority_next=priority_next, bulk_next=bulk_next, arrival_next=arrival_next, carry_save=cs)
 
     # After a pop: the committed bucket is debited only by a
     # guaranteed fabric-mode grant (level + rate - need >= 0 then),
@@ -159,11 +164,11 @@ def tenant_candidates(m, p, i, timing, *, cfg, q, push_cost, level, peak, tag, b
     # #42: capacity -> burst_level -> this test was the keys' longest path).
     # Every outcome needs cap >= pop_need, so it is taken once, last.
     pop_level_ok = pop_cap_ok & (fill | Mux(
-        fcfs, ge_sum(m, f"pop_level_ok_i_{i}", [level, cfg.rate], [pop_need]),
-        Mux(k_conf, ge_sum(m, f"pop_level_ok_g_{i}", [level, cfg.rate], [need, pop_need]),
+        fcfs, ge_sum(m, f"pop_level_ok_i_{i}", [level, cfg.rate], [pop_need], carry_save=cs),
+        Mux(k_conf, ge_sum(m, f"pop_level_ok_g_{i}", [level, cfg.rate], [need, pop_need], carry_save=cs),
             _ge(cfg.rate, pop_need))))
-    pop_peak_ok = fill | Mux(fcfs, ge_sum(m, f"pop_peak_ok_i_{i}", [peak, cfg.peak_rate], [pop_need]),
-                             ge_sum(m, f"pop_peak_ok_w_{i}", [peak, cfg.peak_rate], [need, pop_need]))
+    pop_peak_ok = fill | Mux(fcfs, ge_sum(m, f"pop_peak_ok_i_{i}", [peak, cfg.peak_rate], [pop_need], carry_save=cs),
+                             ge_sum(m, f"pop_peak_ok_w_{i}", [peak, cfg.peak_rate], [need, pop_need], carry_save=cs))
     # The next head's finish tag: its start tag (the finish tag of a
     # fabric-mode winner, the clamped tag in FCFS mode) plus its cost, the
     # clamp's choice made after the additions like the kept head's, so no
@@ -184,7 +189,7 @@ def tenant_candidates(m, p, i, timing, *, cfg, q, push_cost, level, peak, tag, b
         level_ok=pop_level_ok & guaranteed_next, peak_ok=pop_peak_ok,
         eligible=Mux(fcfs, elig_ti, elig_fin), finish=pop_fin, deadline_next=deadline_next,
         fcfs_next=fcfs_next, starve_on_next=starve_on_next,
-        priority_next=priority_next, bulk_next=bulk_next, arrival_next=arrival_next)
+        priority_next=priority_next, bulk_next=bulk_next, arrival_next=arrival_next, carry_save=cs)
 
     return TenantCandidates(
         head_valid=q.r_rdy, head=head, key_competes=k_comp, key_class=k_key, key_order=k_order,
@@ -193,7 +198,7 @@ def tenant_candidates(m, p, i, timing, *, cfg, q, push_cost, level, peak, tag, b
         tag_idle=ti, key_next_keep=keep, key_next_pop=won)
 
 
-def bucket_update(m, p, i, *, cfg, level, peak, need, conform, burst_level, fill):
+def bucket_update(m, p, i, *, cfg, level, peak, need, conform, burst_level, fill, carry_save=True):
     """Spec §6.3 for tenant i, from registers only: the committed and peak
     levels at t+1 if it wins (``win``) and if not (``idle``), and the sums
     the next keys' bucket tests read (``need`` is the head's ``s << FRAC``,
@@ -215,13 +220,13 @@ def bucket_update(m, p, i, *, cfg, level, peak, need, conform, burst_level, fill
     # The debited sums and every comparison with the capacity are one
     # carry-save tree and one carry chain each (sum_mod, ge_sum), in
     # parallel with the sums above instead of behind them.
-    s_lw_g = sum_mod(m, f"lvl_sum_g_{i}", [level, cfg.rate], [need], lsum_bits)
-    s_pw = sum_mod(m, f"pk_sum_w_{i}", [peak, cfg.peak_rate], [need], psum_bits)
+    s_lw_g = sum_mod(m, f"lvl_sum_g_{i}", [level, cfg.rate], [need], lsum_bits, carry_save=carry_save)
+    s_pw = sum_mod(m, f"pk_sum_w_{i}", [peak, cfg.peak_rate], [need], psum_bits, carry_save=carry_save)
     cap = cfg.capacity
     # level + rate < cap, and level + rate - need < cap (the latter used only
     # for a conforming head, whose level covers need).
-    li_below = ~ge_sum(m, f"lvl_sum_i_ge_cap_{i}", [level, cfg.rate], [cap])
-    lw_below = ~ge_sum(m, f"lvl_sum_g_ge_cap_{i}", [level, cfg.rate], [need, cap])
+    li_below = ~ge_sum(m, f"lvl_sum_i_ge_cap_{i}", [level, cfg.rate], [cap], carry_save=carry_save)
+    lw_below = ~ge_sum(m, f"lvl_sum_g_ge_cap_{i}", [level, cfg.rate], [need, cap], carry_save=carry_save)
     lw = Signal(p.level_bits, name=f"lvl_win_{i}")
     li = Signal(p.level_bits, name=f"lvl_idle_{i}")
     pw = Signal(p.peak_bits, name=f"pk_win_{i}")
@@ -335,7 +340,7 @@ def _priority_marked(m, name, priority, mask, bits):
 
 
 def next_key(m, p, sfx, *, valid, head, level_ok, peak_ok, eligible, finish, deadline_next,
-              fcfs_next, starve_on_next, priority_next, bulk_next, arrival_next):
+              fcfs_next, starve_on_next, priority_next, bulk_next, arrival_next, carry_save=True):
     """Selection key of a head in the next cycle (spec §6.2, evaluated one cycle early).
 
     ``valid``: the tenant has a head next cycle; ``head``: that head;
@@ -373,7 +378,7 @@ def next_key(m, p, sfx, *, valid, head, level_ok, peak_ok, eligible, finish, dea
         # level and one carry chain from the registers, not a subtraction
         # and then a comparison (spec §6.2, issue #42).
         old.eq(~sum_mod(m, f"deadline_minus_ts_{sfx}", [deadline_next[0]],
-                        [deadline_next[1], head.ts], p.ts_bits)[p.ts_bits - 1]),
+                        [deadline_next[1], head.ts], p.ts_bits, carry_save=carry_save)[p.ts_bits - 1]),
         urg.eq(conf & starve_on_next & old),
         comp.eq(valid & (fcfs_next | peak_ok)),
         # Class 0 (urgent, or every head in FCFS mode) orders by timestamp,
@@ -475,7 +480,7 @@ def _extend(m, name, value, width):
     return out
 
 
-def sum_mod(m, name, pos, neg, width, ones=()):
+def sum_mod(m, name, pos, neg, width, ones=(), *, carry_save=True):
     """``(sum(pos) - sum(neg) + sum(ones)) mod 2^width`` of unsigned values
     (``ones``: one-bit values): a carry-save tree of the operands (``-x =
     ~x + 1``) and one carry-propagate adder, so that three or four operands
@@ -488,7 +493,16 @@ def sum_mod(m, name, pos, neg, width, ones=()):
     free, or the final adder's carry-in (a row against a constant 1 would
     cost two gates per bit and a level: Yosys does not fold it). The first
     ones take the first rows; there must be no more of ``ones`` than rows
-    plus one."""
+    plus one.
+
+    ``carry_save=False`` writes the same sum as a chain of additions and
+    subtractions (:func:`_chained`): on an FPGA with carry chains (ECP5's
+    CCU2C) a chain per operand is cheaper than a full-adder layer of LUTs
+    per bit, and Yosys shares the identical partial sums of several calls."""
+    if not carry_save:
+        out = Signal(width, name=name)
+        m.d.comb += out.eq(_chained(pos, neg, ones))
+        return out
     ops = [_extend(m, f"{name}_p{k}", x, width) for k, x in enumerate(pos)]
     ops += [~_extend(m, f"{name}_n{k}", x, width) for k, x in enumerate(neg)]
     bits = [Value.cast(b) for b in ones]
@@ -524,16 +538,36 @@ def sum_mod(m, name, pos, neg, width, ones=()):
     return out
 
 
-def ge_sum(m, name, pos, neg):
+def ge_sum(m, name, pos, neg, *, carry_save=True):
     """``sum(pos) >= sum(neg)`` for unsigned values, as the sign of their
     difference from :func:`sum_mod` (one carry chain after a carry-save tree).
-    The width holds either sum plus a sign bit, so the difference never wraps."""
+    The width holds either sum plus a sign bit, so the difference never wraps.
+    ``carry_save=False``: the two sums as chains of additions and a
+    comparison of them, the same bit."""
+    if not carry_save:
+        ge = Signal(name=name)
+        m.d.comb += ge.eq(_chained(pos, []) >= _chained(neg, []))
+        return ge
     bound = sum((1 << len(Value.cast(x))) - 1 for x in pos) + sum((1 << len(Value.cast(x))) - 1 for x in neg)
     width = bound.bit_length() + 1
     diff = sum_mod(m, f"{name}_diff", pos, neg, width)
     ge = Signal(name=name)
     m.d.comb += ge.eq(~diff[width - 1])
     return ge
+
+
+def _chained(pos, neg, ones=()):
+    """``sum(pos) - sum(neg) + sum(ones)`` as Amaranth arithmetic (one
+    adder per operand, exact: Amaranth widens every sum)."""
+    acc = None
+    for x in pos:
+        acc = Value.cast(x) if acc is None else acc + x
+    acc = C(0, 1) if acc is None else acc
+    for x in neg:
+        acc = acc - x
+    for b in ones:
+        acc = acc + b
+    return acc
 
 
 def _ge(big, small):

@@ -58,6 +58,11 @@ class KvFabric(FabricComponent):
         Add the inputs ``axi_unsupported`` and ``axi_wlast_errors``: the AXI4
         front end's counters, snapshot into ``TEL.AXI_ERRORS`` (spec §14.6).
         Without them (the bare arbiter) the register reads 0.
+    fpga : bool
+        Every channel in its FPGA form (:class:`kvfabric.hw.channel.ChannelArbiter`'s
+        ``fpga``: chained sums instead of carry-save trees, ``vmin`` as a
+        tree): the same values in every cycle, less ECP5 logic, longer ASIC
+        paths. Default ``False``.
 
     Members
     -------
@@ -90,9 +95,10 @@ class KvFabric(FabricComponent):
     :exc:`TypeError`
         If ``params`` is not a :class:`kvfabric.spec.FabricParams`.
     """
-    def __init__(self, params, *, checks=False, axi_errors=False):
+    def __init__(self, params, *, checks=False, axi_errors=False, fpga=False):
         check_params(params)
         self._checks = check_names(checks)
+        self._fpga = bool(fpga)
         self._axi_errors = axi_errors
         front_end = {"axi_unsupported": In(AXI_ERROR_BITS).array(params.tenants),
                      "axi_wlast_errors": In(AXI_ERROR_BITS).array(params.tenants)} if axi_errors else {}
@@ -114,8 +120,11 @@ class KvFabric(FabricComponent):
         p = self.params
 
         m.submodules.axil = axil = AXI4LiteSlave(addr_width=ADDR_WIDTH, data_width=DATA_WIDTH)
-        # One copy of the early configuration per channel (issue #42).
-        m.submodules.regs = regs = RegisterFile(p, copies=p.channels)
+        # One copy of the early configuration per channel (issue #42); the
+        # FPGA form has one for all channels (the copies are equal in every
+        # cycle, they only split the fan-out for an ASIC's wires).
+        copies = 1 if self._fpga else p.channels
+        m.submodules.regs = regs = RegisterFile(p, copies=copies)
         m.submodules.telemetry = tel = Telemetry(p)
 
         wiring.connect(m, wiring.flipped(self.s_axil), axil.axil)
@@ -172,7 +181,8 @@ class KvFabric(FabricComponent):
             m.d.comb += cap_fits[i].eq(cfg.capacity[p.rate_bits:] == 0)
 
         for c in range(p.channels):
-            ch = ChannelArbiter(p, checks=self._checks)
+            ch = ChannelArbiter(p, checks=self._checks, fpga=self._fpga)
+            cp = c if copies > 1 else 0  # this channel's copy of the early configuration
             m.submodules[f"channel_{c}"] = ch
             wiring.connect(m, wiring.flipped(self.req[c]), ch.req)
             wiring.connect(m, wiring.flipped(self.grant[c]), ch.grant)
@@ -181,17 +191,17 @@ class KvFabric(FabricComponent):
                 self.grant_class[c].eq(ch.grant_class),
                 self.dropped[c].eq(ch.dropped),
                 ch.fcfs_bypass.eq(regs.cfg_fcfs_bypass),
-                ch.fcfs_bypass_next.eq(regs.cfg_fcfs_bypass_next_copy[c]),
-                ch.starve_limit_next.eq(regs.cfg_starve_limit_next_copy[c]),
+                ch.fcfs_bypass_next.eq(regs.cfg_fcfs_bypass_next_copy[cp]),
+                ch.starve_limit_next.eq(regs.cfg_starve_limit_next_copy[cp]),
                 ch.now.eq(now),
                 ch.now_next.eq(now_next),
                 ch.credit_return.eq(self.credit_return[c]),
-                ch.bulk_prio_next.eq(regs.cfg_bulk_prio_next_copy[c]),
-                ch.arrival_prio_next.eq(regs.cfg_arrival_prio_next_copy[c]),
+                ch.bulk_prio_next.eq(regs.cfg_bulk_prio_next_copy[cp]),
+                ch.arrival_prio_next.eq(regs.cfg_arrival_prio_next_copy[cp]),
                 ch.bulk_run.eq(regs.cfg_bulk_run),
                 *(ch.credit_limit[k].eq(getattr(regs, f"cfg_{name}"))
                   for k, name in enumerate(CREDIT_CLASS_NAMES)),
-                *(ch.credit_limit_next[k].eq(getattr(regs, f"cfg_{name}_next_copy")[c])
+                *(ch.credit_limit_next[k].eq(getattr(regs, f"cfg_{name}_next_copy")[cp])
                   for k, name in enumerate(CREDIT_CLASS_NAMES)),
                 tel.dropped[c].eq(ch.dropped),
                 tel.grants[c].valid.eq(ch.grant.valid & ch.grant.ready),
@@ -213,8 +223,8 @@ class KvFabric(FabricComponent):
                     ch.tenant_cfg[i].peak_rate.eq(peak_rate),
                     burst_level.eq(Mux(cap_fits[i] & (cap_lo < rate), cap_lo, rate)),
                     ch.burst_level[i].eq(burst_level),
-                    ch.priority_next[i].eq(regs.cfg_priority_next_copy[c][i]),
-                    ch.guaranteed_next[i].eq(regs.cfg_guaranteed_next_copy[c][i]),
+                    ch.priority_next[i].eq(regs.cfg_priority_next_copy[cp][i]),
+                    ch.guaranteed_next[i].eq(regs.cfg_guaranteed_next_copy[cp][i]),
                     tel.occupancy[c][i].eq(ch.occupancy[i]),
                 ]
 

@@ -21,9 +21,10 @@ TOP_NAME = "kvfabric"
 #: Name of the AXI4 top (spec §14).
 AXI_TOP_NAME = "kvfabric_axi"
 
-def generate(params: FabricParams) -> str:
-    """Verilog text of :class:`kvfabric.hw.top.KvFabric` for ``params``, top module ``kvfabric``."""
-    text = verilog.convert(KvFabric(params), name=TOP_NAME, emit_src=False)
+def generate(params: FabricParams, fpga=False) -> str:
+    """Verilog text of :class:`kvfabric.hw.top.KvFabric` for ``params``, top module ``kvfabric``
+    (``fpga``: the channels' FPGA form, :class:`kvfabric.hw.top.KvFabric`'s option)."""
+    text = verilog.convert(KvFabric(params, fpga=fpga), name=TOP_NAME, emit_src=False)
     return text.decode() if isinstance(text, (bytes, bytearray)) else text
 
 
@@ -34,9 +35,10 @@ def generate_axi(params: FabricParams, axi) -> str:
     return text.decode() if isinstance(text, (bytes, bytearray)) else text
 
 
-def write_verilog(params: FabricParams, path, axi=None) -> str:
-    """Write the Verilog of ``params`` (with ``axi``: the AXI4 top) to ``path``
-    atomically and return the path.
+def write_verilog(params: FabricParams, path, axi=None, fpga=False) -> str:
+    """Write the Verilog of ``params`` (with ``axi``: the AXI4 top; ``fpga``:
+    the bare top's channels in their FPGA form) to ``path`` atomically and
+    return the path.
 
     Written through a temporary file so that a failed run never leaves half a
     netlist where a synthesis flow would pick it up.
@@ -47,6 +49,6 @@ def write_verilog(params: FabricParams, path, axi=None) -> str:
         os.makedirs(directory, exist_ok=True)
     tmp = path + ".tmp"
     with open(tmp, "w", newline="\n") as f:
-        f.write(generate(params) if axi is None else generate_axi(params, axi))
+        f.write(generate(params, fpga=fpga) if axi is None else generate_axi(params, axi))
     os.replace(tmp, path)
     return path

@@ -133,7 +133,9 @@ def cmd_verilog(args) -> int:
     elif any(getattr(args, dest) is not None for dest in _AXI_OPTIONS.values()):
         given = [opt for opt, dest in _AXI_OPTIONS.items() if getattr(args, dest) is not None]
         raise ValueError(f"AXI options ({', '.join(_axi_flag(o) for o in given)}) need --axi")
-    write_verilog(params, args.out, axi)
+    if args.fpga and axi is not None:
+        raise ValueError("--fpga applies to the bare top only, not with --axi")
+    write_verilog(params, args.out, axi, fpga=args.fpga)
     what = f"{params}" if axi is None else f"{params} behind {axi}"
     print(f"Verilog of {what} written to {args.out} (top module {TOP_NAME if axi is None else AXI_TOP_NAME})")
     return 0
@@ -227,6 +229,10 @@ def build_parser() -> argparse.ArgumentParser:
     v.set_defaults(func=cmd_vcd_check)
     g = sub.add_parser("verilog", help="generate the Verilog of the top level (module kvfabric)")
     g.add_argument("--out", required=True, help="Verilog file to write")
+    g.add_argument("--fpga", action="store_true",
+                   help="channels in their FPGA form: chained sums instead of carry-save trees, vmin as a "
+                        "tree (same values every cycle, about a third less ECP5 logic per channel, longer "
+                        "ASIC paths)")
     _add_param_options(g)
     _add_axi_options(g)
     g.set_defaults(func=cmd_verilog)

@@ -52,10 +52,10 @@ class FabricBench:
     register holds in the cycle the slave samples it.
     """
 
-    def __init__(self, params, rng, *, p_req=0.5, p_ready=0.7, p_return=0.2):
+    def __init__(self, params, rng, *, p_req=0.5, p_ready=0.7, p_return=0.2, fpga=False):
         self.params, self.rng = params, rng
         self.p_req, self.p_ready, self.p_return = p_req, p_ready, p_return
-        self.dut = KvFabric(params, checks=True)
+        self.dut = KvFabric(params, checks=True, fpga=fpga)
         self.model = FabricModel(params)
         self.mirror = Mirror(params)
         self.axil = AxilManager(self.dut.s_axil, rng, p_ready=0.8)
@@ -168,6 +168,13 @@ def test_fabric_vs_model(name, seed):
     _fabric_vs_model(name, seed, CYCLES[name])
 
 
+def test_fabric_fpga_form_vs_model(seed):
+    """The FPGA form (``KvFabric(fpga=True)``: chained sums, vmin as a tree,
+    one copy of the channels' early configuration) against the model, as
+    test_fabric_vs_model: the same values every cycle as the default form."""
+    _fabric_vs_model("3x2", seed, CYCLES["3x2"], fpga=True)
+
+
 @pytest.mark.soak
 @pytest.mark.parametrize("name", FABRICS)
 def test_fabric_vs_model_soak(name, seed):
@@ -175,10 +182,10 @@ def test_fabric_vs_model_soak(name, seed):
     _fabric_vs_model(name, seed, CYCLES[name] * SOAK_FACTOR)
 
 
-def _fabric_vs_model(name, seed, cycles):
+def _fabric_vs_model(name, seed, cycles, fpga=False):
     params = FABRICS[name]
     rng = seeded(seed, 3)
-    bench = FabricBench(params, rng, p_return=0.05)
+    bench = FabricBench(params, rng, p_return=0.05, fpga=fpga)
     config = FabricConfig([random_tenant(rng, params) for _ in range(params.tenants)],
                           fcfs_bypass=0, starve_limit=rng.choice([0, 20]), epoch_cycles=97,
                           credits=(rng.choice([0, 1, 2]), rng.choice([1, 2]), rng.choice([1, 2, 3])))

@@ -83,6 +83,23 @@ def test_lint_clean_small_from_the_cli(tmp_path):
     assert result.returncode == 0, result.stderr[-5000:]
 
 
+def test_fpga_form_from_the_cli(tmp_path):
+    """``kvfabric verilog --fpga``: the channels' FPGA form (another netlist,
+    lint clean); refused with --axi."""
+    out = tmp_path / "kvfabric_fpga.v"
+    result = gen_cli(out, [*SMALL, "--fpga"])
+    assert result.returncode == 0, result.stderr
+    params = FabricParams(tenants=3, channels=2, queue_depth=2, max_request_bytes=64,
+                          id_width=5, tag_bits=12)
+    text = out.read_bytes()
+    assert generate(params, fpga=True).encode() == text
+    assert generate(params).encode() != text
+    result = lint(out)
+    assert result.returncode == 0, result.stderr[-5000:]
+    result = gen_cli(tmp_path / "axi.v", ["--axi", "--fpga"])
+    assert result.returncode != 0 and "--fpga" in result.stderr
+
+
 def test_lint_clean_default():
     """The 8 x 8 default lints clean. Its Verilog is the generator's, written once
     per RTL version for the co-simulations (``tb.design.verilog_for``: about 35 s
