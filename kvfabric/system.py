@@ -286,14 +286,14 @@ def default_request_bytes(doc, compiled):
     credits for 128 B: draws 2, 7 and 11 at 1.37-1.75x their decode-only p99,
     against at most 1.13x with both at 256, issue #41).
 
-    A contract that enables the coordinator (spec §13) keeps 128 B too: its
-    backlog bit (an acceptance that leaves the tenant's queue full, §13.4)
-    reads a decode step's 256 B requests, which arrive faster than the
-    channel carries them, as backlog, and the allocation then levels the
-    decode's guarantee away from the channels others load (`make
-    experiments`' skewed coordinator row at 256 B: the decodes' p99 55.9x
-    their decode-only p99 instead of 1.05x at 128 B; the shift row's moving
-    prefill 0.94 of its total; issue #43)."""
+    A contract that enables the coordinator (spec §13) keeps 128 B too:
+    256 B requests arrive one a clock where the channel carries 128 B a
+    clock, so every backlogged tenant's queue fills on every channel and the
+    backlog bits (an acceptance that leaves the queue full, §13.4) no longer
+    say where an in-order stream is short; the allocation then levels its
+    guarantee off the channels it waits on (`make experiments`' shift row
+    at 256 B: the spread prefill 0.95 of its total, 0.99 at 128 B; issue
+    #43). Latency-bound (arrival-ordered) tenants are never levelled."""
     piece = 2 * TRANSACTION_BYTES
     if compiled.params.max_request_bytes < piece or compiled.config.coord_enable:
         return TRANSACTION_BYTES
@@ -331,17 +331,18 @@ def request_size_warning(doc, compiled, request_bytes, policy_name):
 
 def coordinator_request_warning(compiled, request_bytes, policy_name):
     """The warning for a fabric policy whose contract enables the coordinator
-    (spec §13) and whose workload asks for 256 B requests, or None: the
-    coordinator's backlog bit takes a latency-bound tenant's bursts of 256 B
-    requests for backlog and may level its guarantee away from loaded
-    channels (:func:`default_request_bytes` keeps 128 B for such contracts)."""
+    (spec §13) and whose workload asks for 256 B requests, or None: every
+    backlogged queue then fills, and the backlog bits stop saying where a
+    tenant is short (:func:`default_request_bytes` keeps 128 B for such
+    contracts)."""
     if not policy_name.startswith("fabric") or not compiled.config.coord_enable \
             or request_bytes <= TRANSACTION_BYTES:
         return None
     return (f"the contract enables the coordinator and the workload's requests carry up to {request_bytes} B "
-            f"(request_bytes): a decode step's requests then fill its queue faster than the channel serves "
-            f"them, which the coordinator reads as backlog (spec §13.4) and may level the decode's guarantee "
-            f"away from channels other tenants load (issue #43); request_bytes = {TRANSACTION_BYTES} avoids it")
+            f"(request_bytes): they arrive faster than the channel serves them, so every backlogged tenant's "
+            f"queue fills on every channel and the coordinator's backlog bits (spec §13.4) no longer say where "
+            f"a tenant is short; it may level an in-order stream's guarantee off the channels it waits on "
+            f"(issue #43); request_bytes = {TRANSACTION_BYTES} avoids it")
 
 
 def headroom_warning(contract, channel, gbps, *, channels=1, reach=1):
