@@ -223,8 +223,8 @@ class Coordinator(FabricComponent):
     def elaborate(self, platform):
         m = Module()
         epoch = self._epoch(m)
+        mask, backlog = self._demand(m, epoch)
         snap = self._snapshot(m, epoch)
-        mask, backlog = self._demand(m, epoch, snap)
         results = self._walk(m, epoch, mask, backlog, snap)
         self._outputs(m, epoch, results)
         return m
@@ -250,7 +250,7 @@ class Coordinator(FabricComponent):
         return _Epoch(ec=ec, end=end, en_d=en_d, end_d=end_d)
 
     # --- demand ---------------------------------------------------------------------------
-    def _demand(self, m, epoch, snap):
+    def _demand(self, m, epoch):
         """Per channel, one bit per tenant for the epoch counting
         (``coord_dcount_<c>``), set by the channel's ingress register, and the
         bits of the last ended epoch (``coord_dwalk_<c>``), copied from them
@@ -260,7 +260,8 @@ class Coordinator(FabricComponent):
         acceptance whose tenant's ``queue_full`` is 1 beside it in a + 1:
         the request took the queue's last free slot and none left. A
         latency-bound tenant's backlog bits (``coord_snap_latency``, its
-        priority arrival-ordered in t_e) are not copied: its pairs are light."""
+        priority arrival-ordered in t_e) are masked where the walk reads
+        them: its pairs are light."""
         p = self.params
         n = p.tenants
         bits, backlog = [], []
@@ -275,7 +276,7 @@ class Coordinator(FabricComponent):
                 with m.If(~epoch.en_d):
                     m.d.sync += count.eq(0)
                 with m.Elif(epoch.end_d):
-                    m.d.sync += [walk.eq(nxt if kind == "d" else nxt & ~snap.latency), count.eq(0)]
+                    m.d.sync += [walk.eq(nxt), count.eq(0)]
                 with m.Else():
                     m.d.sync += count.eq(nxt)
                 out.append(walk)
@@ -354,16 +355,18 @@ class Coordinator(FabricComponent):
         t_rate = Signal(p.rate_bits, name="coord_t_rate")
         t_en = Signal(name="coord_t_enable")
         t_peak_live = Signal(p.peak_rate_bits, name="coord_t_peak")
+        t_latency = Signal(name="coord_t_latency")   # latency-bound in t_e: no backlogged pair (§13.4)
         with m.Switch(ti):
             for i in range(n):
                 with m.Case(i):
                     m.d.comb += [t_rate.eq(snap.rate[i]), t_en.eq(snap.enable[i]),
+                                 t_latency.eq(snap.latency[i]),
                                  t_peak_live.eq(self.tenant_cfg[i].peak_rate)]
         # The tenant's demand bits of the ended epoch, per channel.
         dem = Signal(nc, name="coord_demand_bits")
         m.d.comb += dem.eq(Cat(_bit(m, mask[c], ti, f"coord_dbit_{c}") for c in range(nc)))
         bkl = Signal(nc, name="coord_backlog_bits")
-        m.d.comb += bkl.eq(Cat(_bit(m, backlog[c], ti, f"coord_bbit_{c}") for c in range(nc)))
+        m.d.comb += bkl.eq(Cat(_bit(m, backlog[c], ti, f"coord_bbit_{c}") & ~t_latency for c in range(nc)))
         active = Signal(name="coord_active")
         m.d.comb += active.eq(t_en & dem.any())
 
