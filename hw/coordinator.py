@@ -84,7 +84,7 @@ from amaranth.lib.memory import Memory
 from amaranth.lib.wiring import In, Out
 
 from .config import FabricComponent
-from .keys import or_all, sum_mod
+from .keys import _priority_marked, or_all, sum_mod
 from .layouts import acceptance_layout, tenant_config_layout
 from kvfabric.spec import (ARRIVAL_PRIO_BITS, COORD_EPOCH_BITS, COORD_FLOOR_BITS, COORD_LATENCY, COORD_MIN_EPOCH,
                            check_params, coord_level_bits, coord_passes)
@@ -295,9 +295,8 @@ class Coordinator(FabricComponent):
         en = Signal(p.tenants, name="coord_snap_enable")
         latency = Signal(p.tenants, name="coord_snap_latency")
         with m.If(epoch.end):
-            # Bit priority_i of arrival_prio, as a one-hot match (no shifter to truncate).
-            m.d.sync += latency.eq(Cat(or_all(self.arrival_prio[q] & (self.tenant_cfg[i].priority == q)
-                                              for q in range(ARRIVAL_PRIO_BITS))
+            m.d.sync += latency.eq(Cat(_priority_marked(m, f"coord_latency_mark_{i}", self.tenant_cfg[i].priority,
+                                                        self.arrival_prio, ARRIVAL_PRIO_BITS)
                                        for i in range(p.tenants)))
             m.d.sync += cofloor.eq((1 << COORD_FLOOR_BITS) - self.floor)
             m.d.sync += [rate[i].eq(self.tenant_cfg[i].rate) for i in range(p.tenants)]

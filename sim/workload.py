@@ -10,8 +10,8 @@ Format (TOML)::
     request_bytes = 256      # optional, most bytes one fabric request carries: 128 (each 128 B
                              # transaction its own) or 256 (with the next contiguous one, as the
                              # AXI front end's 256 B pieces); fabric policies only.  Default: 256,
-                             # or 128 when the contract's credits are sized for smaller grants
-                             # (kvfabric.system.default_request_bytes)
+                             # or 128 when the contract's credits are sized for smaller grants or
+                             # it enables the coordinator (kvfabric.system.default_request_bytes)
 
     [mapping]                # optional: how tenants' addresses spread over the contract's channels
     interleave_bytes = 256   # bytes dealt round robin over a tenant's channels (multiple of 128
