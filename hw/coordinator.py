@@ -47,13 +47,15 @@ Timing, exactly:
   min(p >> 1, RATE - fr) on a backlogged one, p its previous rate there;
   all channels in parallel) and a write cycle (``x[i][c]`` into the per-channel
   allocation RAM ``coord_alloc_<c>``, the loads updated); an inactive
-  tenant takes two cycles (LOAD, SKIP); then a write-out of
-  every pair's rate and peak rate, one per cycle, into the per-tenant result
-  RAM ``coord_result_<i>`` (its entry c: channel c's rate and peak rate),
-  and of its rate before the lower clamp into ``coord_prev_<c>``.
-* Channel c's registers load their tenants' results at the edge into
-  t_a + c (t_a = t_e + 1 + COORD_LATENCY), all tenants at once, from the
-  result RAMs read at address c. A COMMIT of tenant i loads tenant i's
+  tenant takes two cycles (LOAD, SKIP); then it waits (WAIT) for the
+  write-out (OUT), from t_a - 2 (t_a = t_e + 1 + COORD_LATENCY): one pair
+  per cycle, tenant by tenant, its rate before the lower clamp into
+  ``coord_prev_<c>`` and its rate and peak rate, one pipeline stage later,
+  straight into its registers.
+* Pair (i, c)'s registers load the result at the edge into t_a + i·C + c:
+  no copy of the results waits between the walk and the channels (issue
+  #43's area: a per-tenant result RAM held them before, 2 x 16 bits per
+  pair, as many as the registers). A COMMIT of tenant i loads tenant i's
   registers on every channel with the new RATE/PEAK_RATE at the edge at
   which the active registers take them and discards the rest of its result
   (one taking effect in t_e included); a cycle with the coordinator
@@ -62,14 +64,14 @@ Timing, exactly:
   result).
 * Every ``rate``/``peak_rate`` register loads one value per tenant, the
   tenant's bus (shared by its channels): the register file's RATE/PEAK_RATE
-  of the next cycle while it is being reloaded from them, the result RAM's
-  entry of the channel applying otherwise. So a register costs a flip-flop
-  with a clock enable and no multiplexer, and no staging copy of the
-  registers is needed: the results wait in LUT RAM.
+  of the next cycle while it is being reloaded from them, the write-out's
+  pair otherwise. So a register costs a flip-flop with a clock enable and
+  no multiplexer of its own.
 
 Area: the walk's datapath (C gap registers, each with one stepper, and a
 carry-save sum) is shared by every tenant; what grows with N x C is
-the rate registers, the demand bits and the two RAMs.
+the rate registers, the demand bits and the two RAMs (allocation and
+previous rates).
 
 All state is named ``coord_*``: the state-budget script reports it as its
 own category.
@@ -94,10 +96,11 @@ __all__ = ["Coordinator", "walk_cycles"]
 
 def walk_cycles(params):
     """Cycles of the walk when every tenant is active (the most it takes):
-    ``coord_passes`` passes of ``N * (coord_level_bits + 3)`` cycles, then
-    the write-out of ``N * C`` pairs and its pipeline stage's cycle. It
-    starts in t_e + 2 and must end before the edge into t_a's predecessor,
-    whose cycle reads the results."""
+    ``coord_passes`` passes of ``N * (coord_level_bits + 3)`` cycles, and
+    the write-out of ``N * C`` pairs and its pipeline stage's cycle. The
+    passes start in t_e + 2; the write-out starts in t_a - 2, so the walk
+    fits its latency when this is at most COORD_LATENCY - 2 (spec §13.2's
+    passes keep the write-out's cycles in hand)."""
     n, c = params.tenants, params.channels
     return coord_passes(params) * n * (coord_level_bits(params) + 3) + n * c + 1
 
@@ -143,7 +146,8 @@ class _State(enum.Enum, shape=3):
     BASE: the loads without it), the search of its water level (SEARCH)
     and its write cycle (WRITE), or an inactive tenant's second cycle
     (SKIP: a visit lasts two cycles at least, the time the next tenant's
-    RATE - fr takes); then the write-out of the results (OUT)."""
+    RATE - fr takes); then the wait for t_a - 2 (WAIT) and the write-out
+    of the results (OUT)."""
     IDLE = 0
     LOAD = 1
     SEARCH = 2
@@ -151,6 +155,7 @@ class _State(enum.Enum, shape=3):
     OUT = 4
     SKIP = 5
     BASE = 6
+    WAIT = 7
 
 
 class Coordinator(FabricComponent):
@@ -305,8 +310,8 @@ class Coordinator(FabricComponent):
 
     # --- the walk -------------------------------------------------------------------------
     def _walk(self, m, epoch, mask, backlog, snap):
-        """The allocation's passes and the write-out; returns, per tenant, the
-        read port of its result RAM.
+        """The allocation's passes and the write-out; returns the write-out's
+        second stage (:class:`_WriteOut`), which the rate registers load.
 
         Every path of the walk starts and ends in registers of its own and
         holds one multiply or at most two carry chains (issue #42's ASAP7
@@ -385,7 +390,9 @@ class Coordinator(FabricComponent):
         with m.If(epoch.end):
             m.d.sync += nxt_rate.eq(self.tenant_cfg[0].rate)
         with m.Else():
-            with m.Switch(ti):
+            # The tenant after coord_tenant's next value: in the write-out of a
+            # single channel coord_tenant advances in every cycle.
+            with m.Switch(ti_next):
                 for i in range(n):
                     with m.Case(i):
                         m.d.sync += nxt_rate.eq(snap.rate[(i + 1) % n])
@@ -572,8 +579,9 @@ class Coordinator(FabricComponent):
         # tenant in OUT as in the passes), writes the saturated sum into the
         # previous-rate RAM (0 for an inactive tenant) and registers the rate
         # and PEAK_RATE - RATE (coord_wo_*); the next cycle adds them, clamps
-        # the peak and writes both into i's result RAM. So the last pair is
-        # written one cycle after the walk's OUT cycles (walk_cycles counts it).
+        # the peak, and pair (i, c)'s registers load both at its edge. So the
+        # last pair loads one cycle after the walk's OUT cycles (walk_cycles
+        # counts it).
         x_sel = Signal(xw, name="coord_x_sel")
         with m.Switch(ci):
             for c in range(nc):
@@ -596,15 +604,9 @@ class Coordinator(FabricComponent):
         out_peak = Signal(p.peak_rate_bits, name="coord_out_peak")
         m.d.comb += out_peak.eq(Mux(pk < 0, 0, Mux(pk > pmax, pmax, pk)))
 
-        results = []
-        for i in range(n):
-            mem = Memory(shape=p.rate_bits + p.peak_rate_bits, depth=nc, init=[])
-            m.submodules[f"coord_result_{i}"] = mem
-            wp = mem.write_port()
-            rp = mem.read_port(domain="comb")
-            m.d.comb += [wp.addr.eq(wo_channel), wp.data.eq(Cat(wo_rate, out_peak)),
-                         wp.en.eq(wo_valid & (wo_tenant == i))]
-            results.append(rp)
+        # The write-out's pair, rate and peak rate in the cycle after its OUT
+        # cycle: the rate registers of that pair load them at its edge (§13.5).
+        written = _WriteOut(valid=wo_valid, tenant=wo_tenant, channel=wo_channel, rate=wo_rate, peak=out_peak)
 
         last_tenant = ti == n - 1
 
@@ -618,7 +620,7 @@ class Coordinator(FabricComponent):
                 m.d.sync += [pass_no.eq(pass_no + 1), state.eq(_State.LOAD)]
             with m.Else():
                 m.d.comb += ti_next.eq(0)
-                m.d.sync += [ci.eq(0), state.eq(_State.OUT)]
+                m.d.sync += [ci.eq(0), state.eq(_State.WAIT)]
 
         with m.Switch(state):
             with m.Case(_State.IDLE):
@@ -665,6 +667,11 @@ class Coordinator(FabricComponent):
                     m.d.comb += [x_wr[c].data.eq(x_new[c]), x_wr[c].en.eq(1)]
                     m.d.sync += load[c].eq(Mux(raised[c], cand, load[c]))
                 next_tenant()
+            with m.Case(_State.WAIT):
+                # The first pair's OUT cycle is t_a - 2 (ec = COORD_LATENCY - 2,
+                # ec being 0 in t_e + 1): its registers load at the edge into t_a.
+                with m.If(epoch.ec == COORD_LATENCY - 3):
+                    m.d.sync += state.eq(_State.OUT)
             with m.Case(_State.OUT):
                 for c in range(nc):
                     m.d.comb += [p_wr[c].data.eq(Mux(active, fx, 0)), p_wr[c].en.eq(ci == c)]
@@ -680,60 +687,60 @@ class Coordinator(FabricComponent):
         # previous rates.
         with m.If(~self.enable):
             m.d.sync += [state.eq(_State.IDLE), prev_valid.eq(0)]
-        return results
+        return written
 
     # --- the rate registers ---------------------------------------------------------------
-    def _outputs(self, m, epoch, results):
+    def _outputs(self, m, epoch, written):
         """``rate``/``peak_rate`` registers: tenant i's on every channel from
         the register file when off or on a COMMIT (at the edge at which the
-        active registers load), channel c's from the result RAMs at the edge
-        into t_a + c for tenants whose result is still pending."""
+        active registers load), pair (i, c)'s from the write-out at the edge
+        into t_a + i·C + c while tenant i's result is kept."""
         p = self.params
         n, nc = p.tenants, p.channels
-        pending = Signal(name="coord_pending")
         keep = Signal(n, name="coord_keep")
-        # Cycle t_a + c - 1 (ec = COORD_LATENCY - 1 + c) loads channel c at its
-        # edge: `ach` counts the channels from the cycle ec = COORD_LATENCY - 1.
-        applying = Signal(name="coord_applying")
-        ach = Signal(range(max(nc, 2)), name="coord_apply_channel")
-        m.d.comb += applying.eq(pending & self.enable & ((epoch.ec == COORD_LATENCY - 1) | (ach != 0)))
-        with m.If(applying & (ach != nc - 1)):
-            m.d.sync += ach.eq(ach + 1)
-        with m.Else():
-            m.d.sync += ach.eq(0)
         with m.If(~self.enable):
-            m.d.sync += [pending.eq(0), keep.eq(0)]
+            m.d.sync += keep.eq(0)
         with m.Elif(epoch.end):
             # A COMMIT taking effect in t_e discards its tenant's result too.
-            m.d.sync += [pending.eq(1), keep.eq(~self.commit)]
+            m.d.sync += keep.eq(~self.commit)
         with m.Else():
-            with m.If(applying & (ach == nc - 1)):
-                m.d.sync += pending.eq(0)
             m.d.sync += keep.eq(keep & ~self.commit)
 
         here = [Signal(name=f"coord_apply_{c}") for c in range(nc)]
-        m.d.comb += [here[c].eq(applying & (ach == c)) for c in range(nc)]
+        m.d.comb += [here[c].eq(written.valid & self.enable & (written.channel == c)) for c in range(nc)]
         for i in range(n):
             cfg = self.tenant_cfg[i]
             preload = Signal(name=f"coord_preload_{i}")
-            m.d.comb += preload.eq(self.commit[i] | ~self.enable_next)
-            m.d.comb += results[i].addr.eq(ach)
+            mine = Signal(name=f"coord_apply_tenant_{i}")
+            m.d.comb += [preload.eq(self.commit[i] | ~self.enable_next),
+                         mine.eq(keep[i] & (written.tenant == i))]
             bus_rate = Signal(p.rate_bits, name=f"coord_bus_rate_{i}")
             bus_peak = Signal(p.peak_rate_bits, name=f"coord_bus_peak_{i}")
             # The active values of the next cycle: the staged ones a COMMIT of
             # this cycle copies (rate_after_next then), else the active ones.
             m.d.comb += [
-                bus_rate.eq(Mux(preload, Mux(self.commit[i], self.rate_after_next[i], cfg.rate),
-                                results[i].data[:p.rate_bits])),
+                bus_rate.eq(Mux(preload, Mux(self.commit[i], self.rate_after_next[i], cfg.rate), written.rate)),
                 bus_peak.eq(Mux(preload, Mux(self.commit[i], self.peak_rate_after_next[i], cfg.peak_rate),
-                                results[i].data[p.rate_bits:])),
+                                written.peak)),
             ]
             for c in range(nc):
                 rate = Signal(p.rate_bits, name=f"coord_rate_{c}_{i}")
                 peak = Signal(p.peak_rate_bits, name=f"coord_peak_rate_{c}_{i}")
                 m.d.comb += [self.rate[c][i].eq(rate), self.peak_rate[c][i].eq(peak)]
-                with m.If(preload | (here[c] & keep[i])):
+                with m.If(preload | (here[c] & mine)):
                     m.d.sync += [rate.eq(bus_rate), peak.eq(bus_peak)]
+
+
+@dataclass
+class _WriteOut:
+    """The write-out's second stage: the pair whose registers load at this
+    cycle's edge (``valid``), its rate and peak rate."""
+
+    valid: Signal
+    tenant: Signal
+    channel: Signal
+    rate: Signal
+    peak: Signal
 
 
 @dataclass

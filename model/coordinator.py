@@ -7,9 +7,10 @@ are backlogged, ends epochs, computes a result from them (:func:`allocate`,
 the rule: an allocation of every tenant's total over the channels it uses,
 by water-filling above the even split a light pair keeps and half the
 previous rate a backlogged one keeps) and holds it for
-``COORD_LATENCY`` cycles before it applies, channel c's rates ``c`` cycles
-later still (the RTL loads one channel's registers per cycle), so the model
-and the RTL load the same values at the same edges.
+``COORD_LATENCY`` cycles before it applies, tenant i's rates on channel c
+``i·C + c`` cycles later still (the RTL's write-out loads one pair's
+registers per cycle), so the model and the RTL load the same values at the
+same edges.
 
 The owner (:class:`kvfabric.model.fabric.FabricModel`, or the fast replay
 engine) calls, per cycle t: :meth:`Coordinator.due` / :meth:`apply` before the
@@ -146,9 +147,9 @@ class Coordinator:
     ``splits[i]`` is tenant i's ``(rate, peak)`` per channel, an entry None
     where the channel uses the tenant's registers, or None when it uses them
     on every channel (the even split); ``pending`` is the result of the last
-    epoch not yet applied on every channel: the cycle in which its next
-    channel's rates apply, the allocation of every tenant it still holds
-    (discarded tenants removed), and that next channel.
+    epoch not yet applied on every pair: the cycle in which its next pair's
+    rates apply, the allocation of every tenant it still holds (discarded
+    tenants removed), and that next pair's index ``i·C + c``.
     """
 
     def __init__(self, params):
@@ -177,15 +178,19 @@ class Coordinator:
         return self.pending is not None and self.pending[0] == cycle
 
     def apply(self) -> None:
-        """The pending result holds from now on on its next channel, for every
-        tenant it still holds (spec §13.5: channel c from ``t_a + c``)."""
-        cycle, result, c = self.pending
-        for i, split in result.items():
-            cur = list(self.splits[i] or (None,) * self.params.channels)
+        """The pending result holds from now on on its next pair, if it still
+        holds that pair's tenant (spec §13.5: pair (i, c) from
+        ``t_a + i·C + c``; the RTL's write-out loads one pair per cycle)."""
+        cycle, result, k = self.pending
+        channels = self.params.channels
+        i, c = divmod(k, channels)
+        if i in result:
+            split = result[i]
+            cur = list(self.splits[i] or (None,) * channels)
             cur[c] = None if split is None else split[c]
             self.splits[i] = None if all(v is None for v in cur) else tuple(cur)
-        if c + 1 < self.params.channels:
-            self.pending = [cycle + 1, result, c + 1]
+        if k + 1 < self.params.tenants * channels:
+            self.pending = [cycle + 1, result, k + 1]
         else:
             self.pending = None
 

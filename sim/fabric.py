@@ -302,11 +302,17 @@ class FabricPolicy(Policy):
     # -- the coordinator (spec §13; FabricCoordinator says when what happens) ------
     def _apply(self, fabric_cycle):
         """``fabric_cycle`` is an apply cycle: the rates of the result in force
-        from it on (spec §13.5), before the cycle steps."""
+        from it on (spec §13.5: tenant i's from ``t_a(k) + i·C + c``), before
+        the cycle steps."""
         coord = self.coordinator
-        k = (fabric_cycle - coord.latency - self.coord_channel) // coord.epoch
-        self.model.config = coord.channel_config(self, k)
-        self.next_apply = (k + 1) * coord.epoch + coord.latency + self.coord_channel
+        n, nc = self.compiled.params.tenants, self.compiled.params.channels
+        k, into = divmod(fabric_cycle - coord.latency - self.coord_channel, coord.epoch)
+        upto = min(into // nc, n - 1)      # tenants 0..upto hold result k, the others result k - 1
+        self.model.config = coord.channel_config(self, k, upto)
+        if upto < n - 1:
+            self.next_apply = k * coord.epoch + coord.latency + (upto + 1) * nc + self.coord_channel
+        else:
+            self.next_apply = (k + 1) * coord.epoch + coord.latency + self.coord_channel
 
     def _skip_coordinated(self, cycles):
         """``model.skip(cycles)`` from :attr:`fabric_cycle`, split at apply cycles
@@ -358,12 +364,14 @@ class FabricCoordinator:
     model never writes ``COORD`` or commits (:meth:`FabricPolicy.reconfigure`
     refuses), so epoch ``e`` is fabric cycles ``eE .. (e+1)E - 1`` (spec
     §13.4: ``ec`` = 0 in cycle 0) and the result of epoch ``k - 1``, result
-    ``k``, holds on channel c from its apply cycle ``t_a(k) + c``, with
-    ``t_a(k) = kE + COORD_LATENCY``, to ``t_a(k+1) + c``; before that every channel uses the
-    registers (the even split).  All ports number fabric clocks alike, so
-    a channel counts an acceptance of fabric cycle t into epoch ``t // E``
-    and loads result k into its ``ChannelModel`` before it steps ``t_a(k)``,
-    in a step or inside a skip (:meth:`FabricPolicy._skip_coordinated` splits
+    ``k``, holds for tenant i on channel c from its apply cycle
+    ``t_a(k) + i·C + c``, with ``t_a(k) = kE + COORD_LATENCY``, to
+    ``t_a(k+1) + i·C + c``; before that every channel uses the registers
+    (the even split).  All ports number fabric clocks alike, so a channel
+    counts an acceptance of fabric cycle t into epoch ``t // E`` and loads
+    tenant i's part of result k into its ``ChannelModel`` before it steps
+    ``t_a(k) + i·C + c``, in a step or inside a skip
+    (:meth:`FabricPolicy._skip_coordinated` splits
     a skip there: the refill rates change).
 
     **Demand complete before its result.** The loop visits memory cycles in
@@ -429,7 +437,7 @@ class FabricCoordinator:
         for c, p in enumerate(self.policies):
             p.coordinator = self
             p.coord_channel = c
-            p.next_apply = self.epoch + self.latency + c  # channel c's rates load c cycles after t_a
+            p.next_apply = self.epoch + self.latency + c  # tenant 0's rates on channel c load c cycles after t_a
 
     def count(self, channel, fabric_cycle, tenant, nbytes, full):
         """A valid request accepted on ``channel`` in ``fabric_cycle`` (spec
@@ -442,10 +450,13 @@ class FabricCoordinator:
             acc = self._open[e] = Coordinator(self.params)
         acc.count(channel, tenant, nbytes, full)
 
-    def channel_config(self, policy, k):
-        """The configuration ``policy``'s channel c uses from ``t_a(k) + c`` on."""
+    def channel_config(self, policy, k, upto):
+        """The configuration ``policy``'s channel c uses from ``t_a(k) + upto·C + c``
+        on: result k's rates for tenants 0..upto, result k - 1's for the others."""
         holder = Coordinator(self.params)
-        holder.splits = self._result(k)
+        now = self._result(k)
+        before = self._result(k - 1) if k > 0 else now
+        holder.splits = [s if i <= upto else b for i, (s, b) in enumerate(zip(now, before))]
         return holder.channel_configs(policy.base_config)[policy.coord_channel]
 
     def _result(self, k):
@@ -463,7 +474,7 @@ class FabricCoordinator:
             acc.end_epoch(end, self.config)
             self._previous = acc.previous
             t_a = acc.pending[0]
-            while acc.pending is not None:  # every channel's rates (each at t_a + c)
+            while acc.pending is not None:  # every pair's rates (each at t_a + i·C + c)
                 acc.apply()
             self._splits.append(list(acc.splits))
             self.results.append((t_a, demand, tuple(acc.splits)))

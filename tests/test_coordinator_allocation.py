@@ -245,7 +245,7 @@ def test_delivered_totals_on_random_feasible_matrices(seed):
         tenants = [TenantConfig(rate=r, capacity=FabricParams().pcap, peak_rate=r + 64,
                                 inv_weight=256 * n, priority=0, enable=1) for r in rates]
         params = FabricParams(tenants=n, channels=c, queue_depth=4)
-        settle = 2 * E + COORD_LATENCY + c
+        settle = 2 * E + COORD_LATENCY + n * c
         move = settle + E + E // 3
         end = move + settle + E
         served = _backlogged(params, FabricConfig(tenants, coord_enable=1),
@@ -272,7 +272,7 @@ def test_infeasible_channel_resolved_by_priority():
     tenants = [TenantConfig(rate=rate, capacity=params.pcap, peak_rate=2 * rate, inv_weight=256 * n,
                             priority=p, enable=1) for p in (0, 1, 0)]
     sets = [[0], [0], [1]]
-    start = 2 * E + COORD_LATENCY + c
+    start = 2 * E + COORD_LATENCY + n * c
     served = _backlogged(params, FabricConfig(tenants, coord_enable=1), lambda t: sets, start + E)
     got = [_share(served, i, start, start + E, c * rate) for i in range(n)]
     ch0 = sum(got[i] * Fraction(c * rate, 8) for i in (0, 1))
@@ -287,7 +287,7 @@ def test_light_spread_tenant_keeps_its_rate_and_conforms():
     backlogged on channels 0-1 with a total of 60 % of their bandwidth,
     tenant 1 backlogged on all 8, tenant 2 light on all 8 (one 256-byte
     request per channel every 64 cycles: 2/3 of its rate). From two epochs,
-    the latency and C cycles on: tenant 2 is light on every channel, so its
+    the latency and N·C cycles on: tenant 2 is light on every channel, so its
     rate is at least RATE on each (spec §13.5's lower bound), in particular
     on the two channels tenant 0 loads; every one of its requests is granted
     as guaranteed (its bucket covers each head), none is left waiting at the
@@ -301,7 +301,7 @@ def test_light_spread_tenant_keeps_its_rate_and_conforms():
     mem = MemorySide(c, B)
     sets = {0: (0, 1), 1: tuple(range(c))}
     every = 64
-    settle = 2 * E + COORD_LATENCY + c
+    settle = 2 * E + COORD_LATENCY + n * c
     end = settle + 2 * E
     turn = [0] * c
     waiting = [[] for _ in range(c)]      # tenant 2's arrivals not yet accepted, per channel

@@ -7,7 +7,7 @@ A reference written here from the rule, with :class:`fractions.Fraction`
 arithmetic (each tenant's water level solved in closed form over its sorted
 channel loads, not searched as the RTL does), gives every cycle's expected
 ``rate[c][i]``/``peak_rate[c][i]``: an epoch's result, when it is used
-(channel c from t_e + 1 + COORD_LATENCY + c), when it is discarded (a COMMIT,
+(tenant i on channel c from t_e + 1 + COORD_LATENCY + i·C + c), when it is discarded (a COMMIT,
 a disabled cycle), and, with the coordinator off, the active RATE/PEAK_RATE in
 every cycle.
 """
@@ -142,19 +142,20 @@ class Reference:
                 self.ec = 0
             else:
                 self.ec += 1
-            # A COMMIT taking effect in t_e .. t_a + c - 1 discards its tenant's result on channel c.
+            # A COMMIT taking effect in t_e .. t_a + i·C + c - 1 discards tenant i's result on channel c.
             if self.pending is not None:
                 for i in commit:
                     self.pending[3][i] = False
+        # Pair k = i·C + c loads at the edge into t_a + k (spec §13.5).
         applying = None if self.pending is None else t + 1 - self.pending[0]
         for i in range(n):
             for c in range(nc):
                 if not enable_next or i in commit:
                     self.rate[c][i], self.peak[c][i] = active_next[i][:2]
-                elif applying == c and self.pending[3][i]:
+                elif applying == i * nc + c and self.pending[3][i]:
                     self.rate[c][i] = self.pending[1][i][c]
                     self.peak[c][i] = self.pending[2][i][c]
-        if applying == nc - 1:
+        if applying == n * nc - 1:
             self.applied += 1
             self.pending = None
         self.enable = enable_next
@@ -232,8 +233,9 @@ def test_rule_even_demand_is_the_contract():
 
 
 def test_schedule_fits():
-    # The walk ends before the cycle that reads the first channel's results
-    # (t_a - 1) for every size of spec §1, with the most passes that fit.
+    # The passes and the write-out's N x C cycles fit the latency for every
+    # size of spec §1, with the most passes that fit: the passes end before
+    # the write-out starts (t_a - 2).
     for n in range(1, 17):
         for c in range(1, 17):
             p = FabricParams(tenants=n, channels=c)
@@ -333,12 +335,13 @@ def _contracts(params, rng):
 
 
 @pytest.mark.parametrize("params", [FabricParams(tenants=3, channels=2), FabricParams(tenants=2, channels=3),
-                                    FabricParams(tenants=4, channels=4)], ids=["3x2", "2x3", "4x4"])
+                                    FabricParams(tenants=4, channels=4), FabricParams(tenants=3, channels=1)],
+                         ids=["3x2", "2x3", "4x4", "3x1"])
 def test_results_and_timing(params, seed):
     """Skewed random demand over four epochs of COORD_MIN_EPOCH cycles; each
     epoch's result (arithmetic against the Fraction rule) used exactly from
-    t_e + 1 + COORD_LATENCY + c on channel c; a COMMIT in a result's window, or in t_e
-    itself, discards that tenant's result; one tenant disabled (its result
+    t_e + 1 + COORD_LATENCY + i·C + c for tenant i on channel c; a COMMIT in a result's window, in t_e
+    itself or in the write-out between two of its pairs, discards that tenant's result (the rest of it); one tenant disabled (its result
     is the even split); a floor in the first epoch, none later, where the
     last tenant has no demand on channels other than 0 (the rate of 1 that
     a tenant with a rate keeps everywhere); RATE/PEAK_RATE near 2^16 so the
@@ -350,6 +353,9 @@ def test_results_and_timing(params, seed):
            for i in range(n)}
     commit_at = first + E + 300       # inside the first result's window
     commit_end = first + 2 * E        # the second epoch's t_e
+    # In the third result's write-out, after the last tenant's first pair
+    # (spec §13.5: pair (i, c) loads at the edge into t_a + i·C + c).
+    commit_mid = first + 3 * E + 1 + COORD_LATENCY + (n - 1) * params.channels + 1
     skew = [[9, 1, 1], [1, 5, 1], [1, 1, 7]]
 
     def script(t, rng):
@@ -362,6 +368,8 @@ def test_results_and_timing(params, seed):
             acts["commit"] = {n - 1: (1234, 5678, 1)}
         if t == commit_end:
             acts["commit"] = {0: (50000, 60000, 1)}
+        if t == commit_mid:
+            acts["commit"] = {n - 1: (2345, 6789, 1)}
         return acts
 
     def traffic(t, rng, c):
@@ -378,7 +386,8 @@ def test_results_and_timing(params, seed):
         i = rng.choices(range(n), weights)[0]
         return i, rng.choice([1, 31, 32, 33, 64, 4096]), (i + c) % 2 == 0 and rng.random() < 0.05
 
-    stats = _run(params, seed, cycles=first + 1 + 3 * E + COORD_LATENCY + params.channels + 4, script=script,
+    stats = _run(params, seed, cycles=first + 1 + 3 * E + COORD_LATENCY + params.tenants * params.channels + 4,
+                 script=script,
                  traffic=traffic, damping=True)
     assert stats == {"results": 3, "applied": 3}
 
@@ -469,7 +478,8 @@ def test_previous_rate_of_an_inactive_tenant_is_zero(seed):
             return tenant, 256, rng.random() < 0.1
         return None
 
-    stats = _run(params, seed, cycles=first + 1 + 3 * E + COORD_LATENCY + params.channels + 4, script=script,
+    stats = _run(params, seed, cycles=first + 1 + 3 * E + COORD_LATENCY + params.tenants * params.channels + 4,
+                 script=script,
                  traffic=traffic)
     assert stats == {"results": 3, "applied": 3}
 
@@ -510,7 +520,8 @@ def test_latency_bound_tenants_are_never_backlogged(seed):
         i = rng.choices(range(4), [4 if c < 2 else 0, 1, 3 if c % 2 else 0, 2])[0]
         return i, 64, rng.random() < 0.3
 
-    stats = _run(params, seed, cycles=first + 1 + 3 * E + COORD_LATENCY + params.channels + 4, script=script,
+    stats = _run(params, seed, cycles=first + 1 + 3 * E + COORD_LATENCY + params.tenants * params.channels + 4,
+                 script=script,
                  traffic=traffic, priorities=[0, 1, 2, 1], arrival=arrival)
     assert stats["results"] == 3 and stats["applied"] == 3
     assert stats["masked"] >= 1, "no result depended on the latency-bound tenants' backlog bits"

@@ -203,7 +203,7 @@ def test_applied_rates_follow_the_accepted_demand(seed):
 
 T_E2 = 2 * E - 1  # the end of the second epoch
 T_A2 = T_E2 + 1 + COORD_LATENCY  # its result holds from here on channel 0,
-T_A2_3 = T_A2 + 3  # and from here on channel 3, the one watched (spec §13.5: channel c from t_a + c)
+T_A2_3 = T_A2 + 3  # and tenant 0's on channel 3, the pair watched (spec §13.5: pair (i, c) from t_a + i·C + c)
 
 
 def _level_steps(commit_at=None, disable_at=None, recommit_at=None):
@@ -249,8 +249,9 @@ def test_result_applies_at_epoch_end_plus_latency():
 @pytest.mark.parametrize("how", ["commit", "recommit", "disable"])
 def test_result_discarded_by_commit_and_disable(how, when):
     """A COMMIT of the tenant (even of its own values) or the coordinator
-    turned off, taking effect in t_e .. t_a + c - 1 (spec §13.5, channel c = 3):
-    the even split from the next cycle, and nothing applies at t_a + c."""
+    turned off, taking effect in t_e .. t_a + i·C + c - 1 (spec §13.5, tenant
+    i = 0 on channel c = 3): the even split from the next cycle, and nothing
+    applies at t_a + c."""
     kwargs = {"commit": "commit_at", "recommit": "recommit_at", "disable": "disable_at"}[how]
     params, rate, grant, steps = _level_steps(**{kwargs: when})
     after = max(grant + 1, when + 1)

@@ -196,9 +196,12 @@ def test_ports_do_what_the_golden_model_does(on):
     assert any(s is not None for _, splits in results for s in splits), "the coordinator moved some rate"
     for c, p in enumerate(system.policies):
         # The rates in force in the last cycle the port stepped: its result's.
+        # Result k holds for tenant i from t_a(k) + i·C + c (spec §13.5).
         last = p.fabric_cycle - 1
-        k = max(0, (last - COORD_LATENCY) // COORD_MIN_EPOCH)
-        assert p.model.config == coord.channel_config(p, k)
+        k, into = divmod(last - COORD_LATENCY - c, COORD_MIN_EPOCH)
+        tenants = len(config.tenants)
+        k, upto = (0, tenants - 1) if k < 1 else (k, min(into // n, tenants - 1))
+        assert p.model.config == coord.channel_config(p, k, upto)
         if p.fabric_cycle == end:  # stepped exactly as far as the golden model: the same buckets
             assert (p.model.level, p.model.peak) == (fab.channels[c].level, fab.channels[c].peak)
             assert p.model.config == fab.channels[c].config
