@@ -499,3 +499,17 @@ def test_merge_into_keeps_the_setups_section_tables_and_replaces_their_subsectio
         assert f"| coordinator-setups/{s}, 8 channels, q | new | 1 |" in md      # the section's table row
         assert f"| coordinator-setups/{s}, 8 channels, q | new |\n" in md         # the per-run row
     assert md.index("### Setup A") < md.index("### Setup B") < md.index("## Per-run measurements")
+
+
+def test_merge_into_keeps_a_setups_one_channel_line():
+    """A setup's line about its one-channel runs (another group, not re-run)
+    survives a merge of the setups' section, which the ``--only`` report
+    cannot write without those runs; a line the new section has is its own."""
+    from kvfabric.sim.studies.experiments import _kept_lines
+
+    old = "### Setup A\n\nSeeds pooled old\n\nApplied: 3.\nOne channel (setup A above): 0.99x.\n\n"
+    new = "### Setup A\n\nSeeds pooled new\n\nApplied: 3.\n\n"
+    assert _kept_lines(new, old) == ("### Setup A\n\nSeeds pooled new\n\nApplied: 3.\n"
+                                     "One channel (setup A above): 0.99x.\n\n")
+    mine = new.replace("Applied: 3.\n", "Applied: 3.\nOne channel (setup A above): 1.01x.\n")
+    assert _kept_lines(mine, old) == mine

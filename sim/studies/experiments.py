@@ -512,6 +512,25 @@ def _section(text, heading):
     return start, (min(ends) + 1 if ends else len(text))
 
 
+#: Lines of a merged section about runs outside its group (a setup's
+#: one-channel figures beside its 8-channel ones): a report of the group
+#: alone cannot write them, and those runs were not re-run.
+CROSS_GROUP_LINES = ("One channel (setup ",)
+
+
+def _kept_lines(new, old):
+    """``new`` (a section of the ``--only`` report) with the lines of ``old``
+    (the full report's) that start with :data:`CROSS_GROUP_LINES` and that
+    ``new`` lacks, each after the line that preceded it in ``old``."""
+    have = new.split("\n")
+    prefixes = {line.split(":", 1)[0] for line in have if line.startswith(CROSS_GROUP_LINES)}
+    olds = old.split("\n")
+    for k, line in enumerate(olds):
+        if line.startswith(CROSS_GROUP_LINES) and line.split(":", 1)[0] not in prefixes and k and olds[k - 1] in have:
+            have.insert(have.index(olds[k - 1]) + 1, line)
+    return "\n".join(have)
+
+
 def merge_report(part_dir, full_dir, command):
     """Replace, in ``full_dir``'s experiments.md/.json, the runs of the
     ``--only`` report in ``part_dir``: their JSON entries, their rows of the
@@ -542,7 +561,7 @@ def merge_report(part_dir, full_dir, command):
         for heading in headings:
             a, b = _section(md_part, heading)
             c, d = _section(md, heading)
-            md = md[:c] + md_part[a:b] + md[d:]
+            md = md[:c] + _kept_lines(md_part[a:b], md[c:d]) + md[d:]
         for name in plots:
             if os.path.exists(os.path.join(part_dir, name)):
                 shutil.copyfile(os.path.join(part_dir, name), os.path.join(full_dir, name))
