@@ -295,6 +295,34 @@ def test_coordinator_figures_read_rates_and_the_reaction_from_the_timeline():
     assert coordinator_figures(res)["reaction_us"] is None
 
 
+def test_moved_to_channels_carried_against_the_guarantees_they_ask():
+    """The shift row's channel figures: per channel and tenant the mean GB/s of
+    the whole windows after the move's settling (a window without data: 0),
+    and the report's sentence comparing what the moved-to channels carried
+    with what the two prefills' guarantees and the decodes ask of them."""
+    from kvfabric.sim.studies.metrics import coordinator_figures
+    from kvfabric.sim.studies.report import _moved_to_channels
+
+    win, epoch = 1000, 2048
+    move, horizon = 39_520, 100_000      # after the move and its settling (20,480): windows 60 .. 99
+    per_window = {c: [int(g * win / 1.6) for g in ((20.0, 11.0, 4.0) if c in (2, 3) else (0.0, 11.0, 4.0))]
+                  for c in range(4)}
+    res = {"timeline_window": win, "horizon": horizon, "memory_per_fabric": 4, "epoch_cycles": epoch,
+           "move_cycle": move, "guaranteed_gbps": [40.0, 48.0, 8.0], "bytes": [0, 0, 0], "moved_to": [2, 3],
+           "timeline": [(w, [0, 0, 0]) for w in range(100)],
+           # channel 1 sends nothing in every other window after the move
+           "channel_timeline": [[[w, per_window[c]] for w in range(100) if not (c == 1 and w >= 60 and w % 2)]
+                                for c in range(4)]}
+    f = coordinator_figures(res)
+    assert f["moved_to"] == [2, 3]
+    assert f["channels_after_gbps"][2] == [pytest.approx(20.0), pytest.approx(11.0), pytest.approx(4.0)]
+    assert f["channels_after_gbps"][1] == [0.0, pytest.approx(5.5), pytest.approx(2.0)]
+    text = _moved_to_channels(f, ["mover", "spread", "decode"])
+    # 40/2 + 48/4 + 4 = 36 GB/s asked of channels 2 and 3, which carried 35
+    assert "channels 2 and 3 carried 35.0 and 35.0 GB/s" in text
+    assert "got 5.5-11.0 GB/s on each" in text and "ask 36.0 GB/s" in text and "more than they carried" in text
+
+
 def test_setups_a_and_b_on_8_channels_are_planned_and_reported():
     """Issue #27: setups A and B on 8 channels (each channel the one-channel
     load, the contract's totals x8, the coordinator on and off), and the report

@@ -300,6 +300,11 @@ def _across_channels_run(spec, scale):
                 "memory_per_fabric": MEMORY_MHZ // FABRIC_MHZ,
                 "guaranteed_gbps": [float(t["guaranteed_gbps"]) for t in w.contract["tenant"]],
                 "channel_bytes": [list(ch.stats.bytes) for ch in s.channels],
+                # Per channel, its timeline windows (bytes per tenant): what each
+                # channel carried around a move (the report's shift row).
+                "channel_timeline": [sorted([k, row] for k, row in ch.stats.timeline.items())
+                                     for ch in s.channels],
+                "moved_to": list(w.moves[0][0][1]) if w.move_cycle is not None else None,
                 "coordinator_results": len(coordinator.results) if coordinator else 0}
     return system, w.horizon, extract, w.description
 

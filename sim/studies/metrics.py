@@ -10,7 +10,7 @@ from kvfabric.model.replay import percentile
 
 from ..hbm3 import HBM3_6400
 
-__all__ = ["NS_PER_CYCLE", "PEAK_BYTES_PER_CYCLE", "derive", "coordinator_figures", "window_rates", "job_rates", "pooled", "pct", "tail_split", "us",
+__all__ = ["NS_PER_CYCLE", "PEAK_BYTES_PER_CYCLE", "derive", "coordinator_figures", "channel_rates", "window_rates", "job_rates", "pooled", "pct", "tail_split", "us",
            "shares", "isolation_error", "get", "ratio", "SPLIT_PARTS"]
 
 NS_PER_CYCLE = HBM3_6400.tck_ps / 1000
@@ -126,6 +126,21 @@ def window_rates(res, tenant):
     return [(w * win, rows[w][tenant] * 1.6 / win if w in rows else 0.0) for w in range(res["horizon"] // win)]
 
 
+def channel_rates(res, start, end):
+    """Per channel, per tenant, its mean GB/s over the timeline windows that
+    lie in memory cycles ``start .. end`` (a window without data: 0), as
+    :func:`window_rates` counts them."""
+    win = res["timeline_window"]
+    ws = [k for k in range(res["horizon"] // win) if k * win >= start and (k + 1) * win <= end]
+    out = []
+    for rows in res["channel_timeline"]:
+        rows = dict(rows)
+        n = len(res["bytes"])
+        out.append([sum(rows[k][t] for k in ws if k in rows) * 1.6 / win / len(ws) if ws else float("nan")
+                    for t in range(n)])
+    return out
+
+
 def coordinator_figures(res):
     """An issue #27 run's figures: per tenant its delivered GB/s over the steady
     windows (from two epochs and the latency after the start, when the first
@@ -163,5 +178,8 @@ def coordinator_figures(res):
         later = [r for s, r in after if reaction is not None and s >= move + reaction]
         pairs = [(a + b) / 2 for a, b in zip(later, later[1:])]
         out["worst_after_gbps"] = min(pairs) if pairs else float("nan")
+        if res.get("channel_timeline") is not None:
+            out["moved_to"] = res["moved_to"]
+            out["channels_after_gbps"] = channel_rates(res, move + settle, res["horizon"])
     out["share"] = [g / c if c else float("nan") for g, c in zip(out["gbps"], res["guaranteed_gbps"])]
     return out

@@ -601,6 +601,8 @@ def _coordinator_runs(w, results, by, rows):
                  f"from then on "
                  f"{f['worst_after_gbps']:.1f} GB/s ({f['worst_after_gbps'] / f['guaranteed_gbps'][0]:.2f})")
             w(f"* {key.split('/', 1)[1]}: {r}.")
+        if f.get("channels_after_gbps") is not None:
+            w(f"* {key.split('/', 1)[1]}: {_moved_to_channels(f, names)}")
         if "rate_change" in f:
             w(f"* {key.split('/', 1)[1]}: largest change of a tenant's delivered rate against coordinator off "
               f"{f['rate_change']:.2%} (over {f['pooled_runs']} seeds); decode p99 of the seeds' steps pooled "
@@ -618,6 +620,29 @@ def _coordinator_runs(w, results, by, rows):
       + ". The decodes are guaranteed 1.5x their mean demand; every tenant may burst to the fabric's "
       "bandwidth.")
     w("")
+
+
+def _moved_to_channels(f, names):
+    """What the channels a tenant moved to carried after the move, against
+    what the two prefills' guarantees ask of them: the moving tenant's total
+    spread over them, the spread tenant's even share (its stream is
+    interleaved over every channel, so its total is C times its rate on the
+    slowest), beside the decodes' measured rate there."""
+    chans, to = f["channels_after_gbps"], f["moved_to"]
+    g, n = f["guaranteed_gbps"], len(chans)
+    carried = [sum(chans[c]) for c in to]
+    dec = sum(sum(chans[c][2:]) for c in to) / len(to)
+    spread = [chans[c][1] for c in range(n)]
+    need = g[0] / len(to) + g[1] / n + dec
+    held = "more than" if need > max(carried) else "within"
+    span = f"{min(spread):.1f}" if f"{min(spread):.1f}" == f"{max(spread):.1f}" else f"{min(spread):.1f}-{max(spread):.1f}"
+    return (f"after the move channels {' and '.join(map(str, to))} carried "
+            f"{' and '.join(f'{x:.1f}' for x in carried)} GB/s ({names[0]} "
+            f"{' and '.join(f'{chans[c][0]:.1f}' for c in to)}, the decodes {dec:.1f} on each); {names[1]}'s "
+            f"stream is interleaved over all {n} channels and got {span} GB/s on each. "
+            f"{names[0]}'s total over its {len(to)} channels ({g[0] / len(to):.1f} GB/s each) and {names[1]}'s "
+            f"1/{n} ({g[1] / n:.1f}), beside the decodes' {dec:.1f}, ask {need:.1f} GB/s of each of them, "
+            f"{held} they carried.")
 
 
 def write_json(results, specs, by, path, rev):
