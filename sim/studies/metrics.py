@@ -162,7 +162,7 @@ def coordinator_figures(res):
         xs = [r for s, r in rates[t] if s >= start and s + win <= end]
         return float(np.mean(xs)) if xs else float("nan")
 
-    out = {"epoch_us": us(epoch), "guaranteed_gbps": res["guaranteed_gbps"]}
+    out = {"epoch_us": us(epoch), "guaranteed_gbps": res["guaranteed_gbps"], "channels": res.get("channels")}
     if move is None:
         out["gbps"] = [mean(t, settle, res["horizon"]) for t in range(n)]
     else:
