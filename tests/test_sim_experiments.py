@@ -452,6 +452,35 @@ def test_merge_into_replaces_only_the_rerun_runs_rows_and_section(tmp_path):
     assert (tmp_path / "full" / "coordinator_shift.png").read_bytes() == b"new"
 
 
+def test_merge_into_keeps_an_earlier_note_for_the_runs_not_rerun(tmp_path):
+    """Two groups merged together, then one of them again: the first note
+    still names the other group's runs (in the Markdown and the JSON), the
+    second the group re-run."""
+    from kvfabric.sim.studies.experiments import merge_report
+
+    ids = ["A/x", "B/y"]    # groups without a section of their own
+
+    def report(d, rev, runs):
+        d.mkdir()
+        (d / "experiments.json").write_text(json.dumps({"revision": rev, "dirty": False, "runs": [
+            {"id": i, "group": i.split("/")[0]} for i in runs]}))
+        (d / "experiments.md").write_text(f"# T\n\nRevision: `{rev}`.\n\n## Per-run measurements\n\n| Run | v |\n"
+                                          f"|---|---|\n" + "".join(f"| {i} | {rev} |\n" for i in runs))
+
+    report(tmp_path / "full", "aaa", ids)
+    report(tmp_path / "both", "bbb", ids)
+    report(tmp_path / "one", "ccc", ids[:1])
+    merge_report(tmp_path / "both", tmp_path / "full", "cmd both")
+    merge_report(tmp_path / "one", tmp_path / "full", "cmd one")
+    md = (tmp_path / "full" / "experiments.md").read_text()
+    print(md)
+    assert "Merged: the runs `B/y` were re-run at revision `bbb` (`cmd both`)" in md
+    assert "Merged: the runs `A/x` were re-run at revision `ccc` (`cmd one`)" in md
+    assert md.count("Merged: ") == 2 and "\n\n\n" not in md
+    full = json.loads((tmp_path / "full" / "experiments.json").read_text())
+    assert [(m["revision"], m["runs"]) for m in full["merged"]] == [("bbb", ids[1:]), ("ccc", ids[:1])]
+
+
 def test_setups_on_8_channels_pool_seeds_1_to_3_from_their_steps_and_jobs():
     """The pooled line's figures from made-up runs: decode-only steps 1..100 at
     each seed, Fabric-QoS 1..100 at seeds 1 and 2 and 101..200 at seed 3, so

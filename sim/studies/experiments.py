@@ -554,7 +554,9 @@ def merge_report(part_dir, full_dir, command):
     known = {r["id"] for r in full["runs"]}
     full["runs"] = [new.get(r["id"], r) for r in full["runs"]] + [new[i] for i in ids if i not in known]
     note = {"revision": part.get("revision"), "dirty": part.get("dirty"), "command": command, "runs": ids}
-    full["merged"] = [m for m in full.get("merged", []) if set(m["runs"]) - set(ids)] + [note]
+    # An earlier merge keeps the runs not re-run now.
+    earlier = [dict(m, runs=[i for i in m["runs"] if i not in ids]) for m in full.get("merged", [])]
+    full["merged"] = [m for m in earlier if m["runs"]] + [note]
     md_part = open(os.path.join(part_dir, "experiments.md")).read()
     md_path = os.path.join(full_dir, "experiments.md")
     md = open(md_path).read()
@@ -578,19 +580,20 @@ def merge_report(part_dir, full_dir, command):
     rows = {row_key(line): line for line in md_part.splitlines() if line.startswith("| ")}
     md = "\n".join(rows.get(row_key(line), line) if line.startswith("| ") and row_key(line)[0] in ids else line
                    for line in md.split("\n"))
-    rev = part.get("revision") or "not recorded"
-    line = (f"Merged: the runs {', '.join(f'`{i}`' for i in ids)} were re-run at revision `{rev}`"
-            f"{' (dirty)' if part.get('dirty') else ''} (`{command}`); their rows and sections replace the "
-            "full run's.")
     lines = []
-    for x in md.split("\n"):   # an earlier note on these runs goes, with its blank line
-        if x.startswith("Merged: the runs ") and any(f"`{i}`" in x for i in ids):
+    for x in md.split("\n"):   # the notes are written again from the JSON's, with their blank lines
+        if x.startswith("Merged: the runs "):
             if lines and lines[-1] == "":
                 lines.pop()
             continue
         lines.append(x)
     at = next(k for k, x in enumerate(lines) if x.startswith("Revision: "))
-    lines[at + 1:at + 1] = ["", line]
+    notes = []
+    for m in full["merged"]:
+        notes += ["", f"Merged: the runs {', '.join(f'`{i}`' for i in m['runs'])} were re-run at revision "
+                      f"`{m.get('revision') or 'not recorded'}`{' (dirty)' if m.get('dirty') else ''} "
+                      f"(`{m['command']}`); their rows and sections replace the full run's."]
+    lines[at + 1:at + 1] = notes
     with open(md_path, "w") as f:
         f.write("\n".join(lines))
     with open(full_json, "w") as f:
