@@ -271,9 +271,10 @@ def _fake_pack(counts):
 def test_area_line_and_reused_synthesis(workdir, monkeypatch):
     # ecp5_area over 1, 2 and 4 lanes (generated instead of `kvfabric verilog
     # --channels N`), then ecp5_4ch in the same run reads the four-lane netlist.
-    packed = []
+    packed, asked = [], []
 
-    def subset(target, opts, channels):
+    def subset(target, opts, channels, fpga=False):
+        asked.append((target, channels, fpga))
         path = f"{workdir}/lanes_{channels}.v"
         if not (ROOT / path).exists():
             (ROOT / path).write_text(verilog.convert(Lanes(channels), name="top", emit_src=False))
@@ -309,6 +310,10 @@ def test_area_line_and_reused_synthesis(workdir, monkeypatch):
     monkeypatch.setattr(flows, "_pnr_once", fake_nextpnr)
     monkeypatch.setattr(flows, "run_yosys_script", None)  # would raise if called
     pnr = run_target("ecp5_4ch", opts)
+    # The area line counts the default form; the 8 x 4 is built in the
+    # channels' FPGA form, the one that fits (here the fake's bytes are the same).
+    assert asked == [("ecp5_area", 1, False), ("ecp5_area", 2, False), ("ecp5_area", 4, False),
+                     ("ecp5_4ch", 4, True)]
     assert pnr["commands"][1:] == [f"{workdir}/ecp5_area/4ch/netlist.json"]
     assert pnr["verilog_sha256"] == points[2]["verilog_sha256"]
     assert pnr["runtime_s"]["yosys"] == 0.0

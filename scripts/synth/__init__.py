@@ -18,8 +18,9 @@ Targets (``make synth`` runs all but ``breakdown``, synthesis-only ones first)
                  arbitration loop is per channel, so its Fmax and critical path
                  are the fabric's.  A design over the device's capacity is
                  reported as not fitting as soon as nextpnr has packed it.
-    ``ecp5_4ch`` the same for a four-channel netlist, the largest that fits
-                 the ECP5-85 since the selection keys are registers (spec §11).
+    ``ecp5_4ch`` the same for a four-channel netlist in the channels' FPGA
+                 form (``kvfabric verilog --fpga``), the largest that fits
+                 the ECP5-85 (the default form packs to 100.05 %, issue #42).
     ``ecp5_area`` ``TRELLIS_COMB`` (nextpnr's count after packing, no
                  placement) of the 1-, 2- and 4-channel netlists and the
                  least-squares line through them: the area per added channel
@@ -38,7 +39,7 @@ Targets (``make synth`` runs all but ``breakdown``, synthesis-only ones first)
 
 ``ecp5_1ch`` and ``ice40`` build ``build/kvfabric_1ch.v`` (``kvfabric verilog
 --channels 1``) unless ``--verilog-1ch`` or ``--verilog`` names a netlist;
-``ecp5_4ch`` builds ``build/kvfabric_4ch.v`` unless ``--verilog`` names one;
+``ecp5_4ch`` builds ``build/kvfabric_4ch_fpga.v`` (``--fpga``) unless ``--verilog`` names one;
 ``ecp5_area`` always builds its three.  Within one run a netlist is
 synthesised once per family: ``ecp5_1ch`` and ``ecp5_4ch`` read the netlists
 ``ecp5_area`` synthesised.

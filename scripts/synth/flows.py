@@ -53,19 +53,21 @@ def median_seed(fmax_by_seed):
     return ranked[(len(ranked) - 1) // 2]
 
 
-def subset_verilog(target, opts, channels):
-    """``build/kvfabric_<channels>ch.v``, generated once per run with
-    ``kvfabric verilog --channels <channels>``; a run with another
-    ``--build-dir`` (a scratch run) keeps it there instead."""
-    out = (f"build/kvfabric_{channels}ch.v" if rel(opts.build_dir) == DEFAULT_BUILD_DIR
-           else f"{rel(opts.build_dir)}/kvfabric_{channels}ch.v")
-    if channels not in opts.generated_subsets:
-        args = [sys.executable, "-m", "kvfabric.cli", "verilog", "--channels", str(channels), "--out", out]
+def subset_verilog(target, opts, channels, fpga=False):
+    """``build/kvfabric_<channels>ch.v`` (``..._fpga.v``: the channels' FPGA
+    form), generated once per run with ``kvfabric verilog --channels
+    <channels>`` (and ``--fpga``); a run with another ``--build-dir`` (a
+    scratch run) keeps it there instead."""
+    name = f"kvfabric_{channels}ch{'_fpga' if fpga else ''}.v"
+    out = f"build/{name}" if rel(opts.build_dir) == DEFAULT_BUILD_DIR else f"{rel(opts.build_dir)}/{name}"
+    if (channels, fpga) not in opts.generated_subsets:
+        args = [sys.executable, "-m", "kvfabric.cli", "verilog", "--channels", str(channels),
+                *(["--fpga"] if fpga else []), "--out", out]
         log(target, f"generating the {channels}-channel netlist: {command_line(args)}")
         proc = subprocess.run(args, cwd=ROOT, capture_output=True, text=True)
         if proc.returncode != 0:
             raise ToolError(f"`{' '.join(args[1:])}` failed: {proc.stderr.strip()[-500:]}")
-        opts.generated_subsets.add(channels)
+        opts.generated_subsets.add((channels, fpga))
     return out
 
 
@@ -85,7 +87,7 @@ def run_target(target, opts):
             if spec.channels == 1 and opts.verilog_1ch:
                 verilog = opts.verilog_1ch
             elif not opts.verilog_given:
-                verilog = subset_verilog(target, opts, spec.channels)
+                verilog = subset_verilog(target, opts, spec.channels, fpga=spec.fpga)
         if not (ROOT / rel(verilog)).exists():
             raise MissingInput(f"{verilog} does not exist: run `make verilog` first")
         verilog = rel(verilog)
