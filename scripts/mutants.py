@@ -188,7 +188,7 @@ MUTANTS = [
                        "            h = max(water_level(others, mask, need[i], top, lo, lev) - 1, 0) if need[i] else 0"),
       file="model/coordinator.py"),
     M("coord_backlog_ignored", "every pair with demand is levelled: a light pair does not keep its even split "
-      "(spec §13.5)", ("                          backlog=self.backlog)", "                          backlog=None)"),
+      "(spec §13.5)", ("                          backlog=backlog)", "                          backlog=None)"),
       file="model/coordinator.py"),
     M("coord_light_pair_levelled", "a light pair of a tenant backlogged elsewhere is levelled too (spec §13.5)",
       ("                    x[i][c] = max(lo[c], h - others[c]) if lev[c] else lo[c]",
