@@ -7,8 +7,7 @@ went unapplied until it was found by hand)."""
 
 import pytest
 
-from kvfabric.scripts.mutants import MUTANTS, SIM_MUTANTS, apply
-from kvfabric.scripts.synth.tools import ROOT
+from kvfabric.scripts.mutants import MUTANTS, ROOT, SIM_MUTANTS, apply
 
 
 @pytest.mark.parametrize("mutant", MUTANTS + SIM_MUTANTS, ids=lambda m: m.name)

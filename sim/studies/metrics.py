@@ -7,10 +7,12 @@ claims table, the plots and the JSON all read their numbers from here.
 import numpy as np
 
 from kvfabric.model.replay import percentile
+from kvfabric.spec import COORD_LATENCY
 
 from ..hbm3 import HBM3_6400
 
-__all__ = ["NS_PER_CYCLE", "PEAK_BYTES_PER_CYCLE", "derive", "coordinator_figures", "channel_rates", "window_rates", "job_rates", "pooled", "pct", "tail_split", "us",
+__all__ = ["NS_PER_CYCLE", "PEAK_BYTES_PER_CYCLE", "derive", "coordinator_figures", "channel_rates", "window_rates",
+           "job_rates", "pooled", "pct", "tail_split", "us",
            "shares", "isolation_error", "get", "ratio", "SPLIT_PARTS"]
 
 NS_PER_CYCLE = HBM3_6400.tck_ps / 1000
@@ -126,19 +128,20 @@ def window_rates(res, tenant):
     return [(w * win, rows[w][tenant] * 1.6 / win if w in rows else 0.0) for w in range(res["horizon"] // win)]
 
 
+def _mean_between(rates, start, end, win):
+    """The mean of :func:`window_rates`' windows that lie in memory cycles
+    ``start .. end`` (NaN if none does)."""
+    xs = [r for s, r in rates if s >= start and s + win <= end]
+    return float(np.mean(xs)) if xs else float("nan")
+
+
 def channel_rates(res, start, end):
     """Per channel, per tenant, its mean GB/s over the timeline windows that
-    lie in memory cycles ``start .. end`` (a window without data: 0), as
-    :func:`window_rates` counts them."""
-    win = res["timeline_window"]
-    ws = [k for k in range(res["horizon"] // win) if k * win >= start and (k + 1) * win <= end]
-    out = []
-    for rows in res["channel_timeline"]:
-        rows = dict(rows)
-        n = len(res["bytes"])
-        out.append([sum(rows[k][t] for k in ws if k in rows) * 1.6 / win / len(ws) if ws else float("nan")
-                    for t in range(n)])
-    return out
+    lie in memory cycles ``start .. end`` (a window without data: 0):
+    :func:`window_rates` of each channel's own timeline."""
+    n = len(res["bytes"])
+    return [[_mean_between(window_rates(dict(res, timeline=rows), t), start, end, res["timeline_window"])
+             for t in range(n)] for rows in res["channel_timeline"]]
 
 
 def coordinator_figures(res):
@@ -152,17 +155,16 @@ def coordinator_figures(res):
     lowest mean over two consecutive windows from then on."""
     mpf = res["memory_per_fabric"]
     epoch = res["epoch_cycles"] * mpf
-    settle = (2 * res["epoch_cycles"] + 1024) * mpf   # 2E + COORD_LATENCY, memory cycles
+    settle = (2 * res["epoch_cycles"] + COORD_LATENCY) * mpf   # memory cycles
     win = res["timeline_window"]
     move = res["move_cycle"]
     n = len(res["bytes"])
     rates = [window_rates(res, t) for t in range(n)]
 
     def mean(t, start, end):
-        xs = [r for s, r in rates[t] if s >= start and s + win <= end]
-        return float(np.mean(xs)) if xs else float("nan")
+        return _mean_between(rates[t], start, end, win)
 
-    out = {"epoch_us": us(epoch), "guaranteed_gbps": res["guaranteed_gbps"], "channels": res.get("channels")}
+    out = {"epoch_us": us(epoch), "guaranteed_gbps": res["guaranteed_gbps"]}
     if move is None:
         out["gbps"] = [mean(t, settle, res["horizon"]) for t in range(n)]
     else:
@@ -174,6 +176,11 @@ def coordinator_figures(res):
         reaction = next((s - move for s, r in after if r >= need), None)
         out["reaction_us"] = None if reaction is None else us(reaction)
         out["reaction_epochs"] = None if reaction is None else reaction / epoch
+        if res.get("channels"):
+            # Spec §13.7's bound: the epoch in progress, the next, the latency
+            # and the write-out of N x C pairs (N the run's tenants).
+            out["reaction_bound_epochs"] = ((2 * res["epoch_cycles"] + COORD_LATENCY + n * res["channels"] - 1)
+                                            / res["epoch_cycles"])
         # How steady it is from then on: the lowest mean over two windows (about an epoch).
         later = [r for s, r in after if reaction is not None and s >= move + reaction]
         pairs = [(a + b) / 2 for a, b in zip(later, later[1:])]

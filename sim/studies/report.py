@@ -13,9 +13,7 @@ import numpy as np
 
 from kvfabric.provenance import describe
 from kvfabric.provenance import revision as source_revision
-from kvfabric.spec import COORD_LATENCY
 from .claims import claims_section, notes_section
-from ..fabric import FABRIC_MHZ
 from ..hbm3 import HBM3_6400
 from .metrics import (COORD_EVEN_P99_TARGET, COORD_EVEN_RATE_TARGET, COORD_OTHERS_TARGET, COORD_REACTION_EPOCHS,
                       COORD_SHARE_TARGET, NS_PER_CYCLE, SPLIT_PARTS, coordinator_figures, derive, get,
@@ -600,7 +598,8 @@ def _coordinator_runs(w, results, by, rows):
                  f"back at 95 % of its guarantee {f['reaction_us']:.1f} µs = {f['reaction_epochs']:.2f} epochs "
                  f"after the move (at 10 µs resolution: the start of the first window at 95 %; spec §13.7's "
                  f"bound is 2 epochs, the latency and the write-out, 2E + 1024 + N·C - 1 cycles: "
-                 f"{_bound_epochs(f, len(names)):.3f} epochs), the lowest mean of two consecutive windows "
+                 f"{f.get('reaction_bound_epochs', float('nan')):.3f} epochs), the lowest mean of two "
+                 f"consecutive windows "
                  f"from then on "
                  f"{f['worst_after_gbps']:.1f} GB/s ({f['worst_after_gbps'] / f['guaranteed_gbps'][0]:.2f})")
             w(f"* {key.split('/', 1)[1]}: {r}.")
@@ -625,15 +624,6 @@ def _coordinator_runs(w, results, by, rows):
     w("")
 
 
-def _bound_epochs(f, tenants):
-    """Spec §13.7's bound on the reaction to a move, in epochs: the epoch in
-    progress, the next, COORD_LATENCY and the write-out of N x C pairs."""
-    if not f.get("channels"):
-        return float("nan")
-    epoch = f["epoch_us"] * FABRIC_MHZ
-    return (2 * epoch + COORD_LATENCY + tenants * f["channels"] - 1) / epoch
-
-
 def _moved_to_channels(f, names):
     """What the channels a tenant moved to carried after the move, against
     what the two prefills' guarantees ask of them: the moving tenant's total
@@ -647,7 +637,8 @@ def _moved_to_channels(f, names):
     spread = [chans[c][1] for c in range(n)]
     need = g[0] / len(to) + g[1] / n + dec
     held = "more than" if need > max(carried) else "within"
-    span = f"{min(spread):.1f}" if f"{min(spread):.1f}" == f"{max(spread):.1f}" else f"{min(spread):.1f}-{max(spread):.1f}"
+    low, high = f"{min(spread):.1f}", f"{max(spread):.1f}"
+    span = low if low == high else f"{low}-{high}"
     return (f"after the move channels {' and '.join(map(str, to))} carried "
             f"{' and '.join(f'{x:.1f}' for x in carried)} GB/s ({names[0]} "
             f"{' and '.join(f'{chans[c][0]:.1f}' for c in to)}, the decodes {dec:.1f} on each); {names[1]}'s "
