@@ -20,9 +20,9 @@ channel halving in each epoch, not at once.
 
 Timing, exactly:
 
-* Epoch counter ``coord_ec``: 0 in the first enabled cycle; the epoch ends in
-  t_e when ``coord_ec >= E - 1`` (E = max(``coord_epoch_cycles``,
-  COORD_MIN_EPOCH)), and ``coord_ec`` is 0 again in t_e + 1.
+* Epoch counter ``coord_ec``: 1 in the first enabled cycle; the epoch ends in
+  t_e when ``coord_ec >= E`` (E = max(``coord_epoch_cycles``,
+  COORD_MIN_EPOCH)), and ``coord_ec`` is 1 again in t_e + 1.
 * Demand: a valid request accepted on channel c in an enabled cycle a sets
   the bit ``m[i][c]`` of a's epoch, and the backlog bit ``b[i][c]`` if the
   channel's ``queue_full`` bit i is 1 in a + 1. The acceptance is read from
@@ -48,10 +48,10 @@ Timing, exactly:
   all channels in parallel) and a write cycle (``x[i][c]`` into the per-channel
   allocation RAM ``coord_alloc_<c>``, the loads updated); an inactive
   tenant takes two cycles (LOAD, SKIP); then it waits (WAIT) for the
-  write-out (OUT), from t_a - 2 (t_a = t_e + 1 + COORD_LATENCY): one pair
+  write-out (OUT), from t_a - 3 (t_a = t_e + 1 + COORD_LATENCY): one pair
   per cycle, tenant by tenant, its rate before the lower clamp into
-  ``coord_prev_<c>`` and its rate and peak rate, one pipeline stage later,
-  straight into its registers.
+  ``coord_prev_<c>`` one pipeline stage later, and its rate and peak rate
+  two stages later straight into its registers.
 * Pair (i, c)'s registers load the result at the edge into t_a + i·C + c:
   no copy of the results waits between the walk and the channels (issue
   #43's area: a per-tenant result RAM held them before, 2 x 16 bits per
@@ -97,12 +97,12 @@ __all__ = ["Coordinator", "walk_cycles"]
 def walk_cycles(params):
     """Cycles of the walk when every tenant is active (the most it takes):
     ``coord_passes`` passes of ``N * (coord_level_bits + 3)`` cycles, and
-    the write-out of ``N * C`` pairs and its pipeline stage's cycle. The
-    passes start in t_e + 2; the write-out starts in t_a - 2, so the walk
-    fits its latency when this is at most COORD_LATENCY - 2 (spec §13.2's
-    passes keep the write-out's cycles in hand)."""
+    the write-out of ``N * C`` pairs and its two pipeline stages' cycles.
+    The passes start in t_e + 2; the write-out starts in t_a - 3, so the
+    walk fits its latency when this is at most COORD_LATENCY - 2 (spec
+    §13.2's passes keep the write-out's cycles in hand)."""
     n, c = params.tenants, params.channels
-    return coord_passes(params) * n * (coord_level_bits(params) + 3) + n * c + 1
+    return coord_passes(params) * n * (coord_level_bits(params) + 3) + n * c + 2
 
 
 def _popcount(m, name, bits):
@@ -146,7 +146,7 @@ class _State(enum.Enum, shape=3):
     BASE: the loads without it), the search of its water level (SEARCH)
     and its write cycle (WRITE), or an inactive tenant's second cycle
     (SKIP: a visit lasts two cycles at least, the time the next tenant's
-    RATE - fr takes); then the wait for t_a - 2 (WAIT) and the write-out
+    RATE - fr takes); then the wait for t_a - 3 (WAIT) and the write-out
     of the results (OUT)."""
     IDLE = 0
     LOAD = 1
@@ -237,15 +237,18 @@ class Coordinator(FabricComponent):
     # --- epochs ---------------------------------------------------------------------------
     def _epoch(self, m):
         """The epoch counter, the end strobe and its one-cycle-late copy."""
+        # coord_ec counts the epoch's cycles, this one included (1 in the
+        # first enabled cycle): the end test ec >= max(epoch_cycles, MIN) is
+        # then two comparisons of registers, ec >= epoch_cycles and
+        # ec >= MIN, with no decrement and no multiplexer of the configured
+        # length in front of them (issue #42: the end strobe loads every
+        # snapshot register, and the path from coord_epoch_cycles through
+        # the decrement was the coordinator's longest at 8 x 8).
         ec = Signal(COORD_EPOCH_BITS, name="coord_ec")
-        last = Signal(COORD_EPOCH_BITS, name="coord_epoch_last")
         end = Signal(name="coord_epoch_end")
-        m.d.comb += [
-            last.eq(Mux(self.epoch_cycles > COORD_MIN_EPOCH, self.epoch_cycles - 1, COORD_MIN_EPOCH - 1)),
-            end.eq(self.enable & (ec >= last)),
-        ]
+        m.d.comb += end.eq(self.enable & (ec >= self.epoch_cycles) & (ec >= COORD_MIN_EPOCH))
         with m.If(~self.enable | end):
-            m.d.sync += ec.eq(0)
+            m.d.sync += ec.eq(1)
         with m.Else():
             m.d.sync += ec.eq(ec + 1)
 
@@ -435,7 +438,11 @@ class Coordinator(FabricComponent):
                 m.submodules[f"coord_{name}_{c}"] = mem
                 rp = mem.read_port(domain="comb")
                 wp = mem.write_port()
-                m.d.comb += [rp.addr.eq(addr), wp.addr.eq(addr)]
+                m.d.comb += rp.addr.eq(addr)
+                if name == "alloc":
+                    # (The previous rates are written by the write-out's
+                    # second stage, at its registered pair: below.)
+                    m.d.comb += wp.addr.eq(addr)
                 olds.append(rp.data)
                 wrs.append(wp)
         prev_valid = Signal(name="coord_prev_valid")
@@ -559,45 +566,71 @@ class Coordinator(FabricComponent):
 
         # WRITE: x = lo + max(0, h - b) = max(lo, h - o) < 2^W on a levelled
         # channel, lo on the others, and the load b + max(0, h - b) =
-        # max(b, h) on a levelled channel, b on the others. The stepper holds
-        # b - h (above): h is above b where it is negative, and h - b =
-        # ~(b - h) + 1 < 2^W.
+        # max(b, h) on a levelled channel, b on the others. In WRITE the
+        # probe register holds d = h - hp, 0 or 1 (above), and the gap
+        # u[c] = b - hp, so h - b = d - u[c] = ~u[c] + 1 + d < 2^W where h is
+        # above b, which is where u[c] < d: u[c] negative, or 0 with d = 1.
+        # Both are read from registers, not from the stepper u[c] - d
+        # (issue #42: the stepper's carry chain in front of the sum's was the
+        # coordinator's longest path): one carry-save level and one chain.
         last_pass = pass_no == passes - 1
         x_new = []
         raised = []
-        for c in range(nc):
+        d = probe[0]
+        for c, u in enumerate(gaps):
             r = Signal(name=f"coord_raised_{c}")    # h > b[c] on a levelled channel
-            m.d.comb += r.eq(lev[c] & gap_step[c][ldw])
+            m.d.comb += r.eq(lev[c] & (u[ldw] | (d & ~u.any())))
             raised.append(r)
-            x_new.append(sum_mod(m, f"coord_x_new_{c}", [low[c], Mux(r, ~gap_step[c][:xw], 0)], [], xw,
-                                 ones=[r]))
+            x_new.append(sum_mod(m, f"coord_x_new_{c}", [low[c], Mux(r, ~u[:xw], 0), r & d], [],
+                                 xw, ones=[r]))
 
         # The write-out: rate = min(max(fr + x, min(RATE, 1)), max),
         # peak = min(max(rate + PEAK_RATE - RATE, 0), max); RATE and PEAK_RATE
-        # when inactive. One pipeline stage: the OUT cycle of pair (i, c)
-        # reads x[i][c], adds fr = RATE - unit (`coord_even` follows the
-        # tenant in OUT as in the passes), writes the saturated sum into the
-        # previous-rate RAM (0 for an inactive tenant) and registers the rate
-        # and PEAK_RATE - RATE (coord_wo_*); the next cycle adds them, clamps
-        # the peak, and pair (i, c)'s registers load both at its edge. So the
-        # last pair loads one cycle after the walk's OUT cycles (walk_cycles
-        # counts it).
+        # when inactive. Two pipeline stages. The OUT cycle of pair (i, c)
+        # reads x[i][c] (0 for an inactive tenant) and registers it with the
+        # tenant's base, fr = RATE - unit (RATE when inactive; `coord_even`
+        # follows the tenant in OUT as in the passes), whether RATE is 0 and
+        # PEAK_RATE - RATE (coord_wo0_*): the allocation RAM's read and the
+        # channel's multiplexer, which grows with C, end in registers
+        # (issue #42: with the sum behind them, the write-out was the 8 x 8
+        # top's second longest path). The next cycle adds base and x,
+        # saturates, writes the sum into the previous-rate RAM at the
+        # registered pair (0 for an inactive tenant) and registers the rate
+        # and the gap (coord_wo_*); the cycle after adds those, clamps the
+        # peak, and pair (i, c)'s registers load both at its edge. So the
+        # last pair loads two cycles after the walk's OUT cycles (walk_cycles
+        # counts them).
         x_sel = Signal(xw, name="coord_x_sel")
         with m.Switch(ci):
             for c in range(nc):
                 with m.Case(c):
                     m.d.comb += x_sel.eq(x_old[c])
-        fx_sum = sum_mod(m, "coord_fx_sum", [t_rate, x_sel], [unit], xw + 1)
-        fx = Signal(xw, name="coord_fx")    # min(fr + x, 2^W - 1)
+        s_valid = Signal(name="coord_wo0_valid")
+        s_tenant = Signal.like(ti, name="coord_wo0_tenant")
+        s_channel = Signal.like(ci, name="coord_wo0_channel")
+        s_x = Signal(xw, name="coord_wo0_x")
+        s_base = Signal(p.rate_bits, name="coord_wo0_base")
+        s_nonzero = Signal(name="coord_wo0_rate_nonzero")
+        s_active = Signal(name="coord_wo0_active")
+        s_gap = Signal(range(-(1 << p.rate_bits), 1 << p.peak_rate_bits), name="coord_wo0_gap")
+        m.d.sync += [s_valid.eq(state == _State.OUT), s_tenant.eq(ti), s_channel.eq(ci),
+                     s_x.eq(Mux(active, x_sel, 0)), s_base.eq(Mux(active, t_rate - unit, t_rate)),
+                     s_nonzero.eq(t_rate != 0), s_active.eq(active), s_gap.eq(t_peak_live - t_rate)]
+        fx_sum = Signal(xw + 1, name="coord_fx_sum")
+        m.d.comb += fx_sum.eq(s_base + s_x)
+        fx = Signal(xw, name="coord_fx")    # min(fr + x, 2^W - 1); RATE when inactive
         m.d.comb += fx.eq(Mux(fx_sum[xw], rmax, fx_sum[:xw]))
+        for c in range(nc):
+            m.d.comb += [p_wr[c].addr.eq(s_tenant), p_wr[c].data.eq(Mux(s_active, fx, 0)),
+                         p_wr[c].en.eq(s_valid & (s_channel == c))]
         wo_valid = Signal(name="coord_wo_valid")
         wo_tenant = Signal.like(ti, name="coord_wo_tenant")
         wo_channel = Signal.like(ci, name="coord_wo_channel")
         wo_rate = Signal(p.rate_bits, name="coord_wo_rate")
-        wo_gap = Signal(range(-(1 << p.rate_bits), 1 << p.peak_rate_bits), name="coord_wo_gap")
-        m.d.sync += [wo_valid.eq(state == _State.OUT), wo_tenant.eq(ti), wo_channel.eq(ci),
-                     wo_rate.eq(Mux(active, Mux(fx == 0, t_rate != 0, fx), t_rate)),
-                     wo_gap.eq(t_peak_live - t_rate)]
+        wo_gap = Signal.like(s_gap, name="coord_wo_gap")
+        # An inactive tenant's fx is RATE itself, 0 exactly when RATE is.
+        m.d.sync += [wo_valid.eq(s_valid), wo_tenant.eq(s_tenant), wo_channel.eq(s_channel),
+                     wo_rate.eq(Mux(fx == 0, s_nonzero, fx)), wo_gap.eq(s_gap)]
         pk = Signal(range(-(1 << p.rate_bits), (1 << p.rate_bits) + (1 << p.peak_rate_bits)),
                     name="coord_peak_sum")
         m.d.comb += pk.eq(wo_rate + wo_gap)
@@ -668,13 +701,11 @@ class Coordinator(FabricComponent):
                     m.d.sync += load[c].eq(Mux(raised[c], cand, load[c]))
                 next_tenant()
             with m.Case(_State.WAIT):
-                # The first pair's OUT cycle is t_a - 2 (ec = COORD_LATENCY - 2,
-                # ec being 0 in t_e + 1): its registers load at the edge into t_a.
+                # The first pair's OUT cycle is t_a - 3 (ec = COORD_LATENCY - 2,
+                # ec being 1 in t_e + 1): its registers load at the edge into t_a.
                 with m.If(epoch.ec == COORD_LATENCY - 3):
                     m.d.sync += state.eq(_State.OUT)
             with m.Case(_State.OUT):
-                for c in range(nc):
-                    m.d.comb += [p_wr[c].data.eq(Mux(active, fx, 0)), p_wr[c].en.eq(ci == c)]
                 with m.If(ci != nc - 1):
                     m.d.sync += ci.eq(ci + 1)
                 with m.Elif(~last_tenant):

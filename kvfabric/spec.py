@@ -292,11 +292,11 @@ def coord_passes(params) -> int:
     to COORD_MAX_PASSES, whose walk fits the coordinator's latency. A pass
     takes ``N * (W + 3)`` cycles (per tenant: two load cycles, one cycle per
     bit of its water level, a write cycle), the write-out of the rates
-    ``N * C`` and one cycle more (its pipeline stage); the walk starts 2
+    ``N * C`` and two cycles more (its pipeline stages); the walk starts 2
     cycles after the epoch's end and must end before the cycle that reads
-    the first channel's results."""
+    the first pair's result."""
     per_pass = params.tenants * (coord_level_bits(params) + 3)
-    room = COORD_LATENCY - 3 - params.tenants * params.channels
+    room = COORD_LATENCY - 4 - params.tenants * params.channels
     return max(1, min(COORD_MAX_PASSES, room // per_pass))
 
 

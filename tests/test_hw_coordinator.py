@@ -235,15 +235,15 @@ def test_rule_even_demand_is_the_contract():
 def test_schedule_fits():
     # The passes and the write-out's N x C cycles fit the latency for every
     # size of spec §1, with the most passes that fit: the passes end before
-    # the write-out starts (t_a - 2).
+    # the write-out starts (t_a - 3).
     for n in range(1, 17):
         for c in range(1, 17):
             p = FabricParams(tenants=n, channels=c)
             passes, lw = coord_passes(p), coord_level_bits(p)
             assert 1 <= passes <= COORD_MAX_PASSES
-            # Spec §13.6: passes, the N x C write-out and its pipeline stage's cycle.
-            assert walk_cycles(p) == passes * n * (lw + 3) + n * c + 1 <= COORD_LATENCY - 2
-            assert passes == COORD_MAX_PASSES or (passes + 1) * n * (lw + 3) + n * c + 1 > COORD_LATENCY - 2
+            # Spec §13.6: passes, the N x C write-out and its two pipeline stages' cycles.
+            assert walk_cycles(p) == passes * n * (lw + 3) + n * c + 2 <= COORD_LATENCY - 2
+            assert passes == COORD_MAX_PASSES or (passes + 1) * n * (lw + 3) + n * c + 2 > COORD_LATENCY - 2
             assert lw == 16  # a level reaches what a rate register holds (spec §13.2)
     assert coord_passes(FabricParams(tenants=8, channels=8)) == 6
 
