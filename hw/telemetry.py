@@ -2,12 +2,13 @@
 
 Timing, exactly as spec §10 states it:
 
-- A grant transferred on any channel in cycle t is summed over the channels by
-  one pipeline stage (the ``tel_sum_*`` registers, written at the end of t)
-  and added to the tenant's live ``bytes``, ``grants``, ``burst_grants`` and
-  ``slo_violations`` counters at the end of t+1: the counters include it from
-  cycle t+2. Its wait ``(t - ts) mod 2^TS_BITS`` is compared in cycle t with
-  the tenant's ``slo_cycles`` active in cycle t.
+- A grant transferred on any channel in cycle t is registered per channel
+  with its lateness (the ``tel_st_*`` registers, written at the end of t),
+  summed over the channels by a second stage (the ``tel_sum_*`` registers,
+  end of t+1) and added to the tenant's live ``bytes``, ``grants``,
+  ``burst_grants`` and ``slo_violations`` counters at the end of t+2: the
+  counters include it from cycle t+3. Its wait ``(t - ts) mod 2^TS_BITS`` is
+  compared in cycle t with the tenant's ``slo_cycles`` active in cycle t.
 - ``queue_hwm[i]`` at t+1 is the maximum of itself and tenant i's occupancy on
   every channel at t.
 - ``dropped[c]`` counts the channel's drop strobe of cycle t from t+2 (the strobe is registered first).
@@ -153,7 +154,7 @@ class Telemetry(FabricComponent):
         p = self.params
         N, C = p.tenants, p.channels
 
-        # Stage 1 (cycle t): per channel, is the transfer late for its tenant's SLO?
+        # Cycle t: per channel, is the transfer late for its tenant's SLO?
         # wait = (now - ts) mod 2^T > slo, without the subtraction in front of
         # the comparison (issue #42: the two carry chains and the sum over
         # the channels were the 8 x 8 top's telemetry path): with
@@ -178,7 +179,24 @@ class Telemetry(FabricComponent):
             m.d.comb += is_late.eq(Mux(wrapped, ~(y[T + 1] ^ y[T]), ~y[T + 1]))
             late.append(is_late)
 
-        # Stage 1 registers: per-tenant sums over the channels.
+        # Stage 1 registers (cycle t+1): per channel, the transfer's fields,
+        # its tenant one-hot and whether it is late (issue #42: the lateness
+        # sign behind the SLO multiplexer and a count over the channels behind
+        # it were the 8 x 8 top's longest path, logic that grows with C).
+        st_hit, st_bytes, st_burst, st_late = [], [], [], []
+        for c, g in enumerate(self.grants):
+            hit = Signal(N, name=f"tel_st_hit_{c}")
+            nbytes = Signal.like(g.bytes, name=f"tel_st_bytes_{c}")
+            burst = Signal(name=f"tel_st_burst_{c}")
+            slow = Signal(name=f"tel_st_late_{c}")
+            m.d.sync += [hit.eq(Cat(g.valid & (g.tenant == i) for i in range(N))), nbytes.eq(g.bytes),
+                         burst.eq(g.kind == Kind.BURST), slow.eq(late[c])]
+            st_hit.append(hit)
+            st_bytes.append(nbytes)
+            st_burst.append(burst)
+            st_late.append(slow)
+
+        # Stage 2 registers (cycle t+2): per-tenant sums over the channels.
         # At most C grants of at most LMAX bytes per cycle.
         sum_bytes = [Signal(range(C * p.max_request_bytes + 1), name=f"tel_sum_bytes_{i}")
                      for i in range(N)]
@@ -186,14 +204,12 @@ class Telemetry(FabricComponent):
         sum_burst = [Signal(range(C + 1), name=f"tel_sum_burst_{i}") for i in range(N)]
         sum_late = [Signal(range(C + 1), name=f"tel_sum_late_{i}") for i in range(N)]
         for i in range(N):
-            hit = [g.valid & (g.tenant == i) for g in self.grants]
+            hit = [st_hit[c][i] for c in range(C)]
             m.d.sync += [
-                sum_bytes[i].eq(_tree((Mux(hit[c], g.bytes, 0) for c, g in enumerate(self.grants)),
-                                      operator.add)),
+                sum_bytes[i].eq(_tree((Mux(hit[c], st_bytes[c], 0) for c in range(C)), operator.add)),
                 sum_grants[i].eq(_tree(hit, operator.add)),
-                sum_burst[i].eq(_tree((hit[c] & (g.kind == Kind.BURST)
-                                       for c, g in enumerate(self.grants)), operator.add)),
-                sum_late[i].eq(_tree((hit[c] & late[c] for c in range(C)), operator.add)),
+                sum_burst[i].eq(_tree((hit[c] & st_burst[c] for c in range(C)), operator.add)),
+                sum_late[i].eq(_tree((hit[c] & st_late[c] for c in range(C)), operator.add)),
             ]
 
         # Live counters.

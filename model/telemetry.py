@@ -44,8 +44,9 @@ class Counters:
 class Telemetry:
     """Free-running counters with the spec's pipeline timing and snapshots.
 
-    A grant transferred at t is counted from t+2 (``_stage`` holds cycle t's
-    per-tenant sums during t+1); a drop at t from t+2 (``_drops`` holds
+    A grant transferred at t is counted from t+3 (``_stages`` holds the
+    per-tenant sums of cycles t-1 and t: spec §10's two pipeline stages); a
+    drop at t from t+2 (``_drops`` holds
     cycle t's drop strobes during t+1); ``queue_hwm`` at t+1
     covers the occupancies of cycle t. The epoch rule of cycle t uses
     :attr:`epoch_cycles`, the configuration's ``epoch_cycles`` of the
@@ -60,7 +61,7 @@ class Telemetry:
     epoch_counter: int = 0
     snapshot_pending: bool = False
     epoch_cycles: int = 0
-    _stage: dict = field(default_factory=dict)
+    _stages: list = field(default_factory=lambda: [{}, {}])
     _drops: list = field(default_factory=list)
 
     def __post_init__(self):
@@ -78,7 +79,7 @@ class Telemetry:
         t.axi_unsupported, t.axi_wlast_errors = unsupported, wlast_errors
 
     def idle(self) -> bool:
-        return not self._stage and not any(self._drops) and not self.snapshot_pending
+        return not any(self._stages) and not any(self._drops) and not self.snapshot_pending
 
     def step(self, now: int, config, transfers: list[Grant | None], drops: list[bool],
              occupancy_peaks: dict[int, int], snapshot_request: bool = False) -> None:
@@ -102,15 +103,16 @@ class Telemetry:
             self.epoch_count = (self.epoch_count + 1) & ((1 << COUNTER_BITS) - 1)
         self.snapshot_pending = snapshot_request
 
-        # Stage 2: apply the sums of cycle t-1.
+        # Apply the sums of cycle t-2.
         cmask = (1 << COUNTER_BITS) - 1
-        for tenant, (nbytes, grants, bursts, slo) in self._stage.items():
+        for tenant, (nbytes, grants, bursts, slo) in self._stages[0].items():
             c = live.tenants[tenant]
             c.bytes = (c.bytes + nbytes) & ((1 << BYTES_BITS) - 1)
             c.grants = (c.grants + grants) & cmask
             c.burst_grants = (c.burst_grants + bursts) & cmask
             c.slo_violations = (c.slo_violations + slo) & cmask
-        # Stage 1: sum this cycle's transfers over channels.
+        # Sum this cycle's transfers over channels (the lateness is judged
+        # with cycle t's configuration, as the RTL's first stage does).
         stage: dict[int, list[int]] = {}
         for g in transfers:
             if g is None:
@@ -120,7 +122,7 @@ class Telemetry:
             s[1] += 1
             s[2] += g.kind == BURST
             s[3] += ((now - g.ts) & ts_mask) > config.tenants[g.tenant].slo_cycles
-        self._stage = stage
+        self._stages = [self._stages[1], stage]
         for c, dropped in enumerate(self._drops):
             if dropped:
                 live.dropped[c] = (live.dropped[c] + 1) & cmask

@@ -126,7 +126,7 @@ def test_telemetry_vs_model(params, seed):
 
 
 def test_telemetry_timing():
-    """Spec §10 timing, by hand: grants and drops count from t+2, high-water marks
+    """Spec §10 timing, by hand: grants count from t+3, drops from t+2, high-water marks
     from t+1, snapshots copy the values of their own cycle, epochs every
     EPOCH_CYCLES cycles under the value of the previous cycle, one EPOCH_COUNT
     step when both kinds coincide."""
@@ -141,7 +141,7 @@ def test_telemetry_timing():
     }
     drops = {T + 10: [1]}
     occupancy = {T + 20: {(1, 0): 5, (0, 0): 2}}
-    snapshots = {T + 1, T + 2, T + 10, T + 11, T + 12, T + 20, T + 21, T + 31, T + 32, T + 50}
+    snapshots = {T + 2, T + 3, T + 10, T + 11, T + 12, T + 20, T + 21, T + 32, T + 33, T + 50}
     # The epoch_cycles input (the EPOCH_CYCLES register) is 5 from T+40; the
     # epoch rule reads it one cycle late (spec §10), so the counter counts
     # from T+41 (0 there) and epochs end at T+45, T+50, T+55.
@@ -175,11 +175,11 @@ def test_telemetry_timing():
         run_sim(dut, read_addr)
     bytes_lo = lambda cycle, i: seen[cycle][tel_reg(i, "BYTES_LO")]
     reg = lambda cycle, name, i: seen[cycle][tel_reg(i, name.upper())]
-    # Snapshot at T+1 (visible T+2) predates the grants of T; the one at T+2 has them.
-    assert bytes_lo(T + 2, 1) == 0 and reg(T + 2, "grants", 1) == 0
-    assert bytes_lo(T + 3, 1) == 128
-    assert [reg(T + 3, n, 1) for n in ("grants", "burst_grants", "slo_violations")] == [2, 1, 1]
-    assert [reg(T + 3, n, 0) for n in ("bytes_lo", "grants")] == [0, 0]
+    # Snapshot at T+2 (visible T+3) predates the grants of T; the one at T+3 has them.
+    assert bytes_lo(T + 3, 1) == 0 and reg(T + 3, "grants", 1) == 0
+    assert bytes_lo(T + 4, 1) == 128
+    assert [reg(T + 4, n, 1) for n in ("grants", "burst_grants", "slo_violations")] == [2, 1, 1]
+    assert [reg(T + 4, n, 0) for n in ("bytes_lo", "grants")] == [0, 0]
     # The drop of T+10 is in the snapshot of T+12, not in those of T+10 and T+11.
     assert [seen[T + 11][dropped_reg(c)] for c in range(2)] == [0, 0]
     assert [seen[T + 12][dropped_reg(c)] for c in range(2)] == [0, 0]
@@ -187,9 +187,9 @@ def test_telemetry_timing():
     # Occupancy of T+20 reaches the high-water mark at T+21.
     assert reg(T + 21, "queue_hwm", 0) == 0 and reg(T + 22, "queue_hwm", 0) == 5
     assert reg(T + 22, "queue_hwm", 1) == 0
-    # A 4096-byte grant at T+30: not in the snapshot of T+31, in that of T+32.
-    assert bytes_lo(T + 32, 0) == 0 and bytes_lo(T + 33, 0) == 4096
-    assert reg(T + 33, "slo_violations", 0) == 0
+    # A 4096-byte grant at T+30: not in the snapshot of T+32, in that of T+33.
+    assert bytes_lo(T + 33, 0) == 0 and bytes_lo(T + 34, 0) == 4096
+    assert reg(T + 34, "slo_violations", 0) == 0
     # EPOCH_COUNT: manual snapshots, then epochs at T+45 and T+50 (with a manual
     # one) and T+55, each counted from the next cycle.
     count = [seen[c][EPOCH_COUNT] for c in range(T + 40, T + 58)]

@@ -40,11 +40,11 @@ def test_counters_pipeline_and_snapshots(seed):
                 accepted_at[reqs[c].id] = t
             if res.transferred is not None:
                 transfers.append((t, c, res.transferred))
-    # Counters at the start of cycle T include exactly the transfers of cycles <= T-2.
+    # Counters at the start of cycle T include exactly the transfers of cycles <= T-3 (spec §10).
     for T in rng.sample(range(3, cycles), 40):
         live = history[T]
         for i in range(p.tenants):
-            mine = [(t, g) for t, c, g in transfers if g.tenant == i and t <= T - 2]
+            mine = [(t, g) for t, c, g in transfers if g.tenant == i and t <= T - 3]
             assert live.tenants[i].bytes == sum(g.bytes for _, g in mine), f"cycle {T} tenant {i}"
             assert live.tenants[i].grants == len(mine)
             assert live.tenants[i].burst_grants == sum(g.kind == BURST for _, g in mine)
