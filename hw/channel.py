@@ -281,7 +281,7 @@ class ChannelArbiter(wiring.Component):
         per-tenant queues with their occupancy, ``ready`` and ``queue_full``."""
         p = self._params
         D = p.queue_depth
-        m.submodules.q_ingress = ingress = Ingress(p)
+        m.submodules.q_ingress = ingress = Ingress(p, fpga=self._fpga)
         wiring.connect(m, wiring.flipped(self.req), ingress.req)
         m.d.comb += [
             ingress.now.eq(self.now),

@@ -16,6 +16,7 @@ from amaranth.hdl import Module, Signal
 from amaranth.lib import data, wiring
 from amaranth.lib.wiring import In, Out
 
+from .keys import sum_mod
 from .layouts import queue_entry_layout, request_signature
 from kvfabric.spec import check_params
 
@@ -51,6 +52,22 @@ def rounds_up(params, bytes_, weight):
     return ~divisible
 
 
+def product_of(m, params, bytes_, weight, *, carry_save=True):
+    """``bytes * weight`` (spec §4's product at acceptance). ``carry_save``:
+    the partial products (``weight << j`` where bit j of ``bytes`` is set) as
+    one carry-save tree and one carry chain (:func:`hw.keys.sum_mod`, five
+    levels of full adders for 13 rows), the shape a timing-driven flow gives
+    a multiplier (issue #42: Yosys maps ``*`` to an array of adders, nine
+    XOR levels deep, the channel's longest path from the weight's register);
+    otherwise ``*``, which an FPGA maps to its multiplier blocks. The same
+    product either way."""
+    width = len(bytes_) + len(weight)
+    if not carry_save:
+        return bytes_ * weight
+    rows = [(weight & bytes_[j].replicate(len(weight))) << j for j in range(len(bytes_))]
+    return sum_mod(m, "q_in_partial", rows, [], width)
+
+
 def cost_of_product(params, product):
     """``ceil(product / 2^(WFRAC + TAG_SHIFT))`` truncated to the cost width (spec §3)."""
     floor, up = cost_parts(params, product)
@@ -64,6 +81,9 @@ class Ingress(wiring.Component):
     Parameters
     ----------
     params : FabricParams
+    fpga : bool
+        The product as ``*`` (an FPGA's multiplier blocks) rather than a
+        carry-save tree (:func:`product_of`); the same value.
 
     Members
     -------
@@ -88,8 +108,9 @@ class Ingress(wiring.Component):
         The pushed cost as :func:`cost_parts`: ``cost = floor + up``.
     """
 
-    def __init__(self, params):
+    def __init__(self, params, *, fpga=False):
         self._params = check_params(params)
+        self._fpga = bool(fpga)
         n = params.tenants
         super().__init__({
             "req":         In(request_signature(params)),
@@ -148,6 +169,8 @@ class Ingress(wiring.Component):
         q_product = Signal(p.bytes_bits + p.inv_weight_bits, name="q_in_product")
         q_up = Signal(name="q_in_up")
 
+        # Outside the If below: the tree's signals are combinational.
+        product = product_of(m, p, payload.bytes, weight, carry_save=not self._fpga)
         accept = self.req.valid & valid_req & has_room
         m.d.sync += q_valid.eq(accept)
         with m.If(accept):
@@ -156,7 +179,7 @@ class Ingress(wiring.Component):
                 q_bytes.eq(payload.bytes),
                 q_id.eq(payload.id),
                 q_ts.eq(self.now),
-                q_product.eq(payload.bytes * weight),
+                q_product.eq(product),
                 q_up.eq(rounds_up(p, payload.bytes, weight)),
             ]
 

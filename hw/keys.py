@@ -231,12 +231,19 @@ def bucket_update(m, p, i, *, cfg, level, peak, need, conform, burst_level, fill
     li = Signal(p.level_bits, name=f"lvl_idle_{i}")
     pw = Signal(p.peak_bits, name=f"pk_win_{i}")
     pi_ = Signal(p.peak_bits, name=f"pk_idle_{i}")
+    # Each comparison with a cap (the latest input) is one select of one
+    # multiplexer, whose other input is ready before it (issue #42: the
+    # comparison ran through the fill and conform multiplexers behind it).
+    # min(s, PCAP) for the power of two PCAP (spec §1): s's bits from
+    # PCAP's up are an OR, not a comparison.
+    k = p.pcap.bit_length() - 1
+    assert p.pcap == 1 << k
     m.d.comb += [
-        li.eq(Mux(fill, cap, Mux(li_below, s_li, cap))),
-        pw.eq(Mux(fill, p.pcap, min_pow2(s_pw, p.pcap))),
-        pi_.eq(Mux(fill, p.pcap, min_pow2(s_pi, p.pcap))),
+        li.eq(Mux(~fill & li_below, s_li, cap)),
+        pw.eq(Mux(fill | s_pw[k:].any(), p.pcap, s_pw)),
+        pi_.eq(Mux(fill | s_pi[k:].any(), p.pcap, s_pi)),
         # A burst grant spends the committed tokens (B_i = 0).
-        lw.eq(Mux(fill, cap, Mux(conform, Mux(lw_below, s_lw_g, cap), burst_level))),
+        lw.eq(Mux(conform & ~fill & lw_below, s_lw_g, Mux(conform | fill, cap, burst_level))),
     ]
     return BucketUpdate(level_sum=s_li, level_sum_debited=s_lw_g, peak_sum=s_pi, peak_sum_debited=s_pw,
                          level_win=lw, level_idle=li, peak_win=pw, peak_idle=pi_)
@@ -359,18 +366,10 @@ def next_key(m, p, sfx, *, valid, head, level_ok, peak_ok, eligible, finish, dea
     T, W = p.tag_bits, max(p.tag_bits, p.ts_bits)
     conf = Signal(name=f"conform_{sfx}")
     old = Signal(name=f"old_{sfx}")
-    urg = Signal(name=f"urgent_{sfx}")
     comp = Signal(name=f"competes_{sfx}")
-    key0 = Signal(name=f"key0_{sfx}")
-    arr = Signal(name=f"arrival_{sfx}")
     key = Signal(4, name=f"key_{sfx}")
     order = Signal(W, name=f"order_{sfx}")
-    # The order value is the timestamp when key0 | arr: fcfs_next | arr, or
-    # a conforming head under the guard that is old. Written with ``old``,
-    # the latest of them (a 24-bit sum from the head's ts), entering last,
-    # so one gate lies between it and the multiplexer's select.
-    ts_order = Signal(name=f"ts_order_{sfx}")
-    m.d.comb += ts_order.eq((fcfs_next | arr) | ((conf & starve_on_next) & old))
+    credit = Signal(CREDIT_CLASSES, name=f"credit_{sfx}")
     m.d.comb += [
         conf.eq(peak_ok & level_ok),
         # old: ts_le(ts, now - starve_limit), the top bit of
@@ -379,18 +378,56 @@ def next_key(m, p, sfx, *, valid, head, level_ok, peak_ok, eligible, finish, dea
         # and then a comparison (spec §6.2, issue #42).
         old.eq(~sum_mod(m, f"deadline_minus_ts_{sfx}", [deadline_next[0]],
                         [deadline_next[1], head.ts], p.ts_bits, carry_save=carry_save)[p.ts_bits - 1]),
-        urg.eq(conf & starve_on_next & old),
         comp.eq(valid & (fcfs_next | peak_ok)),
+    ]
+    # The bucket tests (a carry-save tree and a carry chain each) are the
+    # latest inputs: the key, order value and credit class are computed for
+    # each of their three outcomes (peak bucket short; peak covers, level
+    # short; both cover) from the earlier inputs, and the tests only choose
+    # among them, one multiplexer level in front of the registers (issue #42:
+    # rate -> key_order and key_class ran through the class logic behind the
+    # tests). The same values as the rule written once.
+    fields = {}
+    for case, (pk, lv) in {"short": (0, 0), "burst": (1, 0), "conform": (1, 1)}.items():
+        fields[case] = _key_for(m, f"{sfx}_{case}", conf=C(pk & lv, 1), comp=valid & (fcfs_next | pk),
+                                eligible=eligible, old=old, fcfs_next=fcfs_next,
+                                starve_on_next=starve_on_next, priority_next=priority_next, bulk_next=bulk_next,
+                                arrival_next=arrival_next)
+    for k, out in ((0, key), (2, credit)):
+        m.d.comb += out.eq(Mux(peak_ok, Mux(level_ok, fields["conform"][k], fields["burst"][k]),
+                               fields["short"][k]))
+    # The order value: the timestamp or the finish tag (an adder's output,
+    # as late as the tests), one multiplexer whose select the tests choose.
+    # Both are shifted to a common width W so that the W-bit modular
+    # comparison equals the T- or TS_BITS-bit one (the low bits are zero on
+    # both sides); keys are only compared by order when equal, so both sides
+    # then hold the same kind (spec §11): a class 1 + p key holds
+    # arrival-ordered heads only or WF2Q+ ones only.
+    m.d.comb += order.eq(Mux(Mux(conf, fields["conform"][1], fields["short"][1]),
+                             head.ts << (W - p.ts_bits), finish << (W - T)))
+    return comp, key, order, conf, finish, credit
+
+
+def _key_for(m, sfx, *, conf, comp, eligible, old, fcfs_next, starve_on_next, priority_next,
+             bulk_next, arrival_next):
+    """:func:`next_key`'s key, whether the order value is the timestamp, and
+    the credit class of a head for one outcome of its bucket tests (``conf``,
+    a constant; ``comp``: it competes): spec §6.2's classes and §6.6's credit
+    class."""
+    urg = Signal(name=f"urgent_{sfx}")
+    key0 = Signal(name=f"key0_{sfx}")
+    arr = Signal(name=f"arrival_{sfx}")
+    key = Signal(4, name=f"key_{sfx}")
+    # The order value is the timestamp when key0 | arr: fcfs_next | arr, or
+    # a conforming head under the guard that is old.
+    ts_order = Signal(name=f"ts_order_{sfx}")
+    m.d.comb += ts_order.eq((fcfs_next | arr) | ((conf & starve_on_next) & old))
+    m.d.comb += [
+        urg.eq(conf & starve_on_next & old),
         # Class 0 (urgent, or every head in FCFS mode) orders by timestamp,
         # and so does a conforming head of a priority marked in arrival_prio.
         key0.eq(fcfs_next | urg),
         arr.eq(conf & arrival_next),
-        # Timestamp or finish tag, shifted to a common width W so that the
-        # W-bit modular comparison equals the T- or TS_BITS-bit one (the low
-        # bits are zero on both sides); keys are only compared by order when
-        # equal, so both sides then hold the same kind (spec §11): a class
-        # 1 + p key holds arrival-ordered heads only or WF2Q+ ones only.
-        order.eq(Mux(ts_order, head.ts << (W - p.ts_bits), finish << (W - T))),
     ]
     # Selection key: class, eligibility and "competes" folded into one
     # 4-bit number so that a pair compares one small key plus one order
@@ -407,7 +444,7 @@ def next_key(m, p, sfx, *, valid, head, level_ok, peak_ok, eligible, finish, dea
         m.d.comb += key.eq(Cat(~eligible, C(5, 3)))
     credit = credit_class(m, sfx, fcfs=fcfs_next, urgent=key0, conform=conf, bulk=bulk_next,
                           arrival=arrival_next)
-    return comp, key, order, conf, finish, credit
+    return key, ts_order, credit
 
 
 def credit_class(m, sfx, *, fcfs, urgent, conform, bulk, arrival):
@@ -594,14 +631,6 @@ def lt_logic(a, b):
 
 def _min(a, b):
     return Mux(a < b, a, b)
-
-
-def min_pow2(a, limit):
-    """``min(a, limit)`` for a power-of-two ``limit`` (PCAP, spec §1): the
-    comparison is an OR of the high bits, not a carry chain."""
-    k = limit.bit_length() - 1
-    assert limit == 1 << k
-    return Mux(a[k:].any(), limit, a)
 
 
 def or_all(values):
