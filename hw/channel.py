@@ -257,8 +257,8 @@ class ChannelArbiter(wiring.Component):
                                       arrival_prio_next=self.arrival_prio_next, fill=fill[i])
                    for i in range(n)]
 
-        win, any_win, has_credit = self._selection(m, tenants)
-        pops, fab_wins = self._update_state(m, tenants, queues, win, load)
+        win, picks, any_win, has_credit = self._selection(m, tenants, load)
+        pops, fab_wins = self._update_state(m, tenants, queues, picks)
         w_bytes, w_tenant = self._load_grant(m, grant, load, tenants, win, any_win)
         self._count_credits(m, tenants, win, any_win, load, has_credit)
         self._count_run(m, tenants, win, any_win, load, w_tenant)
@@ -436,9 +436,13 @@ class ChannelArbiter(wiring.Component):
         with m.Elif(counted & w_new):
             m.d.sync += [self.run_tenant.eq(w_tenant), count.eq(1)]
 
-    def _selection(self, m, tenants):
+    def _selection(self, m, tenants, load):
         """Spec §6.2 with §6.6's credit gate and the bulk run's: the one-hot
-        winner from the registered keys by all-pairs comparison (spec §11)."""
+        winner from the registered keys by all-pairs comparison (spec §11).
+        Also returns, per tenant, ``(pop, fabric win)``: the winner's AND
+        with ``load`` and with ``load & ~fcfs_bypass`` folded in, so that the
+        signals that select every next-state register of a tenant leave the
+        AND itself, not a gate behind the winner (issue #42)."""
         p = self._params
         n = p.tenants
         W = max(p.tag_bits, p.ts_bits)
@@ -477,7 +481,7 @@ class ChannelArbiter(wiring.Component):
             m.d.comb += ok.eq(has_class_credit[i] & ~gate[i])
             credit_ok.append(ok)
 
-        win = []
+        win, picks = [], []
         for i in range(n):
             # A non-competing j has key 15 and comes after any competing i; a
             # j without credit precedes nobody.
@@ -485,28 +489,31 @@ class ChannelArbiter(wiring.Component):
             terms += [first[i, lo] | ~credit_ok[lo] for lo in range(i)]
             terms += [~(first[hi, i] & credit_ok[hi]) for hi in range(i + 1, n)]
             w = Signal(name=f"win_{i}")
-            m.d.comb += w.eq(Cat(*terms).all())
-            win.append(w)
-        any_win = Signal()
-        m.d.comb += any_win.eq(Cat(*win).any())
-        return win, any_win, has_credit
-
-    def _update_state(self, m, tenants, queues, win, load):
-        """Spec §6.3-§6.4 for every tenant: the winner pops its queue and takes
-        its "if granted" level, peak, tag and next key; everyone else the
-        "if not granted" ones (all precomputed by tenant_candidates)."""
-        fcfs = self.fcfs_bypass
-        pops, fab_wins = [], []
-        for i, t in enumerate(tenants):
             pop = Signal(name=f"pop_{i}")
             fab_win = Signal(name=f"fab_win_{i}")
+            m.d.comb += [
+                w.eq(Cat(*terms).all()),
+                pop.eq(Cat(*terms, load).all()),
+                fab_win.eq(Cat(*terms, load, ~self.fcfs_bypass).all()),
+            ]
+            win.append(w)
+            picks.append((pop, fab_win))
+        any_win = Signal()
+        m.d.comb += any_win.eq(Cat(*win).any())
+        return win, picks, any_win, has_credit
+
+    def _update_state(self, m, tenants, queues, picks):
+        """Spec §6.3-§6.4 for every tenant: the winner pops its queue and takes
+        its "if granted" level, peak, tag and next key; everyone else the
+        "if not granted" ones (all precomputed by tenant_candidates).
+        ``picks``: per tenant, it wins with ``load`` (pops) and in fabric
+        mode besides (from :meth:`_selection`)."""
+        pops, fab_wins = [], []
+        for i, t in enumerate(tenants):
+            pop, fab_win = picks[i]
             pops.append(pop)
             fab_wins.append(fab_win)
-            m.d.comb += [
-                pop.eq(load & win[i]),
-                fab_win.eq(pop & ~fcfs),
-                queues[i].r_en.eq(pop),
-            ]
+            m.d.comb += queues[i].r_en.eq(pop)
             # The precomputed key of the head this tenant has next cycle.
             nxt = Mux(pop, Cat(*t.key_next_pop), Cat(*t.key_next_keep))
             m.d.sync += Cat(t.key_competes, t.key_class, t.key_order, t.key_conform, t.key_finish,

@@ -52,6 +52,10 @@ class HeadQueue(wiring.Component):
         ``w_data`` when the ring is empty); valid when ``level >= 2`` or
         ``w_en``. The channel precomputes the next cycle's selection key from
         it (spec §11).
+    ring_data : Out(shape)
+        The ring's oldest entry (``pop_data`` when ``level >= 2``; ``w_data``
+        at depth 1, which has no ring): for sums that take the ring's and the
+        pushed entry's values apart and choose after adding (issue #42).
     level : Out(range(depth + 1))
         Number of entries.
     """
@@ -69,6 +73,7 @@ class HeadQueue(wiring.Component):
             "r_rdy":  Out(1),
             "r_data": Out(shape),
             "pop_data": Out(shape),
+            "ring_data": Out(shape),
             "level":  Out(range(depth + 1)),
         })
         # The ring's pointers are attributes (not locals of elaborate) so that
@@ -100,7 +105,7 @@ class HeadQueue(wiring.Component):
         # The head after a pop: the ring's oldest entry, or w_data when the
         # ring is empty.
         on_pop = Signal.like(head, name=f"{pre}_head_on_pop")
-        m.d.comb += on_pop.eq(self.w_data)
+        m.d.comb += [on_pop.eq(self.w_data), self.ring_data.eq(self.w_data)]
 
         if depth > 1:
             # The ring holds entries 1..count-1. Its depth is ``depth`` (a
@@ -116,6 +121,7 @@ class HeadQueue(wiring.Component):
                 wr_port.data.eq(self.w_data),
                 wr_port.en.eq(self.w_en & (count != 0)),
                 rd_port.addr.eq(rd),
+                self.ring_data.eq(rd_port.data),
             ]
             # A push while the queue is non-empty always lands in the ring; if
             # it also becomes the head (count == 1 with a pop) the read pointer

@@ -179,8 +179,18 @@ def tenant_candidates(m, p, i, timing, *, cfg, q, push_cost, level, peak, tag, b
     m.d.comb += elig_fin.eq(~mod_lt(vt, s_fin, T))
     pop_fin_fcfs = clamped_plus(m, p, f"pop_{i}", clamp, tag=tag, vt=vt, vt_lo=vt_lo, vt_hi=vt_hi, cost=pop_cost,
                                 backlogged=q.r_rdy, cost_up=pop_up)
+    # The fabric-mode sum for the ring's entry (its cost is rounded already)
+    # and for the pushed one (floor and carry-in) apart, chosen after the
+    # adders: the queue's count and the ring's read stay off the carry chain
+    # (issue #42: ring read -> pop_cost multiplexer -> two adders in a row
+    # was the channel's longest path).
+    fin_ring = Signal(T, name=f"pop_finish_ring_{i}")
+    fin_push = Signal(T, name=f"pop_finish_push_{i}")
     m.d.comb += [
-        pop_fin_fab.eq(s_fin + pop_cost + pop_up),
+        fin_ring.eq(s_fin + q.ring_data.cost),
+        fin_push.eq(sum_mod(m, f"pop_finish_push_sum_{i}", [s_fin, w_floor], [], T, ones=[w_up],
+                            carry_save=cs)),
+        pop_fin_fab.eq(Mux(q.level >= 2, fin_ring, fin_push)),
         pop_fin.eq(Mux(fcfs, pop_fin_fcfs, pop_fin_fab)),
     ]
     won = next_key(

@@ -2,7 +2,7 @@
 
 Random pushes and pops at depths 1 to 16. Checks the head,
 the head after a pop (``pop_data``, from which the channel precomputes the next
-cycle's key), ``r_rdy`` and ``level``. The seed is random, printed, and
+cycle's key), the ring's oldest entry (``ring_data``), ``r_rdy`` and ``level``. The seed is random, printed, and
 taken from ``KVFABRIC_SEED`` when set (the ``seed`` fixture).
 """
 
@@ -40,6 +40,8 @@ def test_head_queue_matches_deque(depth, seed):
             if len(ref) >= 2 or push:
                 after_pop = ref[1] if len(ref) >= 2 else data
                 assert ctx.get(dut.pop_data) == after_pop, f"{where}: pop_data"
+            if len(ref) >= 2:
+                assert ctx.get(dut.ring_data) == ref[1], f"{where}: ring_data"
             counts["push_pop"] += push and pop
             counts["full"] += len(ref) == depth
             if pop:
