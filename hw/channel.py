@@ -260,8 +260,8 @@ class ChannelArbiter(wiring.Component):
         win, picks, any_win, has_credit = self._selection(m, tenants, load)
         pops, fab_wins = self._update_state(m, tenants, queues, picks)
         w_bytes, w_tenant = self._load_grant(m, grant, load, tenants, win, any_win)
-        self._count_credits(m, tenants, win, any_win, load, has_credit)
-        self._count_run(m, tenants, win, any_win, load, w_tenant)
+        self._count_credits(m, tenants, fab_wins, has_credit)
+        self._count_run(m, tenants, fab_wins, w_tenant)
         self._update_served(m, w_bytes, load)
         self._update_vmin(m, [t.head_valid for t in tenants])
 
@@ -407,11 +407,11 @@ class ChannelArbiter(wiring.Component):
             gate.append(g)
         return gate
 
-    def _count_run(self, m, tenants, win, any_win, load, w_tenant):
-        """Spec §6.2: a fabric grant to a bulk tenant (``w_tenant``, the
-        grant multiplexer's winner index) extends its run (the count
-        saturates at 2^8 - 1) or starts a new one at 1; other grants leave
-        the run alone."""
+    def _count_run(self, m, tenants, fab_wins, w_tenant):
+        """Spec §6.2: a fabric grant to a bulk tenant (``fab_wins``: per
+        tenant, it wins with ``load`` in fabric mode; ``w_tenant``, the grant
+        multiplexer's winner index) extends its run (the count saturates at
+        2^8 - 1) or starts a new one at 1; other grants leave the run alone."""
         # Per tenant, from registers only: a grant to it would extend the
         # run (it is bulk, the run's tenant, and the run has begun) or start
         # a new one (bulk otherwise); the one-hot winner then picks with one
@@ -425,15 +425,13 @@ class ChannelArbiter(wiring.Component):
         starts = [tenants[i].key_bulk & ~((self.run_tenant == i) & begun) for i in range(n)]
         w_ext = Signal(name="run_winner_extends")
         w_new = Signal(name="run_winner_starts")
-        counted = Signal(name="run_counted")
         m.d.comb += [
-            w_ext.eq(or_all(win[i] & extends[i] for i in range(n))),
-            w_new.eq(or_all(win[i] & starts[i] for i in range(n))),
-            counted.eq(load & ~self.fcfs_bypass),
+            w_ext.eq(or_all(fab_wins[i] & extends[i] for i in range(n))),
+            w_new.eq(or_all(fab_wins[i] & starts[i] for i in range(n))),
         ]
-        with m.If(counted & w_ext):
+        with m.If(w_ext):
             m.d.sync += count.eq(inc)
-        with m.Elif(counted & w_new):
+        with m.Elif(w_new):
             m.d.sync += [self.run_tenant.eq(w_tenant), count.eq(1)]
 
     def _selection(self, m, tenants, load):
@@ -578,7 +576,7 @@ class ChannelArbiter(wiring.Component):
                 m.d.sync += g.kind.eq(Kind.BURST)
         return w_bytes, w_tenant
 
-    def _count_credits(self, m, tenants, win, any_win, load, has_credit):
+    def _count_credits(self, m, tenants, fab_wins, has_credit):
         """Spec §6.6: ``inflight_k`` at t+1 = ``sat255(inflight_k + sel_k) -
         ret_k``; a fabric-mode winner is counted in its class when it is
         selected; a return with nothing in flight (after the increment) is
@@ -587,14 +585,14 @@ class ChannelArbiter(wiring.Component):
         return input; the winner only chooses (``sat255(x + 1)`` is never 0,
         so a return always counts after a selection)."""
         n = self._params.tenants
-        selected = Signal(name="credit_selected")
-        m.d.comb += selected.eq(load & any_win & ~self.fcfs_bypass)
         for k in range(CREDIT_CLASSES):
             cnt = self.inflight[k]
             ret = self.credit_return[k]
             limit = self.credit_limit_next[k]
             sel_k = Signal(name=f"credit_sel_{k}")
-            m.d.comb += sel_k.eq(selected & or_all(win[i] & tenants[i].key_credit[k] for i in range(n)))
+            # A fabric-mode winner with load is selected (``fab_wins``, one
+            # AND of the winner's terms: no OR of the winners behind it).
+            m.d.comb += sel_k.eq(or_all(fab_wins[i] & tenants[i].key_credit[k] for i in range(n)))
             full = Signal(name=f"inflight_full_{k}")
             kept = Signal(CREDIT_BITS, name=f"inflight_kept_{k}")
             counted = Signal(CREDIT_BITS, name=f"inflight_counted_{k}")
