@@ -136,7 +136,7 @@ def tenant_candidates(m, p, i, timing, *, cfg, q, push_cost, level, peak, tag, b
     keep = next_key(
         m, p, f"keep_{i}",
         valid=q.r_rdy | q.w_en, head=keep_head,
-        level_ok=(fill | ge_sum(m, f"keep_level_ok_{i}", [level, cfg.rate], [keep_need], carry_save=cs))
+        level_ok=(fill | ge_sum_wide(m, f"keep_level_ok_{i}", level, [cfg.rate], [keep_need], carry_save=cs))
         & _ge(cap, keep_need) & guaranteed_next,
         peak_ok=fill | ge_sum(m, f"keep_peak_ok_{i}", [peak, cfg.peak_rate], [keep_need], carry_save=cs),
         eligible=elig_ti, finish=keep_fin, deadline_next=deadline_next,
@@ -164,8 +164,8 @@ def tenant_candidates(m, p, i, timing, *, cfg, q, push_cost, level, peak, tag, b
     # #42: capacity -> burst_level -> this test was the keys' longest path).
     # Every outcome needs cap >= pop_need, so it is taken once, last.
     pop_level_ok = pop_cap_ok & (fill | Mux(
-        fcfs, ge_sum(m, f"pop_level_ok_i_{i}", [level, cfg.rate], [pop_need], carry_save=cs),
-        Mux(k_conf, ge_sum(m, f"pop_level_ok_g_{i}", [level, cfg.rate], [need, pop_need], carry_save=cs),
+        fcfs, ge_sum_wide(m, f"pop_level_ok_i_{i}", level, [cfg.rate], [pop_need], carry_save=cs),
+        Mux(k_conf, ge_sum_wide(m, f"pop_level_ok_g_{i}", level, [cfg.rate], [need, pop_need], carry_save=cs),
             _ge(cfg.rate, pop_need))))
     pop_peak_ok = fill | Mux(fcfs, ge_sum(m, f"pop_peak_ok_i_{i}", [peak, cfg.peak_rate], [pop_need], carry_save=cs),
                              ge_sum(m, f"pop_peak_ok_w_{i}", [peak, cfg.peak_rate], [need, pop_need], carry_save=cs))
@@ -601,6 +601,24 @@ def ge_sum(m, name, pos, neg, *, carry_save=True):
     ge = Signal(name=name)
     m.d.comb += ge.eq(~diff[width - 1])
     return ge
+
+
+def ge_sum_wide(m, name, wide, pos, neg, *, carry_save=True):
+    """``wide + sum(pos) >= sum(neg)`` for unsigned values, where ``wide`` is
+    wider than the right side can reach (the committed level, 28 bits,
+    against one or two heads' sizes, 16 bits each): with ``2^k`` above the
+    largest ``sum(neg)``, ``wide >= 2^k`` decides it outright, and below
+    that only ``wide``'s low k bits count. So the comparison's carry chain
+    spans about k bits instead of ``wide``'s width, and an OR of ``wide``'s
+    high bits (registers) lies beside it (issue #42: the bucket tests'
+    30-bit chains were on the next key's paths). Exact."""
+    wide = Value.cast(wide)
+    k = sum((1 << len(Value.cast(x))) - 1 for x in neg).bit_length()
+    if len(wide) <= k:
+        return ge_sum(m, name, [wide, *pos], neg, carry_save=carry_save)
+    high = Signal(name=f"{name}_high")
+    m.d.comb += high.eq(wide[k:].any())
+    return high | ge_sum(m, name, [wide[:k], *pos], neg, carry_save=carry_save)
 
 
 def _chained(pos, neg, ones=()):

@@ -1,4 +1,4 @@
-"""keys.sum_mod and keys.ge_sum against Python integers (Amaranth simulator).
+"""keys.sum_mod, keys.ge_sum and keys.ge_sum_wide against Python integers (Amaranth simulator).
 
 The carry-save sums stand in for chains of additions on the channel's bucket,
 starvation and telemetry paths (issue #42), so each operand count and
@@ -14,7 +14,7 @@ import pytest
 from amaranth.hdl import Module, Signal
 from amaranth.sim import Simulator
 
-from kvfabric.hw.keys import ge_sum, sum_mod
+from kvfabric.hw.keys import ge_sum, ge_sum_wide, sum_mod
 
 # (widths of pos, widths of neg, widths of the one-bit addends' count, result width)
 SHAPES = [
@@ -95,3 +95,48 @@ def test_rounds_up_is_the_products_low_bits(seed):
 
     sim.add_testbench(testbench)
     sim.run()
+
+
+# (width of the wide operand, widths of the other pos, widths of neg): the
+# committed level against one or two heads' sizes (hw.keys' bucket tests).
+WIDE_SHAPES = [(28, (16,), (16,)), (28, (16,), (16, 16)), (12, (16,), (16,))]
+
+
+@pytest.mark.parametrize("shape", WIDE_SHAPES, ids=lambda s: f"w{s[0]}p{len(s[1])}n{len(s[2])}")
+def test_ge_sum_wide_matches_integers(shape, seed):
+    """ge_sum_wide decides by the wide operand's high bits above 2^k: values
+    around 2^k and sums that land just either side of the right side are
+    where a wrong k or a dropped bit would show."""
+    wide_w, pos_w, neg_w = shape
+    rng = random.Random(seed)
+    m = Module()
+    wide = Signal(wide_w, name="wide")
+    pos = [Signal(w, name=f"p{k}") for k, w in enumerate(pos_w)]
+    neg = [Signal(w, name=f"n{k}") for k, w in enumerate(neg_w)]
+    ge = ge_sum_wide(m, "ge", wide, pos, neg)
+    k = sum((1 << w) - 1 for w in neg_w).bit_length()
+    sim = Simulator(m)
+    counts = {"true": 0, "false": 0}
+
+    async def testbench(ctx):
+        for _ in range(600):
+            nv = [_value(rng, w) for w in neg_w]
+            pv = [_value(rng, w) for w in pos_w]
+            r = rng.random()
+            if r < 0.3:
+                # Just either side of the right side.
+                wv = max(0, sum(nv) - sum(pv) + rng.randrange(-2, 3))
+            elif r < 0.6:
+                wv = (1 << k) + rng.randrange(-3, 4)
+            else:
+                wv = _value(rng, wide_w)
+            wv = min(max(wv, 0), (1 << wide_w) - 1)
+            for s, v in zip([wide] + pos + neg, [wv] + pv + nv):
+                ctx.set(s, v)
+            want = wv + sum(pv) >= sum(nv)
+            counts["true" if want else "false"] += 1
+            assert ctx.get(ge) == want, f"wide {wv}, pos {pv}, neg {nv}"
+
+    sim.add_testbench(testbench)
+    sim.run()
+    assert min(counts.values()) > 25, counts
