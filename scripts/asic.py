@@ -2,7 +2,7 @@
 
     python -m kvfabric.scripts.asic [--designs one_channel,fabric_8x8,fast_core,axi_2x1,bare_2x1]
         [--skip-8x8] [--libraries asap7,osu018] [--flows plain,tuned] [--liberty NAME=PATH]
-        [--delay-target 1000] [--out reports] [--build-dir build/asic] [--report-only]
+        [--delay-target 1000] [--out reports] [--build-dir build/asic] [--report-only] [--no-perturb]
 
 The essay behind kvfabric says the arbiter's logic "runs at 1 GHz, 1 cycle
 per request"; ECP5 place and route cannot test that.  This maps the
@@ -32,6 +32,11 @@ the typical corner.  Routed paths are typically tens of percent slower.
    with its numbers as ``*``).  The period is the clock period minus the
    worst slack: clock-to-Q, logic and setup.  The FO4 inverter delay of each
    library is measured the same way (:func:`fo4_netlist`).
+5. **Perturbed netlists** of the one-channel top (ASAP7, tuned;
+   :data:`PERTURBATIONS`): mapped again with the cells of a selection
+   renamed first, the same logic met by ABC in another order, and timed the
+   same way; the report gives issue #42's channel paths over all of them
+   and their median, as an FPGA figure is given over placement seeds.
 
 Writes ``asic.json`` and ``asic.md`` (the Markdown made from the JSON alone
 by :func:`report_md`; ``--report-only`` re-renders it).  A benchmark, not a
@@ -47,6 +52,7 @@ import json
 import re
 import shlex
 import shutil
+import statistics
 import subprocess
 import sys
 from pathlib import Path
@@ -56,7 +62,8 @@ from kvfabric.scripts import liberty
 from kvfabric.scripts.synth.tools import ROOT, ToolError, run_tool, tool_path, tool_versions
 from kvfabric.scripts.yosys_util import name_pattern
 
-__all__ = ["Design", "Library", "DESIGNS", "LIBRARIES", "FLOWS", "AXI_CONFIG", "TARGETS", "presynth_script",
+__all__ = ["Design", "Library", "DESIGNS", "LIBRARIES", "FLOWS", "AXI_CONFIG", "TARGETS", "PERTURBATIONS",
+           "channel_figures", "perturbed_summary", "presynth_script",
            "map_script", "presynthesize", "sta_script", "fo4_netlist", "parse_summary", "parse_full_path", "parse_fo4",
            "register_name", "in_channel", "families", "verdicts", "report_md", "main"]
 
@@ -136,6 +143,24 @@ TARGETS = (
 )
 
 
+#: Netlists of one design that differ only in the order ABC meets the cells: before mapping, the cells
+#: of a selection get Yosys's ``rename -scramble-name`` (the logic is unchanged; the new names' seed is
+#: not, since the order follows which cells are renamed). One mapping's paths move by tens of ps with any
+#: unrelated change (docs/synthesis.md, issue #42), so the one-channel top's channel paths are also
+#: reported over these, like an FPGA figure over placement seeds: (name, selection or None).
+PERTURBATIONS = (
+    ("none", None),
+    ("cells", "t:$_*DFF* %n"),
+    ("and_or", "t:$_AND_ t:$_OR_"),
+    ("xor_mux", "t:$_XOR_ t:$_MUX_"),
+)
+#: Which runs get the perturbed netlists: (design, flow, library), issue #42's channel target.
+PERTURBED = ("one_channel", "tuned", "asap7")
+#: Channel endpoints counted above this period, ps, beside the worst (a measure of how many paths
+#: are near issue #42's 800 ps, less at the mercy of one mapping than the worst path).
+NEAR_PS = 780
+
+
 # --------------------------------------------------------------------------
 # Scripts
 
@@ -150,11 +175,13 @@ def presynth_script(design: Design, flow: str, source: str, out: str, stat: str,
 
 
 def map_script(lib: Library, lib_path: str, constr: str, source: str, netlist: str | None, stat: str,
-               delay_ps: int):
+               delay_ps: int, scramble: str | None = None):
     """Yosys commands: map a pre-synthesised design onto ``lib`` (at ``lib_path``); ``netlist``
-    None: no Verilog netlist (Yosys's Verilog writer cannot write every kept ``$mem_v2`` cell)."""
+    None: no Verilog netlist (Yosys's Verilog writer cannot write every kept ``$mem_v2`` cell).
+    ``scramble``: a selection whose cells are renamed first (:data:`PERTURBATIONS`)."""
     dont_use = "".join(f" -dont_use {p}" for p in lib.dont_use)
     cmds = [f"read_rtlil {source}",
+            *([f"rename -scramble-name {scramble}"] if scramble else []),
             f"dfflibmap -liberty {lib_path}{dont_use}",
             f"abc -D {delay_ps} -constr {constr} -liberty {lib_path}{dont_use}",
             "opt_clean -purge"]
@@ -367,7 +394,7 @@ def generate(design: Design, path: str):
     return shlex.join(shown)
 
 
-def map_design(design, lib, lib_path, info, pre, work, delay_ps, *, write_netlist=True):
+def map_design(design, lib, lib_path, info, pre, work, delay_ps, *, write_netlist=True, scramble=None):
     """Map the pre-synthesised ``pre`` onto ``lib`` in ``work``: the netlist's path (None
     without ``write_netlist``), Yosys's ``stat`` of the top module (cells by type, area), the
     command and its seconds."""
@@ -375,7 +402,8 @@ def map_design(design, lib, lib_path, info, pre, work, delay_ps, *, write_netlis
     load = 4 * info["inverter_input_cap"]
     (ROOT / f"{work}/abc.constr").write_text(f"set_driving_cell {lib.driver}\nset_load {load:g}\n")
     netlist, stat = f"{work}/mapped.v" if write_netlist else None, f"{work}/stat.json"
-    ycmd, ysec = _run_yosys(map_script(lib, lib_path, f"{work}/abc.constr", pre, netlist, stat, delay_ps),
+    ycmd, ysec = _run_yosys(map_script(lib, lib_path, f"{work}/abc.constr", pre, netlist, stat, delay_ps,
+                                       scramble=scramble),
                             f"{work}/map.ys", f"{work}/map.log")
     stat_data = json.loads((ROOT / stat).read_text())
     mod = stat_data["modules"].get(f"\\{design.top}") or next(iter(stat_data["modules"].values()))
@@ -407,8 +435,35 @@ def measure(design, flow, pre, libs, args, log):
                "runtime_s": {"map": round(ysec, 1), "sta": round(ssec, 1)}}
         log(f"{design.name} {flow} {lib.name}: {fig['period_ps']:,.0f} ps ({path['start']} -> {path['end']}), "
             f"{fig['area_um2']:,.0f} um^2")
+        if (design.name, flow, lib.name) == PERTURBED and args.perturb:
+            fig["perturbations"] = [{"name": "none", "selection": None, **channel_figures(rows)}]
+            for name, selection in PERTURBATIONS[1:]:
+                pwork = f"{work}/perturbed_{name}"
+                pnet, _, _, psec = map_design(design, lib, lib_path, info, pre, pwork, args.delay_target,
+                                              scramble=selection)
+                _run_sta(sta_script(lib_path, pnet, design.top, f"{pwork}/worst_path.txt", f"{pwork}/endpoints.txt"),
+                         f"{pwork}/sta.tcl", f"{pwork}/sta.out")
+                prow = channel_figures(parse_summary((ROOT / f"{pwork}/endpoints.txt").read_text()))
+                fig["perturbations"].append({"name": name, "selection": selection, **prow})
+                log(f"{design.name} {flow} {lib.name}, cells renamed ({name}): channel "
+                    f"{_ps(prow['channel_end_ps'] and prow['channel_end_ps']['period_ps'])} in {psec:.0f} s")
         result[lib.name] = fig
     return result
+
+
+def channel_figures(rows):
+    """The channel-arbiter figures of one netlist's endpoints: the worst path ending in a channel and
+    how many channel endpoints are above :data:`NEAR_PS`."""
+    return {"channel_end_ps": _worst_period(rows, lambda s, e: in_channel(e)),
+            "channel_near": sum(1 for _, e, slack in rows if in_channel(e) and CLOCK_PS - slack > NEAR_PS),
+            "channel_endpoints": sum(1 for _, e, _ in rows if in_channel(e))}
+
+
+def perturbed_summary(perturbations):
+    """Medians over :data:`PERTURBATIONS`' netlists: ``(worst channel period, endpoints above NEAR_PS)``."""
+    worst = [p["channel_end_ps"]["period_ps"] for p in perturbations if p["channel_end_ps"]]
+    near = [p["channel_near"] for p in perturbations]
+    return (statistics.median(worst) if worst else None), (statistics.median(near) if near else None)
 
 
 def in_channel(register: str) -> bool:
@@ -463,6 +518,32 @@ def _cell(fig, fo4):
     return f"{fig['period_ps']:,.0f}{depth}"
 
 
+def _perturbed_md(rep):
+    """The channel paths of :data:`PERTURBED` over the perturbed netlists, if measured."""
+    d, f, l = PERTURBED
+    fig = rep["results"].get(d, {}).get(f, {}).get(l) or {}
+    runs = fig.get("perturbations")
+    if not runs:
+        return []
+    lines = [f"## The channel's paths over {len(runs)} netlists ({d}, {l.upper()} {f})", "",
+             "The same pre-synthesised design mapped again with the cells of a selection renamed first "
+             "(`rename -scramble-name <selection>` before `dfflibmap`): the logic is the same, the order in "
+             "which ABC meets the cells is not, and one mapping's paths move by tens of ps with it. The "
+             f"targets above read the first netlist; this table reads all of them. Near: channel endpoints "
+             f"above {NEAR_PS} ps.", "",
+             "| netlist | cells renamed | worst path ending in the channel | near |", "|---|---|---|---|"]
+    for p in runs:
+        x = p["channel_end_ps"]
+        path = f"{_ps(x['period_ps'])} (`{x['start']}` -> `{x['end']}`)" if x else "—"
+        sel = f"`{p['selection']}`" if p["selection"] else "none"
+        lines.append(f"| {p['name']} | {sel} | {path} | {p['channel_near']:,} of {p['channel_endpoints']:,} |")
+    worst, near = perturbed_summary(runs)
+    verdict = "" if worst is None else (" (issue #42's 800 ps: " + ("met" if worst <= 800 else "**not met**") + ")")
+    lines += ["", f"Median over the {len(runs)} netlists: worst channel path {_ps(worst)}{verdict}, "
+              f"{near:,.1f} endpoints near.", ""]
+    return lines
+
+
 def report_md(rep, families_shown=8):
     """The Markdown report, from the JSON report ``rep`` alone."""
     libs = {lib["name"]: lib for lib in rep["libraries"]}
@@ -501,6 +582,7 @@ def report_md(rep, families_shown=8):
         lines.append(f"| {v['what']} | {bound} | {value}" + (f" (`{v['detail']}`)" if v["detail"] else "")
                      + f" | {met} |")
     lines.append("")
+    lines += _perturbed_md(rep)
 
     # The AXI row.
     axi, bare = rep["results"].get("axi_2x1"), rep["results"].get("bare_2x1")
@@ -617,6 +699,8 @@ def _command(args):
     parts += [f"--liberty {x}" for x in args.liberty]
     if args.delay_target != CLOCK_PS:
         parts += ["--delay-target", str(args.delay_target)]
+    if not args.perturb:
+        parts.append("--no-perturb")
     return " ".join(parts)
 
 
@@ -633,6 +717,8 @@ def main(argv=None):
     ap.add_argument("--out", default="reports", help="where asic.json and asic.md go (default reports)")
     ap.add_argument("--build-dir", default="build/asic", help="relative to the project root (default build/asic)")
     ap.add_argument("--report-only", action="store_true", help="re-render asic.md from asic.json")
+    ap.add_argument("--no-perturb", dest="perturb", action="store_false",
+                    help="map the one-channel top once, not also with cells renamed (PERTURBATIONS)")
     args = ap.parse_args(argv)
     out = Path(args.out)
     if args.report_only:

@@ -213,27 +213,76 @@ endmodule
 """
 
 
-def test_flow_times_two_flops_whose_period_grows_with_the_inverter_chain():
-    """The set-up installs OpenSTA (scripts/bootstrap.sh): a missing ``sta`` is a failure, not a skip."""
+def _map_chains(work, scramble=None):
+    """CHAIN (1 and 9 inverters) through the plain flow and OpenSTA in ``work``: the library's path, the
+    endpoint summary's rows and the worst path."""
     assert shutil.which("sta"), "OpenSTA (sta) missing: run `make setup`"
-    work = "build/test_asic"
     (ROOT / work).mkdir(parents=True, exist_ok=True)
     (ROOT / f"{work}/chains.v").write_text(CHAIN.format(n1=1, n2=9, inv=ASAP7.inverter))
-    lib_path, info, cells = asic.prepare_library(ASAP7, None, f"{work}/lib")
+    lib_path, _, _ = asic.prepare_library(ASAP7, None, f"{work}/lib")
     design = asic.Design("chains", "two chains", "chains", ())
     asic._run_yosys(asic.presynth_script(design, "plain", f"{work}/chains.v", f"{work}/pre.il", f"{work}/pre.txt"),
                     f"{work}/pre.ys", f"{work}/pre.log")
     (ROOT / f"{work}/abc.constr").write_text(f"set_driving_cell {ASAP7.driver}\nset_load 2\n")
     asic._run_yosys(asic.map_script(ASAP7, lib_path, f"{work}/abc.constr", f"{work}/pre.il", f"{work}/mapped.v",
-                                    f"{work}/stat.json", 1000), f"{work}/map.ys", f"{work}/map.log")
+                                    f"{work}/stat.json", 1000, scramble=scramble), f"{work}/map.ys", f"{work}/map.log")
     asic._run_sta(asic.sta_script(lib_path, f"{work}/mapped.v", "chains", f"{work}/worst.txt", f"{work}/sum.txt"),
                   f"{work}/sta.tcl", f"{work}/sta.out")
-    rows = {(s, e): asic.CLOCK_PS - slack for s, e, slack in asic.parse_summary((ROOT / f"{work}/sum.txt").read_text())}
+    return (lib_path, asic.parse_summary((ROOT / f"{work}/sum.txt").read_text()),
+            asic.parse_full_path((ROOT / f"{work}/worst.txt").read_text()))
+
+
+def test_flow_times_two_flops_whose_period_grows_with_the_inverter_chain():
+    """The set-up installs OpenSTA (scripts/bootstrap.sh): a missing ``sta`` is a failure, not a skip."""
+    lib_path, summary, worst = _map_chains("build/test_asic")
+    rows = {(s, e): asic.CLOCK_PS - slack for s, e, slack in summary}
     assert set(rows) >= {("a1", "b1"), ("a2", "b2")}
     short, long = rows[("a1", "b1")], rows[("a2", "b2")]
     # Eight more inverters, each well over 5 ps on ASAP7 even at a fanout of one (FO4 is about 19 ps).
     assert long > short + 8 * 5
-    worst = asic.parse_full_path((ROOT / f"{work}/worst.txt").read_text())
     assert (worst["start"], worst["end"]) == ("a2", "b2")
     assert worst["logic_cells"] == [ASAP7.inverter] * 9
     assert gzip.decompress((ROOT / ASAP7.liberty).read_bytes()).decode() == (ROOT / lib_path).read_text()
+
+
+def test_map_script_renames_the_selection_first_and_only_when_asked():
+    plain = asic.map_script(ASAP7, "lib", "c", "pre.il", "m.v", "s.json", 1000)
+    scrambled = asic.map_script(ASAP7, "lib", "c", "pre.il", "m.v", "s.json", 1000, scramble="t:$_AND_")
+    assert not any(c.startswith("rename") for c in plain)
+    assert scrambled[1] == "rename -scramble-name t:$_AND_"
+    assert scrambled[:1] + scrambled[2:] == plain
+    # The perturbations keep flip-flops' names (the report's endpoint names) out of every selection.
+    assert all(sel is None or "DFF" not in sel or "%n" in sel for _, sel in asic.PERTURBATIONS)
+
+
+def test_channel_figures_and_their_median_over_netlists():
+    # (start, end, slack): periods 850, 790, 700 in the channel; 950 outside it.
+    rows = [("regs.x", "telemetry.t", 50.0), ("channel_0.a", "channel_0.b", 150.0),
+            ("regs.y", "channel_0.c", 210.0), ("channel_0.d", "channel_0.e", 300.0)]
+    fig = asic.channel_figures(rows)
+    assert fig["channel_end_ps"] == {"period_ps": 850.0, "start": "channel_0.a", "end": "channel_0.b"}
+    assert (fig["channel_near"], fig["channel_endpoints"]) == (2, 3)
+    runs = [{"channel_end_ps": {"period_ps": p}, "channel_near": n} for p, n in ((850, 2), (810, 9), (790, 1))]
+    assert asic.perturbed_summary(runs) == (810, 2)
+
+
+def test_report_gives_the_channel_over_the_perturbed_netlists():
+    rep = _report()
+    one = rep["results"]["one_channel"]["tuned"]["asap7"]
+    assert "netlists" not in asic.report_md(rep)     # not measured: no section
+    one["perturbations"] = [
+        {"name": name, "selection": sel, "channel_near": near, "channel_endpoints": 3993,
+         "channel_end_ps": {"period_ps": ps, "start": "channel_0.key_order_4", "end": "channel_0.run_count"}}
+        for (name, sel), ps, near in zip(asic.PERTURBATIONS, (859.2, 812.5, 828.8, 790.0), (202, 96, 134, 116))]
+    md = asic.report_md(rep)
+    assert "## The channel's paths over 4 netlists (one_channel, ASAP7 tuned)" in md
+    assert "| and_or | `t:$_AND_ t:$_OR_` | 829 ps (`channel_0.key_order_4` -> `channel_0.run_count`) | 134 of 3,993 |" in md
+    # Median of 859.2, 812.5, 828.8, 790.0 is (812.5 + 828.8) / 2 = 820.65; of the counts (116 + 134) / 2.
+    assert "worst channel path 821 ps (issue #42's 800 ps: **not met**), 125.0 endpoints near." in md
+
+
+def test_scrambled_mapping_keeps_the_flip_flops_and_the_paths():
+    """The perturbation renames logic cells only: the same register pairs, the same chain."""
+    _, summary, worst = _map_chains("build/test_asic_scrambled", scramble=dict(asic.PERTURBATIONS)["cells"])
+    assert {(s, e) for s, e, _ in summary} >= {("a1", "b1"), ("a2", "b2")}
+    assert (worst["start"], worst["end"]) == ("a2", "b2") and worst["logic_cells"] == [ASAP7.inverter] * 9
