@@ -281,6 +281,35 @@ def test_report_gives_the_channel_over_the_perturbed_netlists():
     assert "worst channel path 821 ps (issue #42's 800 ps: **not met**), 125.0 endpoints near." in md
 
 
+def test_report_gives_a_core_without_channel_registers_its_worst_paths():
+    """The timestamp core has no ``channel_<c>.`` registers: its section reads each netlist's worst path."""
+    rep = _report()
+    rep["results"]["timestamp_core"] = {"tuned": {"asap7": _fig(670.0, "vt[0]", "vt[11]")}}
+    core = rep["results"]["timestamp_core"]["tuned"]["asap7"]
+    core["perturbations"] = [
+        {"name": name, "selection": sel, "channel_near": 0, "channel_endpoints": 0, "channel_end_ps": None,
+         "worst": {"period_ps": ps, "start": "vt[1]", "end": end}}
+        for (name, sel), ps, end in zip(asic.PERTURBATIONS, (669.7, 642.5, 647.9, 683.1),
+                                        ("vt[11]", "vt[0]", "start_4[15]", "vt[10]"))]
+    md = asic.report_md(rep)
+    assert "## Paths over 4 netlists (timestamp_core, ASAP7 tuned)" in md
+    assert "| netlist | cells renamed | worst path |" in md and "near" not in md.split("timestamp_core, ASAP7")[-1]
+    assert "| and_or | `t:$_AND_ t:$_OR_` | 648 ps (`vt[1]` -> `start_4[15]`) |" in md
+    # Median of 669.7, 642.5, 647.9, 683.1 is (647.9 + 669.7) / 2 = 658.8.
+    assert "Median over the 4 netlists: worst path 659 ps." in md
+    assert asic.perturbed_worst(core["perturbations"]) == pytest.approx(658.8)
+    # Runs recorded before the whole netlist's worst was kept have none.
+    assert asic.perturbed_worst([{"channel_end_ps": None}]) is None
+
+
+def test_the_timestamp_core_is_measured_only_when_named():
+    names = [d.name for d in asic.DESIGNS]
+    assert set(asic.OPTIONAL) <= set(names)
+    assert asic.default_designs() == ["one_channel", "fabric_8x8", "fast_core", "axi_2x1", "bare_2x1"]
+    assert ("timestamp_core", "tuned", "asap7") in asic.PERTURBED
+    assert any(d.name == "timestamp_core" and "timestamp" in d.generator for d in asic.DESIGNS)
+
+
 def test_scrambled_mapping_keeps_the_flip_flops_and_the_paths():
     """The perturbation renames logic cells only: the same register pairs, the same chain."""
     _, summary, worst = _map_chains("build/test_asic_scrambled", scramble=dict(asic.PERTURBATIONS)["cells"])
