@@ -2,7 +2,7 @@
 
     python -m kvfabric.scripts.asic [--designs one_channel,fabric_8x8,fast_core,axi_2x1,bare_2x1[,timestamp_core]]
         [--skip-8x8] [--libraries asap7,osu018] [--flows plain,tuned] [--liberty NAME=PATH]
-        [--delay-target 1000] [--out reports] [--build-dir build/asic] [--report-only] [--no-perturb]
+        [--delay-target 1000] [--out reports] [--stem asic] [--build-dir build/asic] [--report-only] [--no-perturb]
 
 The essay behind kvfabric says the arbiter's logic "runs at 1 GHz, 1 cycle
 per request"; ECP5 place and route cannot test that.  This maps the
@@ -42,7 +42,7 @@ the typical corner.  Routed paths are typically tens of percent slower.
    worst path and issue #42's channel paths over all of them and their
    medians, as an FPGA figure is given over placement seeds.
 
-Writes ``asic.json`` and ``asic.md`` (the Markdown made from the JSON alone
+Writes ``asic.json`` and ``asic.md`` (``--stem`` names them otherwise; the Markdown made from the JSON alone
 by :func:`report_md`; ``--report-only`` re-renders it).  A benchmark, not a
 test: the figures depend on the tools' versions, which the report records.
 """
@@ -592,6 +592,7 @@ def _perturbed_runs_md(d, f, l, runs):
 
 def report_md(rep, families_shown=8):
     """The Markdown report, from the JSON report ``rep`` alone."""
+    json_name = f"{rep.get('stem', 'asic')}.json"
     libs = {lib["name"]: lib for lib in rep["libraries"]}
     flows = rep["flows"]
     designs = [d for d in rep["designs"] if d["name"] in rep["results"]]
@@ -659,12 +660,12 @@ def report_md(rep, families_shown=8):
                     lines.append(f"| {d['name']} | {libs[l]['short']} {f} | {fig['area_um2']:,.0f} | "
                                  f"{fig['cells']:,} | {fig['sequential_cells']:,} |")
     lines += ["", "Area is the sum of the cells' Liberty areas (`stat -liberty`), um^2 for both libraries; "
-              "every cell type and count is in `asic.json`.", ""]
+              f"every cell type and count is in `{json_name}`.", ""]
 
     # Worst paths by endpoint family.
     lines += ["## Worst path of each endpoint family", "",
               f"Endpoint family: the endpoint register's name without its bit index, numbers as `*`. The "
-              f"{families_shown} slowest families of each run; every family is in `asic.json`.", ""]
+              f"{families_shown} slowest families of each run; every family is in `{json_name}`.", ""]
     for d in designs:
         for l in libs:
             for f in flows:
@@ -747,6 +748,8 @@ def _command(args):
         parts += ["--delay-target", str(args.delay_target)]
     if not args.perturb:
         parts.append("--no-perturb")
+    if args.stem != "asic":
+        parts += ["--out", args.out, "--stem", args.stem]
     return " ".join(parts)
 
 
@@ -763,6 +766,8 @@ def main(argv=None):
                     help="use another Liberty file for a library (e.g. the unpruned ASAP7 merge)")
     ap.add_argument("--delay-target", type=int, default=CLOCK_PS, help="ABC's -D, ps (default %(default)s)")
     ap.add_argument("--out", default="reports", help="where asic.json and asic.md go (default reports)")
+    ap.add_argument("--stem", default="asic", help="the reports' file name without .json/.md (default asic; "
+                    "e.g. asic_timestamp for the timestamp core, so that make asic's report stays)")
     ap.add_argument("--build-dir", default="build/asic", help="relative to the project root (default build/asic)")
     ap.add_argument("--report-only", action="store_true", help="re-render asic.md from asic.json")
     ap.add_argument("--no-perturb", dest="perturb", action="store_false",
@@ -770,8 +775,8 @@ def main(argv=None):
     args = ap.parse_args(argv)
     out = Path(args.out)
     if args.report_only:
-        rep = json.loads((out / "asic.json").read_text())
-        (out / "asic.md").write_text(report_md(rep))
+        rep = json.loads((out / f"{args.stem}.json").read_text())
+        (out / f"{args.stem}.md").write_text(report_md(rep))
         return 0
     args.designs_given = args.designs != ",".join(default)
     args.default_libraries, args.default_flows = [l.name for l in LIBRARIES], list(FLOWS)
@@ -817,9 +822,10 @@ def main(argv=None):
            "results": results, "presynth_s": presynth_s, "tools": _tools(),
            "not_measured": "the 8 x 8 top (--skip-8x8)" if args.skip_8x8 else None}
     rep["verdicts"] = verdicts(rep)
+    rep["stem"] = args.stem
     out.mkdir(parents=True, exist_ok=True)
-    (out / "asic.json").write_text(json.dumps(rep, indent=1, sort_keys=True) + "\n")
-    (out / "asic.md").write_text(report_md(rep))
+    (out / f"{args.stem}.json").write_text(json.dumps(rep, indent=1, sort_keys=True) + "\n")
+    (out / f"{args.stem}.md").write_text(report_md(rep))
     print(report_md(rep))
     return 0
 

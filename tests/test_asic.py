@@ -298,6 +298,9 @@ def test_report_gives_a_core_without_channel_registers_its_worst_paths():
     # Median of 669.7, 642.5, 647.9, 683.1 is (647.9 + 669.7) / 2 = 658.8.
     assert "Median over the 4 netlists: worst path 659 ps." in md
     assert asic.perturbed_worst(core["perturbations"]) == pytest.approx(658.8)
+    assert "every family is in `asic.json`" in md
+    rep["stem"] = "asic_timestamp"     # --stem: the report names its own JSON file
+    assert "every family is in `asic_timestamp.json`" in asic.report_md(rep)
     # Runs recorded before the whole netlist's worst was kept have none.
     assert asic.perturbed_worst([{"channel_end_ps": None}]) is None
 
