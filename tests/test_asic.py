@@ -299,6 +299,12 @@ def test_report_gives_a_core_without_channel_registers_its_worst_paths():
     assert "Median over the 4 netlists: worst path 659 ps." in md
     assert asic.perturbed_worst(core["perturbations"]) == pytest.approx(658.8)
     assert "every family is in `asic.json`" in md
+    # _report's designs measure issue #42's targets; the core's run alone measures none of them.
+    assert "| target | bound | measured | |" in md and "None is measured" not in md
+    alone = {**rep, "results": {"timestamp_core": rep["results"]["timestamp_core"]}}
+    alone["verdicts"] = asic.verdicts(alone)
+    md_alone = asic.report_md({**alone, "designs": [d for d in rep["designs"] if d["name"] == "timestamp_core"]})
+    assert "None is measured by this run's designs" in md_alone and "| target | bound |" not in md_alone
     rep["stem"] = "asic_timestamp"     # --stem: the report names its own JSON file
     assert "every family is in `asic_timestamp.json`" in asic.report_md(rep)
     # Runs recorded before the whole netlist's worst was kept have none.
