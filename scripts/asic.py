@@ -67,7 +67,8 @@ from kvfabric.scripts.synth.tools import ROOT, ToolError, run_tool, tool_path, t
 from kvfabric.scripts.yosys_util import name_pattern
 
 __all__ = ["Design", "Library", "DESIGNS", "LIBRARIES", "FLOWS", "AXI_CONFIG", "TARGETS", "PERTURBATIONS",
-           "OPTIONAL", "PERTURBED", "channel_figures", "perturbed_summary", "perturbed_worst", "default_designs", "presynth_script",
+           "OPTIONAL", "PERTURBED", "channel_figures", "netlist_figures", "perturbed_summary", "perturbed_worst",
+           "default_designs", "presynth_script",
            "map_script", "presynthesize", "sta_script", "fo4_netlist", "parse_summary", "parse_full_path", "parse_fo4",
            "register_name", "in_channel", "families", "verdicts", "report_md", "main"]
 
@@ -448,16 +449,14 @@ def measure(design, flow, pre, libs, args, log):
         log(f"{design.name} {flow} {lib.name}: {fig['period_ps']:,.0f} ps ({path['start']} -> {path['end']}), "
             f"{fig['area_um2']:,.0f} um^2")
         if (design.name, flow, lib.name) in PERTURBED and args.perturb:
-            fig["perturbations"] = [{"name": "none", "selection": None, "worst": _worst_period(rows, _any),
-                                     **channel_figures(rows)}]
+            fig["perturbations"] = [{"name": "none", "selection": None, **netlist_figures(rows)}]
             for name, selection in PERTURBATIONS[1:]:
                 pwork = f"{work}/perturbed_{name}"
                 pnet, _, _, psec = map_design(design, lib, lib_path, info, pre, pwork, args.delay_target,
                                               scramble=selection)
                 _run_sta(sta_script(lib_path, pnet, design.top, f"{pwork}/worst_path.txt", f"{pwork}/endpoints.txt"),
                          f"{pwork}/sta.tcl", f"{pwork}/sta.out")
-                prows = parse_summary((ROOT / f"{pwork}/endpoints.txt").read_text())
-                prow = {"worst": _worst_period(prows, _any), **channel_figures(prows)}
+                prow = netlist_figures(parse_summary((ROOT / f"{pwork}/endpoints.txt").read_text()))
                 fig["perturbations"].append({"name": name, "selection": selection, **prow})
                 log(f"{design.name} {flow} {lib.name}, cells renamed ({name}): {_ps(prow['worst']['period_ps'])}, "
                     f"channel {_ps(prow['channel_end_ps'] and prow['channel_end_ps']['period_ps'])} in {psec:.0f} s")
@@ -471,6 +470,11 @@ def channel_figures(rows):
     return {"channel_end_ps": _worst_period(rows, lambda s, e: in_channel(e)),
             "channel_near": sum(1 for _, e, slack in rows if in_channel(e) and CLOCK_PS - slack > NEAR_PS),
             "channel_endpoints": sum(1 for _, e, _ in rows if in_channel(e))}
+
+
+def netlist_figures(rows):
+    """One perturbed netlist's row: its worst register-to-register path and :func:`channel_figures`."""
+    return {"worst": _worst_period(rows, lambda s, e: True), **channel_figures(rows)}
 
 
 def perturbed_summary(perturbations):
@@ -490,10 +494,6 @@ def perturbed_worst(perturbations):
 def default_designs():
     """What ``make asic`` measures: every design but :data:`OPTIONAL`."""
     return [d.name for d in DESIGNS if d.name not in OPTIONAL]
-
-
-def _any(start, end):
-    return True
 
 
 def in_channel(register: str) -> bool:
@@ -621,16 +621,18 @@ def report_md(rep, families_shown=8):
 
     # Targets (a run of designs none of them reads, such as the timestamp core's alone, says so in a line).
     lines += ["## Issue #42's targets (ASAP7, tuned flow)", ""]
-    measured = any(v["value"] is not None for v in rep["verdicts"])
-    lines += ["| target | bound | measured | |", "|---|---|---|---|"] if measured else \
-        ["None is measured by this run's designs (`make asic` measures them)."]
-    for v in rep["verdicts"] if measured else ():
-        ratio = isinstance(v["bound"], float)
-        bound = f"<= {v['bound']:.2f}x" if ratio else f"<= {v['bound']:,} ps"
-        value = "not measured" if v["value"] is None else (f"{v['value']:.3f}x" if ratio else _ps(v["value"]))
-        met = {None: "", True: "met", False: "**not met**"}[v["met"]]
-        lines.append(f"| {v['what']} | {bound} | {value}" + (f" (`{v['detail']}`)" if v["detail"] else "")
-                     + f" | {met} |")
+    if not any(v["value"] is not None for v in rep["verdicts"]):
+        lines += ["None is measured by this run's designs (`make asic` measures them)."]
+    else:
+        lines += ["| target | bound | measured | |", "|---|---|---|---|"]
+        for v in rep["verdicts"]:
+            ratio = isinstance(v["bound"], float)
+            bound = f"<= {v['bound']:.2f}x" if ratio else f"<= {v['bound']:,} ps"
+            value = ("not measured" if v["value"] is None
+                     else f"{v['value']:.3f}x" if ratio else _ps(v["value"]))
+            met = {None: "", True: "met", False: "**not met**"}[v["met"]]
+            lines.append(f"| {v['what']} | {bound} | {value}" + (f" (`{v['detail']}`)" if v["detail"] else "")
+                         + f" | {met} |")
     lines.append("")
     lines += _perturbed_md(rep)
 

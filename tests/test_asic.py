@@ -262,6 +262,9 @@ def test_channel_figures_and_their_median_over_netlists():
     fig = asic.channel_figures(rows)
     assert fig["channel_end_ps"] == {"period_ps": 850.0, "start": "channel_0.a", "end": "channel_0.b"}
     assert (fig["channel_near"], fig["channel_endpoints"]) == (2, 3)
+    # A perturbed netlist's row adds its worst path, the telemetry one outside the channel.
+    assert asic.netlist_figures(rows) == {"worst": {"period_ps": 950.0, "start": "regs.x", "end": "telemetry.t"},
+                                          **fig}
     runs = [{"channel_end_ps": {"period_ps": p}, "channel_near": n} for p, n in ((850, 2), (810, 9), (790, 1))]
     assert asic.perturbed_summary(runs) == (810, 2)
 
